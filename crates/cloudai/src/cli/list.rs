@@ -1,0 +1,82 @@
+use clap::{Args, ValueEnum};
+
+use crate::config::system::SCHEDULERS;
+use crate::workloads;
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// What to list
+    #[arg(value_enum, ignore_case = true)]
+    what: What,
+    /// Show details
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum What {
+    /// Scenario reports this build writes
+    Reports,
+    /// DSE agents
+    Agents,
+    /// Test templates and the schedulers each runs on
+    Templates,
+    /// Schedulers whose configs are understood
+    Schedulers,
+}
+
+/// Reports this build writes after a run.
+const REPORTS: &[(&str, &str)] = &[(
+    "status",
+    "console table of every test iteration's status, reason and results path",
+)];
+
+pub fn list(args: &ListArgs) -> i32 {
+    match args.what {
+        What::Reports => {
+            println!("Available scenario reports:");
+            for (i, (name, what)) in REPORTS.iter().enumerate() {
+                if args.verbose {
+                    println!("{}. \"{name}\" ({what})", i + 1);
+                } else {
+                    println!("{}. \"{name}\"", i + 1);
+                }
+            }
+        }
+        What::Agents => {
+            println!("Available agents:");
+            println!(
+                "(none yet: design-space exploration sweeps are not implemented in this version)"
+            );
+        }
+        What::Templates => {
+            println!("Available test templates:");
+            for (i, w) in workloads::all().iter().enumerate() {
+                if args.verbose {
+                    let args: Vec<&str> = w.args().iter().map(|a| a.name).collect();
+                    println!(
+                        "{}. \"{}\" schedulers={} cmd_args={}",
+                        i + 1,
+                        w.template(),
+                        w.schedulers().join(","),
+                        args.join(",")
+                    );
+                } else {
+                    println!(
+                        "{}. \"{}\" schedulers={}",
+                        i + 1,
+                        w.template(),
+                        w.schedulers().join(",")
+                    );
+                }
+            }
+        }
+        What::Schedulers => {
+            println!("Available schedulers:");
+            for (i, s) in SCHEDULERS.iter().enumerate() {
+                println!("{}. \"{s}\"", i + 1);
+            }
+        }
+    }
+    0
+}

@@ -1,0 +1,112 @@
+//! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
+
+mod list;
+mod run;
+mod verify;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::log::{self, Level};
+
+#[derive(Parser, Debug)]
+#[command(name = "cloudai", version, about = "Benchmark AI clusters with CloudAI test scenarios", long_about = None)]
+pub struct Cli {
+    /// Log file with every DEBUG line (truncated on each invocation)
+    #[arg(long, default_value = "debug.log", global = true)]
+    log_file: PathBuf,
+    /// Console log level: DEBUG, INFO, WARNING or ERROR
+    #[arg(long, default_value = "INFO", global = true, value_parser = parse_level)]
+    log_level: Level,
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s)
+        .ok_or_else(|| format!("invalid log level: {s} (use DEBUG, INFO, WARNING or ERROR)"))
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a test scenario on the system
+    Run(RunArgs),
+    /// Generate every file of a run without submitting anything; jobs complete at once
+    DryRun(RunArgs),
+    /// Check system, test and scenario TOMLs (a file, or a directory searched recursively)
+    VerifyConfigs(verify::VerifyArgs),
+    /// List what this build provides
+    List(list::ListArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// System TOML [default: the built-in standalone system, which runs tests as local processes]
+    #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
+    system_config: Option<PathBuf>,
+    /// Test scenario TOML
+    #[arg(long)]
+    test_scenario: PathBuf,
+    /// Directory of test TOMLs (only *.toml directly inside)
+    #[arg(long)]
+    tests_dir: Option<PathBuf>,
+    /// Hook directory [default: conf/hook under the working directory]
+    #[arg(long)]
+    hook_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Where scenario results go [default: the system's output_path]
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Accepted for CloudAI compatibility: installation is not checked by this version
+    #[arg(long)]
+    enable_cache_without_check: bool,
+    /// Slurm only: run the whole scenario in one sbatch job
+    #[arg(long)]
+    single_sbatch: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Mode {
+    Run,
+    DryRun,
+}
+
+/// Entry point of the binary; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match cli.command {
+        Command::List(args) => list::list(&args),
+        command => {
+            log::init(cli.log_level, Some(&cli.log_file));
+            match command {
+                Command::Run(args) => run::run(&args, false),
+                Command::DryRun(args) => run::run(&args, true),
+                Command::VerifyConfigs(args) => verify::verify(&args),
+                Command::List(_) => unreachable!(),
+            }
+        }
+    }
+}
+
+/// Reports config errors: one `[ERROR]` record per problem, each with its location and hint.
+pub fn report_errors(errors: &crate::config::ConfigErrors) {
+    for e in &errors.0 {
+        if e.warning {
+            crate::warn!("{e}");
+        } else {
+            crate::error!("{e}");
+        }
+    }
+}

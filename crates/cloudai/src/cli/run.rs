@@ -1,0 +1,171 @@
+//! `run` and `dry-run`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::RunArgs;
+use crate::log;
+use crate::results::Layout;
+use crate::runner::Runner;
+use crate::scenario::{self, Inputs, Scenario};
+use crate::{error, info};
+
+pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
+    let c = &args.common;
+    let inputs = Inputs {
+        system: c.system_config.as_deref(),
+        tests_dir: c.tests_dir.as_deref(),
+        scenario: &c.test_scenario,
+        hook_dir: c.hook_dir.as_deref(),
+    };
+    let (system, scenario) = match scenario::load_all(&inputs) {
+        Ok(x) => x,
+        Err(e) => {
+            super::report_errors(&e);
+            return 1;
+        }
+    };
+    if args.single_sbatch && system.kind.scheduler() != "slurm" {
+        error!("Single sbatch is only supported for Slurm systems.");
+        return 1;
+    }
+    if args.single_sbatch {
+        error!("--single-sbatch is not implemented in this version of cloudai.");
+        return 1;
+    }
+    if scenario.test_runs.iter().any(|r| r.is_dse()) {
+        error!(
+            "Scenario '{}' is a design-space exploration (a list in cmd_args, extra_env_vars or num_nodes); \
+             DSE runs are not implemented in this version of cloudai.",
+            scenario.name
+        );
+        return 1;
+    }
+    let system = Arc::new(system);
+    let sys = match crate::systems::build(&system) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+    let output = args
+        .output_dir
+        .clone()
+        .unwrap_or_else(|| system.output_path.clone());
+    let output = match prepare_output_dir(&output) {
+        Ok(p) => p,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+
+    info!("System Name: {}", system.name);
+    info!("Scheduler: {}", system.kind.scheduler());
+    info!("Test Scenario Name: {}", scenario.name);
+    info!("Checking if workloads components are installed.");
+    info!("Test Scenario: {}", scenario.name);
+    log::print(&format!("\n{}", describe(&scenario)));
+    info!(
+        "Initializing Runner [{}] mode",
+        if dry_run { "DRY-RUN" } else { "RUN" }
+    );
+    info!("Creating {}", sys.runner_name());
+    let layout = Layout::new(&output, &scenario.name, chrono::Local::now());
+    if let Err(e) = std::fs::create_dir_all(&layout.root) {
+        error!("Failed to create directory '{}': {e}. Please check directory permissions and available disk space.", layout.root.display());
+        return 1;
+    }
+    info!(
+        "Scenario results will be stored at: {}",
+        layout.root.display()
+    );
+
+    let runner = Runner {
+        system: sys,
+        scenario: Arc::new(scenario),
+        layout,
+        scheduler: system.kind.scheduler(),
+        dry_run,
+        interval: Duration::from_secs(if dry_run {
+            1
+        } else {
+            system.monitor_interval.max(1)
+        }),
+        submissions: Default::default(),
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("Cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let outcome = rt.block_on(runner.run());
+    info!("Scenario results");
+    log::print(&crate::report::status_table::render(&outcome.records));
+    if outcome.interrupted {
+        crate::warn!(
+            "Run interrupted: every submitted job was cancelled. Results so far are in {}",
+            runner.layout.root.display()
+        );
+        return 130;
+    }
+    info!("All jobs are complete.");
+    0
+}
+
+/// The scenario outline CloudAI prints before running.
+fn describe(s: &Scenario) -> String {
+    let mut out = String::new();
+    for r in &s.test_runs {
+        out.push_str(&format!(
+            "Section Name: {}\n  Test Name: {}\n  Description: {}\n",
+            r.id, r.test.name, r.test.description
+        ));
+        if r.dependencies.is_empty() {
+            out.push_str("  No dependencies\n");
+        }
+        for d in &r.dependencies {
+            out.push_str(&format!("  {}: {}\n", d.kind.label(), d.id));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// The output directory must exist or be creatable (its parent exists), and be writable.
+fn prepare_output_dir(p: &Path) -> Result<PathBuf, String> {
+    let abs = std::path::absolute(p)
+        .map_err(|e| format!("Output path '{}' is invalid: {e}", p.display()))?;
+    if abs.exists() {
+        if !abs.is_dir() {
+            return Err(format!(
+                "Output path '{}' exists but is not a directory.",
+                abs.display()
+            ));
+        }
+    } else {
+        let parent = abs.parent().unwrap_or(Path::new("/"));
+        if !parent.is_dir() {
+            return Err(format!("Output path '{}' does not exist.", abs.display()));
+        }
+    }
+    let probe_dir = if abs.exists() {
+        abs.clone()
+    } else {
+        abs.parent().unwrap().to_path_buf()
+    };
+    let probe = probe_dir.join(format!(".cloudai-write-test-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(_) => return Err(format!("Output path '{}' is not writable.", abs.display())),
+    }
+    Ok(abs)
+}

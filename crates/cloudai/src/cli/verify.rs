@@ -1,0 +1,240 @@
+//! `verify-configs`: find TOMLs, tell which schema each is, and validate each against it.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use crate::config::node::{self, Kind};
+use crate::config::{scenario as scen, system, test, ConfigErrors};
+use crate::scenario::{HookLibrary, TestLibrary};
+use crate::{error, info, warn};
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// A TOML file, or a directory searched recursively for *.toml
+    configs: PathBuf,
+    /// Test TOMLs to resolve scenarios against (default: the tests found under CONFIGS)
+    #[arg(long)]
+    tests_dir: Option<PathBuf>,
+    /// Hook directory [default: a `hook` directory under CONFIGS, else conf/hook under the working directory]
+    #[arg(long)]
+    hook_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    System,
+    Test,
+    Scenario,
+    Hook,
+    HookTest,
+    Unknown,
+}
+
+fn find_tomls(p: &Path, out: &mut Vec<PathBuf>) {
+    if p.is_file() {
+        out.push(p.to_path_buf());
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(p) else { return };
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for e in entries {
+        if e.is_dir() {
+            find_tomls(&e, out);
+        } else if e.extension().is_some_and(|x| x == "toml") {
+            out.push(e);
+        }
+    }
+}
+
+fn classify(path: &Path, hook_root: Option<&Path>) -> Class {
+    if let Some(root) = hook_root {
+        if let Ok(rel) = path.strip_prefix(root) {
+            return if rel.components().any(|c| c.as_os_str() == "test") {
+                Class::HookTest
+            } else {
+                Class::Hook
+            };
+        }
+    }
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Class::Unknown;
+    };
+    let Ok(n) = node::parse(path, &text, "config") else {
+        return Class::Unknown;
+    };
+    let Kind::Table(t) = &n.kind else {
+        return Class::Unknown;
+    };
+    if t.entries.contains_key("scheduler") {
+        Class::System
+    } else if text.contains("test_template_name =") && !text.contains("[[Tests]]") {
+        Class::Test
+    } else if text.contains("[[Tests]]") {
+        Class::Scenario
+    } else {
+        Class::Unknown
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+pub fn verify(args: &VerifyArgs) -> i32 {
+    if !args.configs.exists() {
+        error!("{}: no such file or directory", args.configs.display());
+        return 1;
+    }
+    let hook_root = args
+        .hook_dir
+        .clone()
+        .or_else(|| Some(args.configs.join("hook")).filter(|p| p.is_dir()))
+        .unwrap_or_else(|| PathBuf::from("conf/hook"));
+    let hook_root = hook_root.is_dir().then(|| canonical(&hook_root));
+
+    let mut files = Vec::new();
+    find_tomls(&args.configs, &mut files);
+    if files.is_empty() {
+        error!("No TOMLs found in {}", args.configs.display());
+        return 1;
+    }
+    let mut files: Vec<PathBuf> = files.iter().map(|f| canonical(f)).collect();
+    if let Some(root) = &hook_root {
+        let mut hooks = Vec::new();
+        find_tomls(root, &mut hooks);
+        info!("Found {} hook TOMLs (always verified)", hooks.len());
+        for h in hooks.iter().map(|h| canonical(h)) {
+            if !files.contains(&h) {
+                files.push(h);
+            }
+        }
+    }
+    let classes: Vec<(PathBuf, Class)> = files
+        .iter()
+        .map(|f| (f.clone(), classify(f, hook_root.as_deref())))
+        .collect();
+    let of = |c: Class| -> Vec<&PathBuf> {
+        classes
+            .iter()
+            .filter(|(_, k)| *k == c)
+            .map(|(p, _)| p)
+            .collect()
+    };
+
+    let mut total = 0usize;
+    let mut failed = 0usize;
+    let mut check = |label: &str,
+                     what: &str,
+                     items: &[&PathBuf],
+                     f: &mut dyn FnMut(&Path) -> Result<(), ConfigErrors>| {
+        if items.is_empty() {
+            return;
+        }
+        let mut bad = 0;
+        for p in items {
+            match f(p) {
+                Ok(()) => {}
+                Err(e) if test::is_unsupported(&e) => super::report_errors(&e),
+                Err(e) => {
+                    super::report_errors(&e);
+                    bad += 1;
+                }
+            }
+        }
+        total += items.len();
+        failed += bad;
+        if bad == 0 {
+            info!("Checked {label}: {}, all passed", items.len());
+        } else {
+            error!("{bad} out of {} {what} have issues.", items.len());
+        }
+    };
+
+    check(
+        "systems",
+        "system configurations",
+        &of(Class::System),
+        &mut |p| system::load(p).map(|_| ()),
+    );
+
+    let test_files: Vec<PathBuf> = match &args.tests_dir {
+        Some(d) => crate::scenario::library_files(d),
+        None => {
+            if !of(Class::Scenario).is_empty() {
+                warn!("Test configuration directory not provided, using all found test TOMLs in the specified directory.");
+            }
+            of(Class::Test).into_iter().cloned().collect()
+        }
+    };
+    let test_refs: Vec<&PathBuf> = test_files.iter().collect();
+    check("tests", "test configurations", &test_refs, &mut |p| {
+        let raw = test::load_raw(p)?;
+        test::decode(&raw.node, "").map(|_| ())
+    });
+
+    let library = build_library(&test_files);
+    let hooks = hook_root.as_deref().map(HookLibrary::load);
+    check(
+        "scenarios",
+        "test scenarios",
+        &of(Class::Scenario),
+        &mut |p| {
+            let file = scen::load(p)?;
+            let hooks = match &hooks {
+                Some(Ok(h)) => Some(h),
+                Some(Err(e)) if file.pre_test.is_some() || file.post_test.is_some() => {
+                    return Err(ConfigErrors(e.0.clone()));
+                }
+                _ => None,
+            };
+            crate::scenario::resolve(&file, &library, hooks, None).map(|_| ())
+        },
+    );
+
+    let hook_tests: Vec<&PathBuf> = of(Class::HookTest);
+    check(
+        "hook tests",
+        "hook test configurations",
+        &hook_tests,
+        &mut |p| {
+            let raw = test::load_raw(p)?;
+            test::decode(&raw.node, "").map(|_| ())
+        },
+    );
+    check("hooks", "hook scenarios", &of(Class::Hook), &mut |p| {
+        let file = scen::load(p)?;
+        let dir = hook_root.as_deref().map(|r| r.join("test"));
+        let lib = dir
+            .filter(|d| d.is_dir())
+            .map(|d| build_library(&crate::scenario::library_files(&d)))
+            .unwrap_or_default();
+        crate::scenario::resolve(&file, &lib, None, None).map(|_| ())
+    });
+
+    for p in of(Class::Unknown) {
+        total += 1;
+        failed += 1;
+        error!("Unknown configuration file '{}': could not classify as system, test, scenario, or hook.", p.display());
+    }
+    if failed == 0 {
+        info!("Checked {total} configuration files, all passed");
+        0
+    } else {
+        error!("{failed} out of {total} configuration files have issues.");
+        1
+    }
+}
+
+/// A test library from files, skipping those that fail (they are reported by the tests check).
+fn build_library(files: &[PathBuf]) -> TestLibrary {
+    let mut lib = TestLibrary::default();
+    let mut ignored = ConfigErrors::default();
+    for f in files {
+        if let Ok(raw) = test::load_raw(f) {
+            lib.add(raw, &mut ignored);
+        }
+    }
+    lib
+}

@@ -1,0 +1,305 @@
+//! `cmd_args` of a test template: a declarative schema per template drives validation, defaults, the order in
+//! which fields are dumped to `test-run.toml`, and the order of command-line flags.
+
+use indexmap::IndexMap;
+
+use super::decode::{as_bool, as_float, as_int, as_str, join, Ctx};
+use super::error::did_you_mean;
+use super::node::{Kind, Node};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgValue {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    List(Vec<ArgValue>),
+    Table(IndexMap<String, ArgValue>),
+}
+
+impl ArgValue {
+    /// The value as Python's `str()` prints it, which is what CloudAI puts on command lines.
+    pub fn py_str(&self) -> String {
+        match self {
+            ArgValue::Str(s) => s.clone(),
+            ArgValue::Int(i) => i.to_string(),
+            ArgValue::Float(f) => py_float(*f),
+            ArgValue::Bool(b) => if *b { "True" } else { "False" }.to_string(),
+            ArgValue::List(l) => {
+                let inner: Vec<String> = l.iter().map(ArgValue::py_repr).collect();
+                format!("[{}]", inner.join(", "))
+            }
+            ArgValue::Table(t) => {
+                let inner: Vec<String> = t
+                    .iter()
+                    .map(|(k, v)| format!("'{k}': {}", v.py_repr()))
+                    .collect();
+                format!("{{{}}}", inner.join(", "))
+            }
+        }
+    }
+
+    fn py_repr(&self) -> String {
+        match self {
+            ArgValue::Str(s) => format!("'{s}'"),
+            other => other.py_str(),
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            ArgValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            ArgValue::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub fn as_float(&self) -> Option<f64> {
+        match self {
+            ArgValue::Float(f) => Some(*f),
+            ArgValue::Int(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+
+    /// A list anywhere makes the test a design-space-exploration sweep.
+    pub fn is_sweep(&self) -> bool {
+        match self {
+            ArgValue::List(_) => true,
+            ArgValue::Table(t) => t.values().any(ArgValue::is_sweep),
+            _ => false,
+        }
+    }
+
+    /// Untyped conversion, for cmd_args keys that no schema declares.
+    pub fn from_node(node: &Node) -> Option<ArgValue> {
+        Some(match &node.kind {
+            Kind::Str(s) | Kind::Datetime(s) => ArgValue::Str(s.clone()),
+            Kind::Int(i) => ArgValue::Int(*i),
+            Kind::Float(f) => ArgValue::Float(*f),
+            Kind::Bool(b) => ArgValue::Bool(*b),
+            Kind::Array(a) => ArgValue::List(a.iter().filter_map(ArgValue::from_node).collect()),
+            Kind::Table(t) => ArgValue::Table(
+                t.entries
+                    .iter()
+                    .filter_map(|(k, e)| Some((k.clone(), ArgValue::from_node(&e.node)?)))
+                    .collect(),
+            ),
+        })
+    }
+}
+
+/// Python's float repr: `1.0`, `0.5`, `1e-05`, `1e+16`.
+pub fn py_float(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = f.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        let s = format!("{f:e}");
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let exp: i32 = e.parse().unwrap_or(0);
+        return format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    }
+    let s = format!("{f}");
+    if s.contains('.') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum ArgType {
+    Str,
+    Int,
+    Float,
+    Bool,
+    Enum(&'static [&'static str]),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum ArgDefault {
+    Required,
+    Unset,
+    Str(&'static str),
+    Int(i64),
+    Bool(bool),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ArgSpec {
+    pub name: &'static str,
+    pub ty: ArgType,
+    pub default: ArgDefault,
+    /// Whether a list (a DSE sweep over values) is accepted.
+    pub sweep: bool,
+}
+
+impl ArgSpec {
+    pub const fn new(name: &'static str, ty: ArgType, default: ArgDefault) -> Self {
+        Self {
+            name,
+            ty,
+            default,
+            sweep: true,
+        }
+    }
+    pub const fn single(mut self) -> Self {
+        self.sweep = false;
+        self
+    }
+}
+
+/// Validated `cmd_args`: declared fields in schema order (unset optional ones absent), then extra keys in TOML
+/// order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CmdArgs {
+    pub values: IndexMap<String, ArgValue>,
+}
+
+impl CmdArgs {
+    pub fn get(&self, key: &str) -> Option<&ArgValue> {
+        self.values.get(key)
+    }
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(ArgValue::as_str)
+    }
+    pub fn is_sweep(&self) -> bool {
+        self.values.values().any(ArgValue::is_sweep)
+    }
+}
+
+fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option<ArgValue> {
+    match spec.ty {
+        ArgType::Str => as_str(ctx, node, field).map(ArgValue::Str),
+        ArgType::Int => as_int(ctx, node, field).map(ArgValue::Int),
+        ArgType::Float => as_float(ctx, node, field).map(ArgValue::Float),
+        ArgType::Bool => as_bool(ctx, node, field).map(ArgValue::Bool),
+        ArgType::Enum(choices) => {
+            let s = as_str(ctx, node, field)?;
+            if choices.contains(&s.as_str()) {
+                Some(ArgValue::Str(s))
+            } else {
+                let hint = match did_you_mean(&s, choices.iter().copied()) {
+                    Some(c) => format!("did you mean \"{c}\"?"),
+                    None => format!("one of: {}", choices.join(", ")),
+                };
+                ctx.err(
+                    &node.loc,
+                    field,
+                    format!("{:?} is not an accepted value", s),
+                    Some(hint),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Decodes a `cmd_args` table. `extras` says whether undeclared keys are passed through (CloudAI accepts them);
+/// a key that looks like a typo of a declared one is an error either way, since it would silently do nothing.
+pub fn decode(
+    ctx: &mut Ctx,
+    node: Option<&Node>,
+    parent_loc: &super::node::Loc,
+    path: &str,
+    specs: &[ArgSpec],
+    extras: bool,
+) -> CmdArgs {
+    let empty = super::node::Table::default();
+    let table = match node {
+        None => &empty,
+        Some(n) => match &n.kind {
+            Kind::Table(t) => t,
+            _ => {
+                ctx.type_err(n, path, "a table");
+                &empty
+            }
+        },
+    };
+    let missing_loc = node.map_or(parent_loc, |n| &n.loc);
+    let mut values = IndexMap::new();
+    for spec in specs {
+        let field = join(path, spec.name);
+        match table.get(spec.name) {
+            Some(n) => {
+                let v = match (&n.kind, spec.sweep) {
+                    (Kind::Array(items), true) => {
+                        let vals: Vec<_> = items
+                            .iter()
+                            .enumerate()
+                            .map(|(i, it)| coerce_one(ctx, spec, it, &join(&field, &i.to_string())))
+                            .collect();
+                        vals.into_iter()
+                            .collect::<Option<Vec<_>>>()
+                            .map(ArgValue::List)
+                    }
+                    _ => coerce_one(ctx, spec, n, &field),
+                };
+                if let Some(v) = v {
+                    values.insert(spec.name.to_string(), v);
+                }
+            }
+            None => {
+                let v = match spec.default {
+                    ArgDefault::Required => {
+                        ctx.err(
+                            missing_loc,
+                            &field,
+                            "required field is missing",
+                            Some(format!("add `{} = ...` under [{path}]", spec.name)),
+                        );
+                        None
+                    }
+                    ArgDefault::Unset => None,
+                    ArgDefault::Str(s) => Some(ArgValue::Str(s.to_string())),
+                    ArgDefault::Int(i) => Some(ArgValue::Int(i)),
+                    ArgDefault::Bool(b) => Some(ArgValue::Bool(b)),
+                };
+                if let Some(v) = v {
+                    values.insert(spec.name.to_string(), v);
+                }
+            }
+        }
+    }
+    let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+    for (k, e) in &table.entries {
+        if names.contains(&k.as_str()) {
+            continue;
+        }
+        let typo = did_you_mean(k, names.iter().copied());
+        if !extras || typo.is_some() {
+            let hint = super::decode::unknown_hint(k, &names);
+            ctx.err(&e.key_loc, &join(path, k), "unknown field", hint);
+            continue;
+        }
+        if let Some(v) = ArgValue::from_node(&e.node) {
+            values.insert(k.clone(), v);
+        }
+    }
+    CmdArgs { values }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_float_repr() {
+        assert_eq!(py_float(1.0), "1.0");
+        assert_eq!(py_float(0.5), "0.5");
+        assert_eq!(py_float(1e-5), "1e-05");
+        assert_eq!(py_float(2e16), "2e+16");
+        assert_eq!(py_float(123.25), "123.25");
+    }
+}

@@ -1,0 +1,285 @@
+//! Typed reading of a located TOML tree with pydantic-compatible coercion ("8" is an int, "yes" a bool) and
+//! errors that carry file, line:column and the dotted field path. Errors are collected, not returned early, so one
+//! run of `verify-configs` shows every problem in a file.
+
+use indexmap::IndexMap;
+
+use super::error::{did_you_mean, ConfigError, ConfigErrors};
+use super::node::{Kind, Loc, Node, Table};
+
+pub struct Ctx {
+    pub errors: ConfigErrors,
+}
+
+impl Default for Ctx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ctx {
+    pub fn new() -> Self {
+        Self {
+            errors: ConfigErrors::default(),
+        }
+    }
+
+    pub fn err(&mut self, loc: &Loc, field: &str, msg: impl Into<String>, hint: Option<String>) {
+        self.errors
+            .push(ConfigError::new(loc.clone(), field, msg).with_hint_opt(hint));
+    }
+
+    pub fn type_err(&mut self, node: &Node, field: &str, expected: &str) {
+        let hint = match (&node.kind, expected) {
+            (Kind::Int(_) | Kind::Float(_) | Kind::Bool(_), "a string") => {
+                Some(format!("quote the value: \"{}\"", node.show()))
+            }
+            (Kind::Str(_), "an integer") => Some("write a whole number, like 8".to_string()),
+            _ => None,
+        };
+        self.err(
+            &node.loc,
+            field,
+            format!(
+                "expected {expected}, found {} {}",
+                node.kind.type_name(),
+                node.show()
+            ),
+            hint,
+        );
+    }
+
+    pub fn table<'a>(&mut self, node: &'a Node, path: &str) -> Option<View<'a>> {
+        match &node.kind {
+            Kind::Table(t) => Some(View {
+                table: t,
+                loc: node.loc.clone(),
+                path: path.to_string(),
+            }),
+            _ => {
+                self.type_err(node, path, "a table");
+                None
+            }
+        }
+    }
+
+    pub fn finish<T>(self, value: T) -> Result<T, ConfigErrors> {
+        self.errors.into_result(value)
+    }
+}
+
+pub fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+// ---- scalar coercions (pydantic v2 lax mode) ----
+
+pub fn as_str(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {
+    match &node.kind {
+        Kind::Str(s) => Some(s.clone()),
+        _ => {
+            ctx.type_err(node, field, "a string");
+            None
+        }
+    }
+}
+
+pub fn as_int(ctx: &mut Ctx, node: &Node, field: &str) -> Option<i64> {
+    let v = match &node.kind {
+        Kind::Int(i) => Some(*i),
+        Kind::Bool(b) => Some(i64::from(*b)),
+        Kind::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i64),
+        Kind::Str(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    if v.is_none() {
+        ctx.type_err(node, field, "an integer");
+    }
+    v
+}
+
+pub fn as_float(ctx: &mut Ctx, node: &Node, field: &str) -> Option<f64> {
+    let v = match &node.kind {
+        Kind::Int(i) => Some(*i as f64),
+        Kind::Float(f) => Some(*f),
+        Kind::Str(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    if v.is_none() {
+        ctx.type_err(node, field, "a number");
+    }
+    v
+}
+
+pub fn as_bool(ctx: &mut Ctx, node: &Node, field: &str) -> Option<bool> {
+    let v = match &node.kind {
+        Kind::Bool(b) => Some(*b),
+        Kind::Int(0) => Some(false),
+        Kind::Int(1) => Some(true),
+        Kind::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "y" | "t" | "1" => Some(true),
+            "false" | "no" | "off" | "n" | "f" | "0" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    };
+    if v.is_none() {
+        ctx.type_err(node, field, "a boolean");
+    }
+    v
+}
+
+pub fn as_str_list(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<String>> {
+    match &node.kind {
+        Kind::Array(items) => {
+            let mut out = Vec::new();
+            let mut ok = true;
+            for (i, it) in items.iter().enumerate() {
+                match as_str(ctx, it, &join(field, &i.to_string())) {
+                    Some(s) => out.push(s),
+                    None => ok = false,
+                }
+            }
+            ok.then_some(out)
+        }
+        _ => {
+            ctx.type_err(node, field, "an array of strings");
+            None
+        }
+    }
+}
+
+/// One TOML table being read. Callers ask for each field, then `done` reports unknown keys.
+pub struct View<'a> {
+    pub table: &'a Table,
+    pub loc: Loc,
+    pub path: String,
+}
+
+impl<'a> View<'a> {
+    pub fn field(&self, key: &str) -> String {
+        join(&self.path, key)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&'a Node> {
+        self.table.get(key)
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.table.entries.contains_key(key)
+    }
+
+    pub fn required(&self, ctx: &mut Ctx, key: &str) -> Option<&'a Node> {
+        let n = self.get(key);
+        if n.is_none() {
+            ctx.err(
+                &self.loc,
+                &self.field(key),
+                "required field is missing",
+                Some(format!("add `{key} = ...` to this table")),
+            );
+        }
+        n
+    }
+
+    pub fn req_str(&self, ctx: &mut Ctx, key: &str) -> Option<String> {
+        self.required(ctx, key)
+            .and_then(|n| as_str(ctx, n, &self.field(key)))
+    }
+
+    pub fn opt_str(&self, ctx: &mut Ctx, key: &str) -> Option<String> {
+        self.get(key).and_then(|n| as_str(ctx, n, &self.field(key)))
+    }
+
+    pub fn opt_int(&self, ctx: &mut Ctx, key: &str) -> Option<i64> {
+        self.get(key).and_then(|n| as_int(ctx, n, &self.field(key)))
+    }
+
+    pub fn opt_float(&self, ctx: &mut Ctx, key: &str) -> Option<f64> {
+        self.get(key)
+            .and_then(|n| as_float(ctx, n, &self.field(key)))
+    }
+
+    pub fn opt_bool(&self, ctx: &mut Ctx, key: &str) -> Option<bool> {
+        self.get(key)
+            .and_then(|n| as_bool(ctx, n, &self.field(key)))
+    }
+
+    /// A non-negative integer with a default.
+    pub fn count(&self, ctx: &mut Ctx, key: &str, default: u64) -> u64 {
+        match self.get(key) {
+            None => default,
+            Some(n) => match as_int(ctx, n, &self.field(key)) {
+                Some(v) if v >= 0 => v as u64,
+                Some(v) => {
+                    ctx.err(
+                        &n.loc,
+                        &self.field(key),
+                        format!("must be 0 or more, found {v}"),
+                        None,
+                    );
+                    default
+                }
+                None => default,
+            },
+        }
+    }
+
+    pub fn str_list(&self, ctx: &mut Ctx, key: &str) -> Vec<String> {
+        self.get(key)
+            .and_then(|n| as_str_list(ctx, n, &self.field(key)))
+            .unwrap_or_default()
+    }
+
+    /// A table of string values (`extra_cmd_args`); ints and bools are taken as their text.
+    pub fn str_map(&self, ctx: &mut Ctx, key: &str) -> IndexMap<String, String> {
+        let mut out = IndexMap::new();
+        let Some(n) = self.get(key) else { return out };
+        let Some(v) = ctx.table(n, &self.field(key)) else {
+            return out;
+        };
+        for (k, e) in &v.table.entries {
+            let f = v.field(k);
+            let s = match &e.node.kind {
+                Kind::Str(s) => Some(s.clone()),
+                Kind::Int(i) => Some(i.to_string()),
+                Kind::Float(x) => Some(x.to_string()),
+                Kind::Bool(b) => Some(if *b { "True" } else { "False" }.to_string()),
+                _ => {
+                    ctx.type_err(&e.node, &f, "a string");
+                    None
+                }
+            };
+            if let Some(s) = s {
+                out.insert(k.clone(), s);
+            }
+        }
+        out
+    }
+
+    /// Reports keys not in `known`, with a "did you mean" hint.
+    pub fn done(&self, ctx: &mut Ctx, known: &[&str]) {
+        for (k, e) in &self.table.entries {
+            if known.contains(&k.as_str()) {
+                continue;
+            }
+            ctx.err(
+                &e.key_loc,
+                &self.field(k),
+                "unknown field",
+                unknown_hint(k, known),
+            );
+        }
+    }
+}
+
+pub fn unknown_hint(key: &str, known: &[&str]) -> Option<String> {
+    Some(match did_you_mean(key, known.iter().copied()) {
+        Some(s) => format!("did you mean `{s}`?"),
+        None => format!("known fields here: {}", known.join(", ")),
+    })
+}

@@ -1,0 +1,13 @@
+//! cloudai-rs: runs CloudAI test scenarios (system, test and scenario TOMLs) on a scheduler and grades them.
+
+pub mod cli;
+pub mod log;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod systems;
+
+pub mod config;
+pub mod scenario;
+pub mod util;
+pub mod workloads;

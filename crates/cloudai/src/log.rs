@@ -1,0 +1,97 @@
+//! Logging as CloudAI does it: `[LEVEL] message` on stdout at the chosen level, and every DEBUG line with a
+//! timestamp in the log file (truncated per invocation). A hand-rolled logger keeps start-up instant.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Debug = 10,
+    Info = 20,
+    Warning = 30,
+    Error = 40,
+}
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "DEBUG" => Level::Debug,
+            "INFO" => Level::Info,
+            "WARNING" | "WARN" => Level::Warning,
+            "ERROR" | "CRITICAL" => Level::Error,
+            _ => return None,
+        })
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Level::Debug => "DEBUG",
+            Level::Info => "INFO",
+            Level::Warning => "WARNING",
+            Level::Error => "ERROR",
+        }
+    }
+}
+
+struct Logger {
+    console: Level,
+    file: Mutex<Option<File>>,
+}
+
+static LOGGER: OnceLock<Logger> = OnceLock::new();
+
+/// Sets up logging; a log file that cannot be created is reported once and then skipped.
+pub fn init(console: Level, file: Option<&Path>) {
+    let f = file.and_then(|p| match File::create(p) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            println!("[WARNING] Cannot write log file {}: {e}", p.display());
+            None
+        }
+    });
+    let _ = LOGGER.set(Logger {
+        console,
+        file: Mutex::new(f),
+    });
+}
+
+pub fn log(level: Level, msg: &str) {
+    let Some(l) = LOGGER.get() else {
+        if level >= Level::Info {
+            println!("[{}] {msg}", level.name());
+        }
+        return;
+    };
+    if level >= l.console {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "[{}] {msg}", level.name());
+    }
+    log_file_only(level, msg);
+}
+
+/// Plain console text (CloudAI prints some lines without a level), mirrored to the log file.
+pub fn print(text: &str) {
+    println!("{text}");
+    log_file_only(Level::Info, text);
+}
+
+pub fn log_file_only(level: Level, msg: &str) {
+    if let Some(l) = LOGGER.get() {
+        if let Ok(mut g) = l.file.lock() {
+            if let Some(f) = g.as_mut() {
+                let ts = chrono::Local::now().format("%Y-%m-%d %H:%M:%S,%3f");
+                let _ = writeln!(f, "{ts} - {} - {msg}", level.name());
+            }
+        }
+    }
+}
+
+#[macro_export]
+macro_rules! info { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Info, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! warn { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Warning, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! error { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Error, &format!($($t)*)) } }
+#[macro_export]
+macro_rules! debug { ($($t:tt)*) => { $crate::log::log($crate::log::Level::Debug, &format!($($t)*)) } }

@@ -1,0 +1,3 @@
+//! Reports over a scenario's results.
+
+pub mod status_table;

@@ -1,0 +1,128 @@
+//! `test-run.toml`: what ran, as CloudAI dumps its TestRun model.
+
+use std::path::Path;
+
+use crate::config::args::ArgValue;
+use crate::config::test::TestDefinition;
+use crate::scenario::TestRun;
+use crate::util::pytoml::{dumps, PyVal};
+
+fn arg(v: &ArgValue) -> PyVal {
+    match v {
+        ArgValue::Str(s) => PyVal::str(s.clone()),
+        ArgValue::Int(i) => PyVal::Int(*i),
+        ArgValue::Float(f) => PyVal::Float(*f),
+        ArgValue::Bool(b) => PyVal::Bool(*b),
+        ArgValue::List(l) => PyVal::List(l.iter().map(arg).collect()),
+        ArgValue::Table(t) => PyVal::Table(t.iter().map(|(k, v)| (k.clone(), arg(v))).collect()),
+    }
+}
+
+fn kv(k: &str, v: PyVal) -> (String, PyVal) {
+    (k.to_string(), v)
+}
+
+/// The test definition in CloudAI's model field order (pydantic `model_dump`).
+pub fn definition(t: &TestDefinition) -> PyVal {
+    let table = |m: &indexmap::IndexMap<String, ArgValue>| {
+        PyVal::Table(m.iter().map(|(k, v)| (k.clone(), arg(v))).collect())
+    };
+    let git = t
+        .git_repos
+        .iter()
+        .map(|g| {
+            PyVal::Table(vec![
+                kv("url", PyVal::str(g.url.clone())),
+                kv("commit", PyVal::str(g.commit.clone())),
+                kv("init_submodules", PyVal::Bool(g.init_submodules)),
+                kv("mount_as", PyVal::opt_str(&g.mount_as)),
+            ])
+        })
+        .collect();
+    let nsys = t.nsys.as_ref().map_or(PyVal::None, |n| {
+        PyVal::Table(vec![
+            kv("enable", PyVal::Bool(n.enable)),
+            kv("nsys_binary", PyVal::str(n.nsys_binary.clone())),
+            kv("task", PyVal::str(n.task.clone())),
+            kv("output", PyVal::opt_str(&n.output)),
+            kv("sample", PyVal::opt_str(&n.sample)),
+            kv("trace", PyVal::opt_str(&n.trace)),
+            kv(
+                "force_overwrite",
+                n.force_overwrite.map_or(PyVal::None, PyVal::Bool),
+            ),
+            kv("capture_range", PyVal::opt_str(&n.capture_range)),
+            kv("capture_range_end", PyVal::opt_str(&n.capture_range_end)),
+            kv("cuda_graph_trace", PyVal::opt_str(&n.cuda_graph_trace)),
+            kv(
+                "gpu_metrics_devices",
+                PyVal::opt_str(&n.gpu_metrics_devices),
+            ),
+            kv("extra_args", PyVal::str_list(&n.extra_args)),
+        ])
+    });
+    PyVal::Table(vec![
+        kv("name", PyVal::str(t.name.clone())),
+        kv("description", PyVal::str(t.description.clone())),
+        kv(
+            "test_template_name",
+            PyVal::str(t.test_template_name.clone()),
+        ),
+        kv("cmd_args", table(&t.cmd_args.values)),
+        kv("extra_env_vars", table(&t.extra_env_vars)),
+        kv(
+            "extra_cmd_args",
+            PyVal::Table(
+                t.extra_cmd_args
+                    .iter()
+                    .map(|(k, v)| (k.clone(), PyVal::str(v.clone())))
+                    .collect(),
+            ),
+        ),
+        kv("dse_excluded_args", PyVal::str_list(&t.dse_excluded_args)),
+        kv(
+            "extra_container_mounts",
+            PyVal::str_list(&t.extra_container_mounts),
+        ),
+        kv("git_repos", PyVal::List(git)),
+        kv("nsys", nsys),
+        kv("predictor", t.predictor.as_ref().map_or(PyVal::None, arg)),
+        kv("agent", PyVal::str(t.agent.clone())),
+        kv("agent_steps", PyVal::Int(t.agent_steps as i64)),
+        kv("agent_metrics", PyVal::str_list(&t.agent_metrics)),
+        kv(
+            "agent_reward_function",
+            PyVal::str(t.agent_reward_function.clone()),
+        ),
+        kv(
+            "agent_config",
+            t.agent_config.as_ref().map_or(PyVal::None, arg),
+        ),
+        kv("env_params", table(&t.env_params)),
+        kv(
+            "training_report",
+            t.training_report.map_or(PyVal::None, |(a, b)| {
+                PyVal::Table(vec![
+                    kv("exclude_start_steps", PyVal::Int(a as i64)),
+                    kv("exclude_post_profiling_steps", PyVal::Int(b as i64)),
+                ])
+            }),
+        ),
+    ])
+}
+
+pub fn render(run: &TestRun, iteration: u64, dir: &Path, test_cmd: &str, full_cmd: &str) -> String {
+    let doc = vec![
+        kv("name", PyVal::str(run.id.clone())),
+        kv("nnodes", PyVal::Int(run.num_nodes as i64)),
+        kv("nodes", PyVal::str_list(&run.nodes)),
+        kv("output_path", PyVal::str(dir.display().to_string())),
+        kv("iterations", PyVal::Int(run.iterations as i64)),
+        kv("current_iteration", PyVal::Int(iteration as i64)),
+        kv("step", PyVal::Int(0)),
+        kv("test_cmd", PyVal::str(test_cmd)),
+        kv("full_cmd", PyVal::str(full_cmd)),
+        kv("test_definition", definition(&run.test)),
+    ];
+    dumps(&doc)
+}

@@ -1,0 +1,520 @@
+//! The engine: starts test runs as their dependencies allow, repeats iterations, enforces time limits, stops
+//! `end_post_comp` dependents, and on Ctrl-C/SIGTERM cancels every job it submitted.
+//!
+//! Dependency semantics (CloudAI's): runs without `start_*` dependencies start at once; `start_post_init` waits
+//! until the dependency's job is running; `start_post_comp` waits until all its iterations are done;
+//! `end_post_comp` stops this run when the dependency is done.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Local};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::config::scenario::DepKind;
+use crate::config::time_limit;
+use crate::results::{EndReason, IterationRecord, Layout, Status};
+use crate::scenario::{Scenario, TestRun};
+use crate::systems::{JobId, JobState, Prepared, System};
+use crate::util::fsx::write_atomic;
+use crate::workloads::{JobOutcome, Verdict};
+use crate::{error, info, warn};
+
+/// How long cancelled jobs get to disappear before we stop waiting for them.
+const CANCEL_WAIT: Duration = Duration::from_secs(15);
+
+pub struct Runner {
+    pub system: Arc<dyn System>,
+    pub scenario: Arc<Scenario>,
+    pub layout: Layout,
+    pub scheduler: &'static str,
+    pub dry_run: bool,
+    pub interval: Duration,
+    /// Counts submissions, so the loop polls a freshly submitted job before it sleeps.
+    pub submissions: std::cell::Cell<u64>,
+}
+
+pub struct RunOutcome {
+    pub records: Vec<IterationRecord>,
+    pub interrupted: bool,
+}
+
+struct Active {
+    id: JobId,
+    dir: PathBuf,
+    prepared: Prepared,
+    submitted_at: DateTime<Local>,
+    started: Option<(DateTime<Local>, Instant)>,
+    kill: Option<EndReason>,
+    dry_polls: u8,
+}
+
+enum Phase {
+    Waiting,
+    Active(Box<Active>),
+    Done,
+}
+
+struct Slot {
+    run: Arc<TestRun>,
+    iteration: u64,
+    phase: Phase,
+    /// A job of this run has been seen running (satisfies `start_post_init`).
+    started: bool,
+    /// Set by an `end_post_comp` dependency: the id that completed.
+    stopped_by: Option<String>,
+}
+
+impl Slot {
+    fn done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+}
+
+impl Runner {
+    pub async fn run(&self) -> RunOutcome {
+        let mut slots: Vec<Slot> = self
+            .scenario
+            .test_runs
+            .iter()
+            .map(|r| Slot {
+                run: r.clone(),
+                iteration: 0,
+                phase: Phase::Waiting,
+                started: false,
+                stopped_by: None,
+            })
+            .collect();
+        let mut records = Vec::new();
+        let (mut sigint, mut sigterm) = match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(a), Ok(b)) => (a, b),
+            _ => {
+                error!("Cannot install signal handlers; refusing to start jobs that could not be cancelled");
+                return RunOutcome {
+                    records,
+                    interrupted: true,
+                };
+            }
+        };
+        let wake = self.system.wakeup();
+        let mut interrupted = false;
+        loop {
+            loop {
+                let before = self.submissions.get();
+                self.start_ready(&mut slots, &mut records).await;
+                self.poll(&mut slots, &mut records).await;
+                if self.submissions.get() == before || self.dry_run {
+                    break;
+                }
+            }
+            self.stop_dependents(&mut slots).await;
+            self.enforce_time_limits(&mut slots).await;
+            if slots.iter().all(Slot::done) {
+                break;
+            }
+            if self.dry_run {
+                continue;
+            }
+            let notified = async {
+                match &wake {
+                    Some(n) => n.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(self.interval) => {}
+                _ = notified => {}
+                _ = sigint.recv() => { interrupted = true; }
+                _ = sigterm.recv() => { interrupted = true; }
+            }
+            if interrupted {
+                break;
+            }
+        }
+        if interrupted {
+            self.cancel_all(&mut slots, &mut records).await;
+        }
+        let order = |id: &str| self.scenario.test_runs.iter().position(|r| r.id == id);
+        records.sort_by_key(|r| (order(&r.test_id), r.iteration));
+        RunOutcome {
+            records,
+            interrupted,
+        }
+    }
+
+    fn deps_met(&self, slots: &[Slot], run: &TestRun) -> bool {
+        run.dependencies.iter().all(|d| {
+            let Some(dep) = slots.iter().find(|s| s.run.id == d.id) else {
+                return true;
+            };
+            match d.kind {
+                DepKind::StartPostInit => dep.started || dep.done(),
+                DepKind::StartPostComp => dep.done(),
+                DepKind::EndPostComp => true,
+            }
+        })
+    }
+
+    async fn start_ready(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
+        for i in 0..slots.len() {
+            let ready =
+                matches!(slots[i].phase, Phase::Waiting) && self.deps_met(slots, &slots[i].run);
+            if ready {
+                self.submit(&mut slots[i], records).await;
+            }
+        }
+    }
+
+    async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
+        let run = slot.run.clone();
+        let dir = self.layout.iteration_dir(&run.id, slot.iteration);
+        let prepared = self.system.prepare(&run, slot.iteration, &dir);
+        info!("Starting test: {} (results at: {})", run.id, dir.display());
+        if let Err(e) = write_inputs(&run, slot.iteration, &dir, &prepared) {
+            self.fail_submit(
+                slot,
+                records,
+                &dir,
+                &prepared,
+                format!("cannot write {}: {e}", dir.display()),
+            );
+            return;
+        }
+        info!("Running test: {}", run.id);
+        let submitted_at = Local::now();
+        self.submissions.set(self.submissions.get() + 1);
+        match self
+            .system
+            .submit(&run, &dir, &prepared, self.dry_run)
+            .await
+        {
+            Ok(id) => {
+                slot.phase = Phase::Active(Box::new(Active {
+                    id,
+                    dir,
+                    prepared,
+                    submitted_at,
+                    started: None,
+                    kill: None,
+                    dry_polls: 0,
+                }))
+            }
+            Err(msg) => self.fail_submit(slot, records, &dir, &prepared, msg),
+        }
+    }
+
+    fn fail_submit(
+        &self,
+        slot: &mut Slot,
+        records: &mut Vec<IterationRecord>,
+        dir: &Path,
+        p: &Prepared,
+        msg: String,
+    ) {
+        error!("Failed to submit test {}: {msg}", slot.run.id);
+        let mut rec = self.record(&slot.run, slot.iteration, dir, p);
+        rec.end_reason = EndReason::SubmitFailed;
+        rec.status = Status::Failed;
+        rec.message = msg;
+        self.save(&rec, dir);
+        records.push(rec);
+        slot.phase = Phase::Done;
+    }
+
+    fn record(&self, run: &TestRun, iteration: u64, dir: &Path, p: &Prepared) -> IterationRecord {
+        IterationRecord {
+            test_id: run.id.clone(),
+            test_name: run.test.name.clone(),
+            template: run.test.test_template_name.clone(),
+            iteration,
+            iterations: run.iterations,
+            scheduler: self.scheduler.to_string(),
+            job_id: None,
+            nodes: Vec::new(),
+            output_path: dir.display().to_string(),
+            test_cmd: p.test_cmd.clone(),
+            submitted_at: None,
+            started_at: None,
+            ended_at: None,
+            time_limit_secs: run.effective_time_limit(),
+            end_reason: EndReason::NotStarted,
+            exit_code: None,
+            signal: None,
+            status: Status::Skipped,
+            message: String::new(),
+        }
+    }
+
+    fn save(&self, rec: &IterationRecord, dir: &Path) {
+        if self.dry_run {
+            return; // a dry-run tree holds exactly CloudAI's files
+        }
+        if let Err(e) = rec.write(dir) {
+            error!("Cannot write the run record in {}: {e}", dir.display());
+        }
+    }
+
+    async fn poll(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
+        let active: Vec<usize> = (0..slots.len())
+            .filter(|&i| matches!(slots[i].phase, Phase::Active(_)))
+            .collect();
+        if active.is_empty() {
+            return;
+        }
+        let states: Vec<JobState> = if self.dry_run {
+            active
+                .iter()
+                .map(|&i| {
+                    let Phase::Active(a) = &mut slots[i].phase else {
+                        unreachable!()
+                    };
+                    a.dry_polls += 1;
+                    if a.dry_polls == 1 {
+                        JobState::Running
+                    } else {
+                        JobState::Finished(JobOutcome {
+                            exit_code: Some(0),
+                            signal: None,
+                        })
+                    }
+                })
+                .collect()
+        } else {
+            let ids: Vec<JobId> = active
+                .iter()
+                .map(|&i| match &slots[i].phase {
+                    Phase::Active(a) => a.id.clone(),
+                    _ => unreachable!(),
+                })
+                .collect();
+            self.system.poll(&ids).await
+        };
+        for (&i, state) in active.iter().zip(states) {
+            let slot = &mut slots[i];
+            let Phase::Active(a) = &mut slot.phase else {
+                continue;
+            };
+            match state {
+                JobState::Pending => {}
+                JobState::Running => {
+                    if a.started.is_none() {
+                        a.started = Some((Local::now(), Instant::now()));
+                    }
+                    slot.started = true;
+                }
+                JobState::Finished(outcome) => {
+                    slot.started = true;
+                    self.finish(slot, outcome, records).await;
+                }
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        slot: &mut Slot,
+        outcome: JobOutcome,
+        records: &mut Vec<IterationRecord>,
+    ) {
+        let Phase::Active(a) = std::mem::replace(&mut slot.phase, Phase::Waiting) else {
+            return;
+        };
+        let run = slot.run.clone();
+        let end_reason = a.kill.unwrap_or(if self.dry_run {
+            EndReason::DryRun
+        } else {
+            EndReason::Exited
+        });
+        let limit = run
+            .effective_time_limit()
+            .map(time_limit::format)
+            .unwrap_or_default();
+        let verdict = match end_reason {
+            EndReason::TimeLimit => (
+                Status::Timeout,
+                format!("killed at its time limit of {limit}"),
+            ),
+            EndReason::Cancelled => (Status::Cancelled, "cancelled by the user".to_string()),
+            EndReason::StoppedByDependency => (
+                Status::Stopped,
+                format!(
+                    "stopped when {} completed (end_post_comp)",
+                    slot.stopped_by.as_deref().unwrap_or("?")
+                ),
+            ),
+            _ if !self.scenario.job_status_check => (Status::Passed, String::new()),
+            _ => {
+                let Verdict { passed, message } = run.workload.grade(&run.test, &a.dir, &outcome);
+                (
+                    if passed {
+                        Status::Passed
+                    } else {
+                        Status::Failed
+                    },
+                    message,
+                )
+            }
+        };
+        let mut rec = self.record(&run, slot.iteration, &a.dir, &a.prepared);
+        rec.job_id = Some(a.id.clone());
+        rec.nodes = if self.dry_run {
+            Vec::new()
+        } else {
+            self.system.nodes(&a.id)
+        };
+        rec.submitted_at = Some(a.submitted_at.to_rfc3339());
+        rec.started_at = a.started.map(|(t, _)| t.to_rfc3339());
+        rec.ended_at = Some(Local::now().to_rfc3339());
+        rec.end_reason = end_reason;
+        rec.exit_code = outcome.exit_code;
+        rec.signal = outcome.signal;
+        (rec.status, rec.message) = verdict;
+        self.save(&rec, &a.dir);
+        crate::log::log_file_only(
+            crate::log::Level::Debug,
+            &format!("{} iteration {}: {:?}", run.id, slot.iteration, rec),
+        );
+        records.push(rec);
+        info!(
+            "Job completed: {} (iteration {} of {})",
+            run.id,
+            slot.iteration + 1,
+            run.iterations
+        );
+        let more = slot.iteration + 1 < run.iterations
+            && !matches!(
+                end_reason,
+                EndReason::Cancelled | EndReason::StoppedByDependency
+            );
+        if more {
+            slot.iteration += 1;
+            self.submit(slot, records).await;
+        } else {
+            slot.phase = Phase::Done;
+        }
+    }
+
+    async fn stop_dependents(&self, slots: &mut [Slot]) {
+        for i in 0..slots.len() {
+            let trigger = slots[i].run.dependencies.iter().find_map(|d| {
+                let dep = slots.iter().find(|s| s.run.id == d.id)?;
+                (d.kind == DepKind::EndPostComp && dep.done()).then(|| d.id.clone())
+            });
+            let Some(dep_id) = trigger else { continue };
+            let slot = &mut slots[i];
+            let Phase::Active(a) = &mut slot.phase else {
+                continue;
+            };
+            if a.kill.is_some() {
+                continue;
+            }
+            info!(
+                "Stopping test {} (job {}): {dep_id} completed (end_post_comp)",
+                slot.run.id, a.id
+            );
+            slot.stopped_by = Some(dep_id);
+            if self.dry_run {
+                continue;
+            }
+            a.kill = Some(EndReason::StoppedByDependency);
+            if let Err(e) = self.system.cancel(&a.id).await {
+                warn!("Cannot stop job {}: {e}", a.id);
+            }
+        }
+    }
+
+    async fn enforce_time_limits(&self, slots: &mut [Slot]) {
+        for slot in slots.iter_mut() {
+            let Some(limit) = slot.run.effective_time_limit() else {
+                continue;
+            };
+            let Phase::Active(a) = &mut slot.phase else {
+                continue;
+            };
+            let Some((_, since)) = a.started else {
+                continue;
+            };
+            if a.kill.is_some() || self.dry_run || since.elapsed() < Duration::from_secs(limit) {
+                continue;
+            }
+            warn!(
+                "Test {} reached its time limit of {}; cancelling job {}",
+                slot.run.id,
+                time_limit::format(limit),
+                a.id
+            );
+            a.kill = Some(EndReason::TimeLimit);
+            if let Err(e) = self.system.cancel(&a.id).await {
+                warn!("Cannot cancel job {}: {e}", a.id);
+            }
+        }
+    }
+
+    async fn cancel_all(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
+        let n = slots
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Active(_)))
+            .count();
+        warn!("Interrupted: cancelling {n} running job(s)");
+        for slot in slots.iter_mut() {
+            if let Phase::Active(a) = &mut slot.phase {
+                a.kill = Some(EndReason::Cancelled);
+                if let Err(e) = self.system.cancel(&a.id).await {
+                    error!("Cannot cancel job {}: {e}", a.id);
+                }
+            }
+        }
+        let deadline = Instant::now() + CANCEL_WAIT;
+        while slots.iter().any(|s| matches!(s.phase, Phase::Active(_))) && Instant::now() < deadline
+        {
+            self.poll(slots, records).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for slot in slots.iter_mut() {
+            match std::mem::replace(&mut slot.phase, Phase::Done) {
+                Phase::Active(a) => {
+                    error!(
+                        "Job {} of test {} did not stop within {}s",
+                        a.id,
+                        slot.run.id,
+                        CANCEL_WAIT.as_secs()
+                    );
+                    let mut rec = self.record(&slot.run, slot.iteration, &a.dir, &a.prepared);
+                    rec.job_id = Some(a.id.clone());
+                    rec.end_reason = EndReason::Cancelled;
+                    rec.status = Status::Cancelled;
+                    rec.message = "cancel requested but the job did not confirm it stopped".into();
+                    self.save(&rec, &a.dir);
+                    records.push(rec);
+                }
+                Phase::Waiting => {
+                    let dir = self.layout.iteration_dir(&slot.run.id, slot.iteration);
+                    let mut rec =
+                        self.record(&slot.run, slot.iteration, &dir, &Prepared::default());
+                    rec.message = "not started: the run was interrupted".into();
+                    records.push(rec);
+                }
+                Phase::Done => {}
+            }
+        }
+    }
+}
+
+/// `test-run.toml` and the system's files (scripts), written before the job is submitted.
+fn write_inputs(run: &TestRun, iteration: u64, dir: &Path, p: &Prepared) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let toml = crate::results::test_run::render(run, iteration, dir, &p.test_cmd, &p.full_cmd);
+    write_atomic(&dir.join("test-run.toml"), toml.as_bytes())?;
+    for (name, contents) in &p.files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        write_atomic(&path, contents.as_bytes())?;
+    }
+    Ok(())
+}

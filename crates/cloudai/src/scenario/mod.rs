@@ -1,0 +1,320 @@
+//! Resolves a scenario file against the test definitions and hooks into runnable `TestRun`s.
+
+mod library;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::node::{Kind, Node};
+use crate::config::scenario::{Dependency, ScenarioFile, TestEntry};
+use crate::config::system::SystemConfig;
+use crate::config::test::{self, TestDefinition};
+use crate::config::{ConfigError, ConfigErrors};
+use crate::workloads::{self, Workload};
+
+pub use library::{toml_files, HookLibrary, TestLibrary};
+
+/// `*.toml` directly inside `dir` (empty when it cannot be read).
+pub fn library_files(dir: &Path) -> Vec<PathBuf> {
+    toml_files(dir).unwrap_or_default()
+}
+
+#[derive(Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub file: PathBuf,
+    pub job_status_check: bool,
+    pub test_runs: Vec<Arc<TestRun>>,
+    pub pre_test: Option<Arc<HookScenario>>,
+    pub post_test: Option<Arc<HookScenario>>,
+}
+
+#[derive(Debug)]
+pub struct HookScenario {
+    pub name: String,
+    pub test_runs: Vec<Arc<TestRun>>,
+}
+
+pub struct TestRun {
+    pub id: String,
+    pub test: TestDefinition,
+    pub workload: &'static dyn Workload,
+    pub num_nodes: u64,
+    pub nodes: Vec<String>,
+    pub exclude_nodes: Vec<String>,
+    pub iterations: u64,
+    /// Seconds, as written in the scenario.
+    pub time_limit: Option<u64>,
+    pub dependencies: Vec<Dependency>,
+    pub extra_srun_args: Option<String>,
+    pub weight: i64,
+    pub sol: Option<f64>,
+    pub ideal_perf: f64,
+    pub pre_test: Option<Arc<HookScenario>>,
+    pub post_test: Option<Arc<HookScenario>>,
+}
+
+impl std::fmt::Debug for TestRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestRun")
+            .field("id", &self.id)
+            .field("test", &self.test.name)
+            .finish()
+    }
+}
+
+impl TestRun {
+    /// The job's whole time limit: the test's own plus every hook run's, as CloudAI computes `--time`.
+    pub fn effective_time_limit(&self) -> Option<u64> {
+        let own = self.time_limit?;
+        let hooks: u64 = [&self.pre_test, &self.post_test]
+            .into_iter()
+            .flatten()
+            .flat_map(|h| h.test_runs.iter())
+            .filter_map(|r| r.time_limit)
+            .sum();
+        Some(own + hooks)
+    }
+
+    pub fn is_dse(&self) -> bool {
+        self.test.is_dse()
+    }
+}
+
+/// Resolves every `[[Tests]]` entry. `system` is `None` when verifying configs without a system.
+pub fn resolve(
+    file: &ScenarioFile,
+    tests: &TestLibrary,
+    hooks: Option<&HookLibrary>,
+    system: Option<&SystemConfig>,
+) -> Result<Scenario, ConfigErrors> {
+    let mut errors = ConfigErrors::default();
+    let pre_test = hook(file.pre_test.as_ref(), hooks, "pre_test", &mut errors);
+    let post_test = hook(file.post_test.as_ref(), hooks, "post_test", &mut errors);
+    let mut runs = Vec::new();
+    for entry in &file.tests {
+        match resolve_entry(entry, tests, system) {
+            Ok(mut r) => {
+                r.pre_test = pre_test.clone();
+                r.post_test = post_test.clone();
+                runs.push(Arc::new(r));
+            }
+            Err(e) => errors.0.extend(e.0),
+        }
+    }
+    let dse: Vec<&Arc<TestRun>> = runs.iter().filter(|r| r.is_dse()).collect();
+    if !dse.is_empty() && dse.len() != runs.len() {
+        let first = file.tests.iter().find(|t| t.id == dse[0].id).unwrap();
+        errors.push(
+            ConfigError::new(first.loc.clone(), format!("Tests.{}", first.index), "mixing DSE and non-DSE jobs is not allowed")
+                .with_hint("a list in cmd_args or extra_env_vars makes a test a sweep; put sweeps in their own scenario"),
+        );
+    }
+    for r in &dse {
+        if !r.dependencies.is_empty() {
+            let e = file.tests.iter().find(|t| t.id == r.id).unwrap();
+            errors.push(ConfigError::new(
+                e.loc.clone(),
+                format!("Tests.{}.dependencies", e.index),
+                "dependencies are not supported for DSE jobs: all cases run one after another",
+            ));
+        }
+    }
+    if !errors.0.is_empty() {
+        // "Unsupported template" is only a warning when verifying; a run cannot skip a test.
+        if system.is_some() {
+            errors.0.iter_mut().for_each(|e| e.warning = false);
+        }
+        return Err(errors);
+    }
+    Ok(Scenario {
+        name: file.name.clone(),
+        file: file.file.clone(),
+        job_status_check: file.job_status_check,
+        test_runs: runs,
+        pre_test,
+        post_test,
+    })
+}
+
+fn hook(
+    name: Option<&(String, crate::config::node::Loc)>,
+    hooks: Option<&HookLibrary>,
+    field: &str,
+    errors: &mut ConfigErrors,
+) -> Option<Arc<HookScenario>> {
+    let (name, loc) = name?;
+    let found = hooks.and_then(|h| h.get(name));
+    if found.is_none() {
+        let known = hooks.map(|h| h.names()).unwrap_or_default();
+        let hint = match crate::config::error::did_you_mean(name, known.iter().map(String::as_str))
+        {
+            Some(s) => format!("did you mean '{s}'?"),
+            None => {
+                "hooks are read from --hook-dir (default conf/hook under the working directory): \
+                     <hook-dir>/*.toml are hook scenarios, <hook-dir>/test/*.toml their tests"
+                    .to_string()
+            }
+        };
+        errors.push(
+            ConfigError::new(loc.clone(), field, format!("hook '{name}' not found"))
+                .with_hint(hint),
+        );
+    }
+    found
+}
+
+fn resolve_entry(
+    entry: &TestEntry,
+    tests: &TestLibrary,
+    system: Option<&SystemConfig>,
+) -> Result<TestRun, ConfigErrors> {
+    let field = format!("Tests.{}", entry.index);
+    let merged: Node = match &entry.test_name {
+        Some((name, loc)) => {
+            let Some(raw) = tests.get(name) else {
+                let hint = match crate::config::error::did_you_mean(name, tests.names()) {
+                    Some(s) => format!("did you mean '{s}'? (names come from the `name` field inside each test file)"),
+                    None => format!(
+                        "check --tests-dir ({}) and that a test file there has name = \"{name}\"",
+                        tests.dir_display()
+                    ),
+                };
+                return Err(ConfigError::new(
+                    loc.clone(),
+                    format!("{field}.test_name"),
+                    format!("test '{name}' is not defined"),
+                )
+                .with_hint(hint)
+                .into());
+            };
+            let mut base = raw.node.clone();
+            base.merge(&overrides_to_merge(&entry.overrides));
+            base
+        }
+        None => entry.overrides.clone(),
+    };
+    let def = test::decode(&merged, "").map_err(|mut e| {
+        if test::is_unsupported(&e) {
+            // Point at the scenario entry, not at the test file that names the template.
+            let loc = entry
+                .test_name
+                .as_ref()
+                .map_or(entry.loc.clone(), |(_, l)| l.clone());
+            for err in &mut e.0 {
+                err.loc = loc.clone();
+                err.field = field.clone();
+                err.message = format!("test '{}' uses an {}", entry.id, err.message);
+            }
+        }
+        e
+    })?;
+    let workload = workloads::find(&def.test_template_name).expect("decode checked the template");
+    if let Some(sys) = system {
+        let sched = sys.kind.scheduler();
+        if !workload.schedulers().contains(&sched) {
+            return Err(ConfigError::new(
+                entry.loc.clone(),
+                field,
+                format!(
+                    "test template {} cannot run on a {sched} system",
+                    def.test_template_name
+                ),
+            )
+            .with_hint(format!(
+                "{} runs on: {}",
+                def.test_template_name,
+                workload.schedulers().join(", ")
+            ))
+            .into());
+        }
+    }
+    let num_nodes = if entry.nodes.is_empty() {
+        entry.num_nodes.first().copied().unwrap_or(1)
+    } else {
+        count_nodes(&entry.nodes).unwrap_or(entry.num_nodes[0])
+    };
+    Ok(TestRun {
+        id: entry.id.clone(),
+        test: def,
+        workload,
+        num_nodes,
+        nodes: entry.nodes.clone(),
+        exclude_nodes: entry.exclude_nodes.clone(),
+        iterations: entry.iterations,
+        time_limit: entry.time_limit,
+        dependencies: entry.dependencies.clone(),
+        extra_srun_args: entry.extra_srun_args.clone(),
+        weight: entry.weight,
+        sol: entry.sol,
+        ideal_perf: entry.ideal_perf,
+        pre_test: None,
+        post_test: None,
+    })
+}
+
+/// CloudAI merges `extra_env_vars` only when the entry sets a non-empty table.
+fn overrides_to_merge(overrides: &Node) -> Node {
+    let mut o = overrides.clone();
+    if let Kind::Table(t) = &mut o.kind {
+        t.entries.retain(|k, e| {
+            !(k == "extra_env_vars"
+                && matches!(&e.node.kind, Kind::Table(x) if x.entries.is_empty()))
+        });
+    }
+    o
+}
+
+/// Node count of a `nodes` list: host names and ranges count one each, `partition:group:N` counts N.
+fn count_nodes(nodes: &[String]) -> Option<u64> {
+    let mut n = 0;
+    for spec in nodes {
+        let parts: Vec<&str> = spec.split(':').collect();
+        n += match parts.as_slice() {
+            [_, _, count] => count.parse::<u64>().ok()?,
+            _ => crate::util::nodelist::expand(spec)?.len() as u64,
+        };
+    }
+    Some(n)
+}
+
+/// Loads the system, test library, hooks (only when the scenario uses them) and scenario, and resolves them.
+pub struct Inputs<'a> {
+    /// `None` selects the built-in standalone system.
+    pub system: Option<&'a Path>,
+    pub tests_dir: Option<&'a Path>,
+    pub scenario: &'a Path,
+    pub hook_dir: Option<&'a Path>,
+}
+
+pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigErrors> {
+    let mut errors = ConfigErrors::default();
+    let system = match inputs.system {
+        Some(p) => crate::config::system::load(p),
+        None => crate::config::system::builtin_standalone(),
+    };
+    let system = system.map_err(|e| errors.0.extend(e.0)).ok();
+    let tests = match inputs.tests_dir {
+        Some(d) => TestLibrary::load_dir(d)
+            .map_err(|e| errors.0.extend(e.0))
+            .ok(),
+        None => Some(TestLibrary::default()),
+    };
+    let file = crate::config::scenario::load(inputs.scenario)
+        .map_err(|e| errors.0.extend(e.0))
+        .ok();
+    let (Some(system), Some(tests), Some(file)) = (system, tests, file) else {
+        return Err(errors);
+    };
+    let hooks = if file.pre_test.is_some() || file.post_test.is_some() {
+        let dir = inputs
+            .hook_dir
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("conf/hook"));
+        Some(HookLibrary::load(&dir)?)
+    } else {
+        None
+    };
+    let scenario = resolve(&file, &tests, hooks.as_ref(), Some(&system))?;
+    Ok((system, scenario))
+}

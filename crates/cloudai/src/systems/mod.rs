@@ -1,0 +1,87 @@
+//! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
+//! and cancellation; a system only turns a test iteration into a job and reports on it.
+
+pub mod standalone;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+
+use crate::config::system::{SystemConfig, SystemKind};
+use crate::scenario::TestRun;
+use crate::workloads::JobOutcome;
+
+pub type JobId = String;
+
+/// An iteration made ready for a scheduler: its command lines and any files to write next to its results.
+#[derive(Clone, Debug, Default)]
+pub struct Prepared {
+    /// The workload's own command (`test_cmd` in test-run.toml).
+    pub test_cmd: String,
+    /// The command as the scheduler runs it (`full_cmd`).
+    pub full_cmd: String,
+    /// Files to write into the iteration directory before submitting: (file name, contents).
+    pub files: Vec<(String, String)>,
+    /// Environment of the job: system `global_env_vars`, then the test's `extra_env_vars`.
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub enum JobState {
+    Pending,
+    Running,
+    Finished(JobOutcome),
+}
+
+#[async_trait]
+pub trait System: Send + Sync {
+    /// CloudAI's runner class name, printed as `Creating <name>`.
+    fn runner_name(&self) -> &'static str;
+    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Prepared;
+    /// Submits the job; in dry-run only logs what it would do and returns a fake id.
+    async fn submit(
+        &self,
+        run: &TestRun,
+        dir: &Path,
+        job: &Prepared,
+        dry_run: bool,
+    ) -> Result<JobId, String>;
+    /// The state of each job, in the order given. One call per poll for all jobs.
+    async fn poll(&self, ids: &[JobId]) -> Vec<JobState>;
+    /// Asks the scheduler to stop the job; the runner keeps polling until it is finished.
+    async fn cancel(&self, id: &JobId) -> Result<(), String>;
+    /// Hosts the job ran on, once known.
+    fn nodes(&self, _id: &JobId) -> Vec<String> {
+        Vec::new()
+    }
+    /// Signalled when a job's state may have changed, so the runner need not wait a full monitor interval.
+    fn wakeup(&self) -> Option<Arc<Notify>> {
+        None
+    }
+}
+
+/// Environment of a test run as ordered (name, value) pairs; later entries win.
+pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
+    let mut env: indexmap::IndexMap<String, String> = sys
+        .global_env_vars
+        .iter()
+        .map(|(k, v)| (k.clone(), v.py_str()))
+        .collect();
+    for (k, v) in &run.test.extra_env_vars {
+        env.insert(k.clone(), v.py_str());
+    }
+    env.into_iter().collect()
+}
+
+/// The system for a config, or why it cannot run yet.
+pub fn build(cfg: &Arc<SystemConfig>) -> Result<Arc<dyn System>, String> {
+    match &cfg.kind {
+        SystemKind::Standalone => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
+        other => Err(format!(
+            "running on a {} system is not implemented in this version of cloudai (configs are validated)",
+            other.scheduler()
+        )),
+    }
+}

@@ -1,0 +1,3 @@
+pub mod fsx;
+pub mod nodelist;
+pub mod pytoml;

@@ -1,0 +1,31 @@
+use std::path::Path;
+
+use super::{JobOutcome, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
+use crate::config::test::TestDefinition;
+
+/// An arbitrary shell command, run as is.
+pub struct BashCmd;
+
+static ARGS: &[ArgSpec] = &[ArgSpec::new("cmd", T::Str, D::Required).single()];
+
+impl Workload for BashCmd {
+    fn template(&self) -> &'static str {
+        "BashCmd"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+    fn schedulers(&self) -> &'static [&'static str] {
+        &["standalone", "slurm"]
+    }
+    fn command(&self, test: &TestDefinition) -> String {
+        super::with_nsys(
+            test,
+            test.cmd_args.str("cmd").unwrap_or_default().to_string(),
+        )
+    }
+    fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
+        Verdict::from_exit(outcome)
+    }
+}

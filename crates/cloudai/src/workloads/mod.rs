@@ -1,0 +1,116 @@
+//! One module per test template. A workload knows its `cmd_args` schema, the command it runs, and how to grade a
+//! finished iteration; systems wrap that command for their scheduler.
+
+mod bash_cmd;
+mod nccl;
+mod sleep;
+
+use std::path::Path;
+
+use crate::config::args::{ArgSpec, CmdArgs};
+use crate::config::decode::{Ctx, View};
+use crate::config::test::TestDefinition;
+
+pub use nccl::NcclTest;
+
+/// What a system observed when an iteration's job ended.
+#[derive(Clone, Debug, Default)]
+pub struct JobOutcome {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub passed: bool,
+    pub message: String,
+}
+
+impl Verdict {
+    pub fn pass() -> Self {
+        Self {
+            passed: true,
+            message: String::new(),
+        }
+    }
+    pub fn fail(message: impl Into<String>) -> Self {
+        Self {
+            passed: false,
+            message: message.into(),
+        }
+    }
+
+    /// The grade of a plain process: its exit status.
+    pub fn from_exit(out: &JobOutcome) -> Self {
+        match (out.exit_code, out.signal) {
+            (Some(0), _) => Self::pass(),
+            (Some(c), _) => Self::fail(format!(
+                "the command exited with status {c}; see stderr.txt"
+            )),
+            (None, Some(s)) => Self::fail(format!("the command was killed by signal {s}")),
+            (None, None) => Self::fail("the command's exit status is unknown"),
+        }
+    }
+}
+
+pub trait Workload: Send + Sync {
+    fn template(&self) -> &'static str;
+    fn args(&self) -> &'static [ArgSpec];
+    /// Whether undeclared `cmd_args` keys mean something (NcclTest passes them on as flags). Where they would be
+    /// silently ignored, they are rejected instead.
+    fn extra_args(&self) -> bool {
+        false
+    }
+    /// Cross-field checks beyond the schema.
+    fn validate(&self, _ctx: &mut Ctx, _v: &View, _args: &CmdArgs) {}
+    /// Schedulers this workload has a command for.
+    fn schedulers(&self) -> &'static [&'static str];
+    /// The test command proper (what runs on a node), without any launcher prefix.
+    fn command(&self, test: &TestDefinition) -> String;
+    /// Grades a finished iteration from its output directory.
+    fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict;
+}
+
+static REGISTRY: &[&dyn Workload] = &[&NcclTest, &sleep::Sleep, &bash_cmd::BashCmd];
+
+pub fn find(template: &str) -> Option<&'static dyn Workload> {
+    REGISTRY.iter().copied().find(|w| w.template() == template)
+}
+
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|w| w.template()).collect()
+}
+
+pub fn all() -> &'static [&'static dyn Workload] {
+    REGISTRY
+}
+
+/// `[nsys ...]` prefix for the command, when profiling is enabled.
+pub fn nsys_prefix(test: &TestDefinition) -> Option<String> {
+    let n = test.nsys.as_ref().filter(|n| n.enable)?;
+    let force = n.force_overwrite.map(|f| f.to_string());
+    let opts: [(&str, &Option<String>); 8] = [
+        ("-s ", &n.sample),
+        ("-o ", &n.output),
+        ("-t ", &n.trace),
+        ("--force-overwrite=", &force),
+        ("--capture-range ", &n.capture_range),
+        ("--capture-range-end ", &n.capture_range_end),
+        ("--cuda-graph-trace ", &n.cuda_graph_trace),
+        ("--gpu-metrics-devices ", &n.gpu_metrics_devices),
+    ];
+    let mut parts = vec![n.nsys_binary.clone(), n.task.clone()];
+    parts.extend(
+        opts.iter()
+            .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag}{v}"))),
+    );
+    parts.extend(n.extra_args.iter().cloned());
+    Some(parts.join(" "))
+}
+
+pub fn with_nsys(test: &TestDefinition, cmd: String) -> String {
+    match nsys_prefix(test) {
+        Some(p) => format!("{p} {cmd}"),
+        None => cmd,
+    }
+}

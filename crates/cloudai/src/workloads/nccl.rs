@@ -1,0 +1,195 @@
+//! nccl-tests (`all_reduce_perf_mpi` and friends).
+
+use std::path::Path;
+
+use super::{JobOutcome, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
+use crate::config::test::TestDefinition;
+
+pub struct NcclTest;
+
+pub const SUBTESTS: &[&str] = &[
+    "all_reduce_perf_mpi",
+    "all_gather_perf_mpi",
+    "alltoall_perf_mpi",
+    "alltoallv_perf_mpi",
+    "broadcast_perf_mpi",
+    "gather_perf_mpi",
+    "hypercube_perf_mpi",
+    "reduce_perf_mpi",
+    "reduce_scatter_perf_mpi",
+    "scatter_perf_mpi",
+    "sendrecv_perf_mpi",
+    "bisection_perf_mpi",
+    "all_reduce_perf",
+    "all_gather_perf",
+    "alltoall_perf",
+    "alltoallv_perf",
+    "broadcast_perf",
+    "gather_perf",
+    "hypercube_perf",
+    "reduce_perf",
+    "reduce_scatter_perf",
+    "scatter_perf",
+    "sendrecv_perf",
+    "bisection_perf",
+];
+
+const OPS: &[&str] = &["sum", "prod", "min", "max", "avg", "all"];
+/// CloudAI only lists uint8 and float; nccl-tests accepts all of these, so we do too.
+const DATATYPES: &[&str] = &[
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+    "fp8_e4m3", "fp8_e5m2", "all",
+];
+
+static ARGS: &[ArgSpec] = &[
+    ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
+    ArgSpec::new(
+        "subtest_name",
+        T::Enum(SUBTESTS),
+        D::Str("all_reduce_perf_mpi"),
+    ),
+    ArgSpec::new("nthreads", T::Int, D::Int(1)),
+    ArgSpec::new("ngpus", T::Int, D::Int(1)),
+    ArgSpec::new("minbytes", T::Str, D::Str("32M")),
+    ArgSpec::new("maxbytes", T::Str, D::Str("32M")),
+    ArgSpec::new("stepbytes", T::Str, D::Str("1M")),
+    ArgSpec::new("op", T::Enum(OPS), D::Str("sum")),
+    ArgSpec::new("datatype", T::Enum(DATATYPES), D::Str("float")),
+    ArgSpec::new("root", T::Int, D::Int(0)),
+    ArgSpec::new("iters", T::Int, D::Int(20)),
+    ArgSpec::new("warmup_iters", T::Int, D::Int(5)),
+    ArgSpec::new("agg_iters", T::Int, D::Int(1)),
+    ArgSpec::new("average", T::Int, D::Int(1)),
+    ArgSpec::new("parallel_init", T::Int, D::Int(0)),
+    ArgSpec::new("check", T::Int, D::Int(1)),
+    ArgSpec::new("blocking", T::Int, D::Int(0)),
+    ArgSpec::new("cudagraph", T::Int, D::Int(0)),
+    ArgSpec::new("stepfactor", T::Int, D::Unset),
+    ArgSpec::new("use_deepep_matrix", T::Bool, D::Bool(false)).single(),
+    ArgSpec::new(
+        "alltoallv_matrix_container_path",
+        T::Str,
+        D::Str("/tmp/traffic_matrix.txt"),
+    )
+    .single(),
+    ArgSpec::new("min_busbw", T::Float, D::Unset).single(),
+];
+
+/// cmd_args that configure the run but are not nccl-tests flags.
+const NOT_FLAGS: &[&str] = &[
+    "docker_image_url",
+    "subtest_name",
+    "use_deepep_matrix",
+    "alltoallv_matrix_container_path",
+    "min_busbw",
+];
+
+impl NcclTest {
+    pub fn subtest(test: &TestDefinition) -> &str {
+        test.cmd_args
+            .str("subtest_name")
+            .unwrap_or("all_reduce_perf_mpi")
+    }
+
+    fn flag(name: &str, v: &ArgValue) -> String {
+        let dash = if name.chars().count() == 1 { "-" } else { "--" };
+        format!("{dash}{name} {}", v.py_str())
+    }
+
+    fn alltoallv(test: &TestDefinition) -> String {
+        let a = &test.cmd_args;
+        let get = |k: &str| a.get(k).map(ArgValue::py_str).unwrap_or_default();
+        let mut parts = vec![
+            "/opt/nccl-tests/build/alltoallv_perf".to_string(),
+            format!("-b {}", get("minbytes")),
+            format!("-e {}", get("maxbytes")),
+            format!("-g {}", get("ngpus")),
+            format!("-w {}", get("warmup_iters")),
+            format!("-n {}", get("iters")),
+        ];
+        let used = ["minbytes", "maxbytes", "ngpus", "warmup_iters", "iters"];
+        for (k, v) in &a.values {
+            if NOT_FLAGS.contains(&k.as_str()) || used.contains(&k.as_str()) {
+                continue;
+            }
+            match v {
+                ArgValue::Bool(true) => parts.push(format!("--{k}")),
+                ArgValue::Bool(false) => {}
+                _ => parts.push(format!("--{k} {}", v.py_str())),
+            }
+        }
+        parts.join(" ")
+    }
+}
+
+impl Workload for NcclTest {
+    fn template(&self) -> &'static str {
+        "NcclTest"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+    fn extra_args(&self) -> bool {
+        true
+    }
+    fn schedulers(&self) -> &'static [&'static str] {
+        &["slurm", "kubernetes", "runai", "standalone"]
+    }
+
+    fn command(&self, test: &TestDefinition) -> String {
+        let subtest = Self::subtest(test);
+        let mut cmd = if subtest == "alltoallv_perf_mpi" {
+            Self::alltoallv(test)
+        } else {
+            let mpi = subtest.ends_with("_mpi");
+            let mut parts = vec![subtest.to_string()];
+            for (k, v) in &test.cmd_args.values {
+                if NOT_FLAGS.contains(&k.as_str()) {
+                    continue;
+                }
+                if k == "ngpus" && !mpi {
+                    parts.push(format!("-g {}", v.py_str()));
+                } else {
+                    parts.push(Self::flag(k, v));
+                }
+            }
+            parts.join(" ")
+        };
+        for (k, v) in &test.extra_cmd_args {
+            cmd.push(' ');
+            cmd.push_str(k);
+            if !v.is_empty() {
+                cmd.push(' ');
+                cmd.push_str(v);
+            }
+        }
+        super::with_nsys(test, cmd)
+    }
+
+    /// Minimal grading until the full nccl-tests parser lands: the summary lines must be there and no failure line.
+    fn grade(&self, _test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
+        let path = dir.join("stdout.txt");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Verdict::fail(format!(
+                "{} was not created: the NCCL test produced no output. Run the command from test-run.toml \
+                 (full_cmd) by hand on one node to see why.",
+                path.display()
+            ));
+        };
+        if let Some((n, line)) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains("Test NCCL failure") || l.contains("Test failure"))
+        {
+            return Verdict::fail(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+        }
+        if !text.contains("# Out of bounds values") || !text.contains("# Avg bus bandwidth") {
+            return Verdict::fail(format!(
+                "{} has no '# Out of bounds values' / '# Avg bus bandwidth' summary: the test did not finish",
+                path.display()
+            ));
+        }
+        Verdict::pass()
+    }
+}

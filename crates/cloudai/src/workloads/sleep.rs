@@ -1,0 +1,35 @@
+use std::path::Path;
+
+use super::{JobOutcome, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
+use crate::config::test::TestDefinition;
+
+pub struct Sleep;
+
+static ARGS: &[ArgSpec] = &[
+    ArgSpec::new("docker_image_url", T::Str, D::Str("ubuntu:22.04")).single(),
+    ArgSpec::new("seconds", T::Int, D::Int(5)),
+];
+
+impl Workload for Sleep {
+    fn template(&self) -> &'static str {
+        "Sleep"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+    fn schedulers(&self) -> &'static [&'static str] {
+        &["standalone", "slurm", "kubernetes"]
+    }
+    fn command(&self, test: &TestDefinition) -> String {
+        let secs = test
+            .cmd_args
+            .get("seconds")
+            .map(|v| v.py_str())
+            .unwrap_or_else(|| "5".into());
+        super::with_nsys(test, format!("sleep {secs}"))
+    }
+    fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
+        Verdict::from_exit(outcome)
+    }
+}

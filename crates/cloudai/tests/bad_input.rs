@@ -1,0 +1,464 @@
+//! Every kind of bad input gets one clear error: file:line:col, field path, what was expected and a hint;
+//! exit code 1; no results directory; no panic.
+
+mod common;
+
+use common::{stdout_of, Work};
+
+const SLEEP_TEST: &str = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
+
+/// Runs `cloudai dry-run` on the given files and checks the failure; returns the console output.
+fn fails(
+    system: Option<&str>,
+    tests: &[(&str, &str)],
+    scenario: &str,
+    expected: &[&str],
+) -> String {
+    let w = Work::new();
+    let sys = match system {
+        Some(text) => w.file("system.toml", text),
+        None => w.standalone(),
+    };
+    w.file("tests/.keep", "");
+    for (name, text) in tests {
+        w.file(&format!("tests/{name}"), text);
+    }
+    let scen = w.file("scenario.toml", scenario);
+    let out = w
+        .cloudai()
+        .args(["dry-run", "--system-config"])
+        .arg(&sys)
+        .arg("--tests-dir")
+        .arg(w.path().join("tests"))
+        .arg("--test-scenario")
+        .arg(&scen)
+        .arg("--output-dir")
+        .arg(w.path().join("out"))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for e in expected {
+        assert!(text.contains(e), "expected {e:?} in:\n{text}");
+    }
+    assert!(!text.contains("panicked"), "{text}");
+    assert!(
+        !w.path().join("out").exists(),
+        "a results directory was created:\n{text}"
+    );
+    text
+}
+
+fn scenario_with(test: &str) -> String {
+    format!("name = \"s\"\n[[Tests]]\nid = \"t\"\n{test}")
+}
+
+const OK_SCENARIO: &str = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n";
+
+#[test]
+fn system_unknown_field_suggests_the_right_name() {
+    let sys = "name = \"x\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\nmonitor_intervall = 2\n";
+    fails(
+        Some(sys),
+        &[("sleep.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &[
+            "system.toml:5:1: field 'monitor_intervall': unknown field",
+            "did you mean `monitor_interval`?",
+        ],
+    );
+}
+
+#[test]
+fn system_wrong_type() {
+    let sys = "name = \"x\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\nmonitor_interval = \"often\"\n";
+    fails(Some(sys), &[("sleep.toml", SLEEP_TEST)], OK_SCENARIO, &[
+        "system.toml:5:20: field 'monitor_interval': expected an integer, found a string \"often\"",
+    ]);
+}
+
+#[test]
+fn system_missing_scheduler() {
+    let sys = "name = \"x\"\ninstall_path = \"i\"\noutput_path = \"o\"\n";
+    fails(
+        Some(sys),
+        &[("sleep.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &[
+            "field 'scheduler': required field is missing",
+            "one of: standalone, slurm, runai, kubernetes",
+        ],
+    );
+}
+
+#[test]
+fn system_unknown_scheduler() {
+    let sys = "name = \"x\"\nscheduler = \"slrum\"\ninstall_path = \"i\"\noutput_path = \"o\"\n";
+    fails(
+        Some(sys),
+        &[("sleep.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &[
+            "system.toml:2:13: field 'scheduler': unsupported system type 'slrum'",
+            "did you mean \"slurm\"?",
+        ],
+    );
+}
+
+#[test]
+fn system_missing_required_slurm_partition() {
+    let sys = "name = \"x\"\nscheduler = \"slurm\"\ninstall_path = \"i\"\noutput_path = \"o\"\ndefault_partition = \"p\"\n";
+    fails(
+        Some(sys),
+        &[("sleep.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &["field 'partitions': required field is missing"],
+    );
+}
+
+#[test]
+fn system_file_missing() {
+    let w = Work::new();
+    let out = w
+        .cloudai()
+        .args([
+            "dry-run",
+            "--system-config",
+            "nope.toml",
+            "--test-scenario",
+            "nope2.toml",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("nope.toml: cannot read system config"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nope2.toml: cannot read test scenario"),
+        "{text}"
+    );
+    assert!(text.contains("hint: check the path"), "{text}");
+}
+
+#[test]
+fn toml_syntax_error_has_position() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        "name = \"s\"\n[[Tests]]\nid = \"t\ntest_name = \"sleep\"\n",
+        &["scenario.toml:3:", "not valid TOML (test scenario)"],
+    );
+}
+
+#[test]
+fn toml_duplicate_key() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        "name = \"s\"\nname = \"t\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+        &[
+            "scenario.toml:2:1: not valid TOML (test scenario): duplicate key",
+            "no key is written twice",
+        ],
+    );
+}
+
+#[test]
+fn test_cmd_args_typo_suggests_field() {
+    let t = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"x\"\nminbyte = \"1M\"\n";
+    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"nccl\"\n";
+    let sys = "name = \"x\"\nscheduler = \"kubernetes\"\ninstall_path = \"i\"\noutput_path = \"o\"\nkube_config_path = \"\"\ndefault_namespace = \"d\"\n";
+    fails(
+        Some(sys),
+        &[("nccl.toml", t)],
+        s,
+        &[
+            "nccl.toml:6:1: field 'cmd_args.minbyte': unknown field",
+            "did you mean `minbytes`?",
+        ],
+    );
+}
+
+#[test]
+fn test_cmd_args_wrong_type() {
+    let t = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = \"soon\"\n";
+    fails(None, &[("sleep.toml", t)], OK_SCENARIO, &[
+        "sleep.toml:5:11: field 'cmd_args.seconds': expected an integer, found a string \"soon\"",
+        "write a whole number",
+    ]);
+}
+
+#[test]
+fn test_unknown_template_suggests_name() {
+    let t = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Slep\"\n";
+    fails(
+        None,
+        &[("sleep.toml", t)],
+        OK_SCENARIO,
+        &[
+            "sleep.toml:3:22: field 'test_template_name': unknown test template 'Slep'",
+            "did you mean \"Sleep\"?",
+        ],
+    );
+}
+
+#[test]
+fn unsupported_template_cannot_run() {
+    let t = "name = \"fio\"\ndescription = \"d\"\ntest_template_name = \"Fio\"\n";
+    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"fio\"\n";
+    fails(
+        None,
+        &[("fio.toml", t)],
+        s,
+        &[
+            "scenario.toml:4:13: field 'Tests.0': test 't' uses an unsupported test template Fio",
+            "[ERROR]",
+        ],
+    );
+}
+
+#[test]
+fn template_not_runnable_on_scheduler() {
+    let sys = "name = \"x\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"o\"\nbase_url = \"http://h\"\nuser_email = \"u\"\napp_id = \"a\"\napp_secret = \"s\"\nproject_id = \"p\"\ncluster_id = \"c\"\n";
+    fails(
+        Some(sys),
+        &[("sleep.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &[
+            "field 'Tests.0': test template Sleep cannot run on a runai system",
+            "Sleep runs on: standalone, slurm, kubernetes",
+        ],
+    );
+}
+
+#[test]
+fn test_missing_required_field() {
+    let t = "name = \"sleep\"\ntest_template_name = \"Sleep\"\n";
+    fails(
+        None,
+        &[("sleep.toml", t)],
+        OK_SCENARIO,
+        &["sleep.toml:1:1: field 'description': required field is missing"],
+    );
+}
+
+#[test]
+fn test_bad_enum_value() {
+    let t = "name = \"n\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"x\"\nsubtest_name = \"all_reduce_perf_mp\"\n";
+    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"n\"\n";
+    let sys = "name = \"x\"\nscheduler = \"kubernetes\"\ninstall_path = \"i\"\noutput_path = \"o\"\nkube_config_path = \"\"\ndefault_namespace = \"d\"\n";
+    fails(Some(sys), &[("n.toml", t)], s, &[
+        "n.toml:6:16: field 'cmd_args.subtest_name': \"all_reduce_perf_mp\" is not an accepted value",
+        "did you mean \"all_reduce_perf_mpi\"?",
+    ]);
+}
+
+#[test]
+fn env_var_must_be_a_string() {
+    let t = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[extra_env_vars]\nNCCL_DEBUG = 3\n";
+    fails(None, &[("sleep.toml", t)], OK_SCENARIO, &[
+        "sleep.toml:5:14: field 'extra_env_vars.NCCL_DEBUG': expected a string, found an integer 3",
+        "quote the value: \"3\"",
+    ]);
+}
+
+#[test]
+fn duplicate_test_names_in_tests_dir() {
+    fails(
+        None,
+        &[("a.toml", SLEEP_TEST), ("b.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &[
+            "b.toml:1:8: field 'name': duplicate test name 'sleep'",
+            "a.toml defines it too",
+        ],
+    );
+}
+
+#[test]
+fn scenario_bad_time_limit() {
+    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with("test_name = \"sleep\"\ntime_limit = \"10 minutes\"\n"), &[
+        "scenario.toml:5:14: field 'Tests.0.time_limit': invalid time limit format: \"10 minutes\"",
+        "\"HH:MM:SS\"",
+    ]);
+}
+
+#[test]
+fn scenario_unknown_test_name() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        &scenario_with("test_name = \"slep\"\n"),
+        &[
+            "scenario.toml:4:13: field 'Tests.0.test_name': test 'slep' is not defined",
+            "did you mean 'sleep'?",
+        ],
+    );
+}
+
+#[test]
+fn scenario_unknown_test_name_without_close_match() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        &scenario_with("test_name = \"nccl_all_gather\"\n"),
+        &["test 'nccl_all_gather' is not defined", "check --tests-dir"],
+    );
+}
+
+#[test]
+fn scenario_duplicate_id() {
+    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n";
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        s,
+        &["scenario.toml:5:1: field 'Tests.1.id': duplicate test id 't' in the test scenario"],
+    );
+}
+
+#[test]
+fn scenario_unknown_dependency() {
+    let s = "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"b\"\n";
+    fails(None, &[("sleep.toml", SLEEP_TEST)], s, &[
+        "scenario.toml:7:6: field 'Tests.0.dependencies.0.id': dependency 'b' not found for test 'a'",
+    ]);
+}
+
+#[test]
+fn scenario_self_dependency() {
+    let s = "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"a\"\n";
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        s,
+        &["test 'a' must not depend on itself"],
+    );
+}
+
+#[test]
+fn scenario_dependency_cycle() {
+    let s = "name = \"s\"\n\
+        [[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"b\"\n\
+        [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_init\"\nid = \"a\"\n";
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        s,
+        &[
+            "field 'Tests.0.dependencies': dependency cycle: a -> b -> a",
+            "must not form a loop",
+        ],
+    );
+}
+
+#[test]
+fn scenario_unknown_dependency_type() {
+    let s = "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_completion\"\nid = \"a\"\n";
+    fails(None, &[("sleep.toml", SLEEP_TEST)], s, &[
+        "scenario.toml:9:8: field 'Tests.1.dependencies.0.type': unknown dependency type \"start_post_completion\"",
+        "did you mean \"start_post_comp\"?",
+    ]);
+}
+
+#[test]
+fn scenario_test_name_and_template_both_set() {
+    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with("test_name = \"sleep\"\ntest_template_name = \"Sleep\"\n"), &[
+        "field 'Tests.0.test_template_name': 'test_template_name' must not be set if 'test_name' is set",
+    ]);
+}
+
+#[test]
+fn scenario_inline_test_incomplete() {
+    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with("name = \"x\"\n"), &[
+        "field 'Tests.0': without 'test_name', these fields must be set: test_template_name, description",
+    ]);
+}
+
+#[test]
+fn scenario_unknown_entry_field() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        &scenario_with("test_name = \"sleep\"\niteration = 3\n"),
+        &[
+            "scenario.toml:5:1: field 'Tests.0.iteration': unknown field",
+            "did you mean `iterations`?",
+        ],
+    );
+}
+
+#[test]
+fn scenario_override_typo_points_at_scenario() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        &scenario_with("test_name = \"sleep\"\n[Tests.cmd_args]\nsecond = 3\n"),
+        &[
+            "scenario.toml:6:1: field 'cmd_args.second': unknown field",
+            "did you mean `seconds`?",
+        ],
+    );
+}
+
+#[test]
+fn scenario_without_tests() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        "name = \"s\"\n",
+        &["field 'Tests': a scenario needs at least one [[Tests]] entry"],
+    );
+}
+
+#[test]
+fn scenario_missing_hook() {
+    let s =
+        "name = \"s\"\npre_test = \"nccl_hook\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n";
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        s,
+        &[
+            "scenario.toml:2:12: field 'pre_test': hook 'nccl_hook' not found",
+            "--hook-dir",
+        ],
+    );
+}
+
+#[test]
+fn scenario_zero_iterations() {
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        &scenario_with("test_name = \"sleep\"\niterations = 0\n"),
+        &["field 'Tests.0.iterations': must be 1 or more"],
+    );
+}
+
+#[test]
+fn scenario_errors_are_all_reported_at_once() {
+    let s =
+        "name = \"s\"\nfoo = 1\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\ntime_limit = \"x\"\n";
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        s,
+        &["field 'foo': unknown field", "field 'Tests.0.time_limit'"],
+    );
+}
+
+#[test]
+fn bad_log_level_is_a_usage_error() {
+    let w = Work::new();
+    let out = w
+        .cloudai()
+        .args(["--log-level", "LOUD", "list", "reports"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout_of(&out).contains("invalid log level: LOUD"));
+}

@@ -1,0 +1,284 @@
+//! `cloudai run` on the Standalone system: dependencies, iterations, time limits, failures and Ctrl-C.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, FixedOffset};
+use cloudai::results::{EndReason, IterationRecord, Status};
+use common::{stdout_of, Work};
+
+const SLEEP: &str = "name = \"sleep\"\ndescription = \"sleep test\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
+const BASH: &str = "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n";
+
+fn run(w: &Work, scenario: &str) -> std::process::Output {
+    let sys = w.standalone();
+    w.file("tests/sleep.toml", SLEEP);
+    w.file("tests/bash.toml", BASH);
+    let scen = w.file("scenario.toml", scenario);
+    w.cloudai()
+        .args(["run", "--system-config"])
+        .arg(sys)
+        .args(["--tests-dir", "tests", "--test-scenario"])
+        .arg(scen)
+        .output()
+        .unwrap()
+}
+
+fn record(root: &Path, id: &str, iteration: u64) -> IterationRecord {
+    IterationRecord::read(&root.join(id).join(iteration.to_string()))
+        .unwrap_or_else(|e| panic!("record of {id}/{iteration}: {e}"))
+}
+
+fn t(s: &Option<String>) -> DateTime<FixedOffset> {
+    DateTime::parse_from_rfc3339(s.as_deref().expect("timestamp recorded")).unwrap()
+}
+
+#[test]
+fn dependencies_and_iterations_are_honoured() {
+    let w = Work::new();
+    let out = run(
+        &w,
+        r#"
+name = "deps"
+[[Tests]]
+id = "first"
+test_name = "sleep"
+iterations = 2
+[[Tests]]
+id = "post_init"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_init"
+  id = "first"
+[[Tests]]
+id = "post_comp"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "first"
+[[Tests]]
+id = "end_comp"
+test_name = "sleep"
+  [Tests.cmd_args]
+  seconds = 60
+  [[Tests.dependencies]]
+  type = "end_post_comp"
+  id = "first"
+"#,
+    );
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let (f0, f1) = (record(&root, "first", 0), record(&root, "first", 1));
+    let (init, comp, end) = (
+        record(&root, "post_init", 0),
+        record(&root, "post_comp", 0),
+        record(&root, "end_comp", 0),
+    );
+    assert!(
+        root.join("first/0/test-run.toml").is_file()
+            && root.join("first/1/test-run.toml").is_file()
+    );
+    assert!(!root.join("first/2").exists());
+    assert_eq!((f0.status, f1.status), (Status::Passed, Status::Passed));
+
+    // iterations run one after another
+    assert!(t(&f1.started_at) >= t(&f0.ended_at));
+    // start_post_init: started while the dependency's first job was running
+    assert!(t(&init.started_at) >= t(&f0.started_at));
+    assert!(
+        t(&init.started_at) < t(&f0.ended_at),
+        "post_init should start while `first` runs"
+    );
+    // start_post_comp: only after the last iteration ended
+    assert!(t(&comp.started_at) >= t(&f1.ended_at));
+    // end_post_comp: stopped soon after the dependency completed, long before its 60 s sleep
+    assert_eq!(end.status, Status::Stopped);
+    assert_eq!(end.end_reason, EndReason::StoppedByDependency);
+    let stop_delay = t(&end.ended_at) - t(&f1.ended_at);
+    assert!(
+        stop_delay < chrono::Duration::seconds(4),
+        "stopped {stop_delay} after the dependency completed"
+    );
+    assert!(
+        text.contains("[INFO] Job completed: first (iteration 2 of 2)"),
+        "{text}"
+    );
+    assert!(text.contains("STOPPED"), "{text}");
+}
+
+#[test]
+fn output_exit_status_and_environment_are_captured() {
+    let w = Work::new();
+    let out = run(
+        &w,
+        r#"
+name = "outputs"
+[[Tests]]
+id = "ok"
+test_name = "bash"
+  [Tests.cmd_args]
+  cmd = "echo to-out $MY_VAR; echo to-err >&2"
+  [Tests.extra_env_vars]
+  MY_VAR = "from-config"
+[[Tests]]
+id = "bad"
+test_name = "bash"
+  [Tests.cmd_args]
+  cmd = "exit 3"
+"#,
+    );
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    assert_eq!(
+        std::fs::read_to_string(root.join("ok/0/stdout.txt")).unwrap(),
+        "to-out from-config\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("ok/0/stderr.txt")).unwrap(),
+        "to-err\n"
+    );
+    assert_eq!(record(&root, "ok", 0).status, Status::Passed);
+    let bad = record(&root, "bad", 0);
+    assert_eq!((bad.status, bad.exit_code), (Status::Failed, Some(3)));
+    assert!(
+        bad.message.contains("exited with status 3"),
+        "{}",
+        bad.message
+    );
+    assert!(
+        text.contains("FAILED") && text.contains("exited with status 3"),
+        "{text}"
+    );
+    assert!(w.path().join("debug.log").is_file());
+}
+
+#[test]
+fn time_limit_kills_the_job() {
+    let w = Work::new();
+    let started = Instant::now();
+    let out = run(
+        &w,
+        r#"
+name = "limits"
+[[Tests]]
+id = "slow"
+test_name = "bash"
+time_limit = "2s"
+  [Tests.cmd_args]
+  cmd = "sleep 60"
+"#,
+    );
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the job was not killed at its limit"
+    );
+    let r = record(&w.results_root(), "slow", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Timeout, EndReason::TimeLimit)
+    );
+    assert!(r.message.contains("00:00:02"), "{}", r.message);
+    let ran = t(&r.ended_at) - t(&r.started_at);
+    assert!(
+        ran >= chrono::Duration::seconds(2),
+        "killed too early: {ran}"
+    );
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie has exited; only a running or sleeping process counts.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn sigint_cancels_every_job_and_leaves_no_process() {
+    let w = Work::new();
+    let sys = w.standalone();
+    w.file("tests/bash.toml", BASH);
+    let scen = w.file(
+        "scenario.toml",
+        r#"
+name = "interrupt"
+[[Tests]]
+id = "long"
+test_name = "bash"
+  [Tests.cmd_args]
+  cmd = "sleep 300 & echo $! > $CLOUDAI_OUTPUT_DIR/child.pid; wait"
+[[Tests]]
+id = "later"
+test_name = "bash"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "long"
+"#,
+    );
+    let bin = assert_cmd::cargo::cargo_bin("cloudai");
+    let child = std::process::Command::new(bin)
+        .current_dir(w.path())
+        .args(["run", "--system-config"])
+        .arg(&sys)
+        .args(["--tests-dir", "tests", "--test-scenario"])
+        .arg(&scen)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid_file = loop {
+        let found = std::fs::read_dir(w.path().join("out"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .map(|e| e.unwrap().path().join("long/0/child.pid"))
+            .filter(|p| std::fs::read_to_string(p).is_ok_and(|s| s.ends_with('\n')));
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let grandchild: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(grandchild));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let gone = Instant::now() + Duration::from_secs(5);
+    while alive(grandchild) && Instant::now() < gone {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive(grandchild),
+        "process {grandchild} survived the cancel"
+    );
+    let root = w.results_root();
+    let r = record(&root, "long", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Cancelled, EndReason::Cancelled)
+    );
+    assert!(
+        !root.join("later").exists(),
+        "a test started after the interrupt"
+    );
+    assert!(
+        text.contains("CANCELLED") && text.contains("SKIPPED"),
+        "{text}"
+    );
+}
