@@ -33,6 +33,31 @@ fn input(case: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// `YYYYMMDD_HHMMSS` (job names) → `__TIMESTAMP__`, as the reference was normalized.
+fn normalize_timestamps(s: &str) -> String {
+    let b = s.as_bytes();
+    let is_ts = |i: usize| {
+        i + 15 <= b.len()
+            && b[i..i + 8].iter().all(u8::is_ascii_digit)
+            && b[i + 8] == b'_'
+            && b[i + 9..i + 15].iter().all(u8::is_ascii_digit)
+            && (i == 0 || !b[i - 1].is_ascii_digit())
+            && b.get(i + 15).is_none_or(|c| !c.is_ascii_digit())
+    };
+    let (mut out, mut i) = (String::with_capacity(s.len()), 0);
+    while i < b.len() {
+        if is_ts(i) {
+            out.push_str("__TIMESTAMP__");
+            i += 15;
+        } else {
+            let c = s[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
 /// Runs the case and compares the trees. Scenario-level files (reports, tarball) are not part of the reference.
 fn check_case(name: &str) {
     let compat = shared().join("compat");
@@ -76,6 +101,7 @@ fn check_case(name: &str) {
             .unwrap()
             .replace(&root.display().to_string(), "__OUTPUT_DIR__")
             .replace(&install.display().to_string(), "__INSTALL_DIR__");
+        let got = normalize_timestamps(&got);
         let want = std::fs::read_to_string(&theirs[rel]).unwrap();
         let strip = |s: &str| {
             s.lines()
@@ -90,4 +116,14 @@ fn check_case(name: &str) {
 #[test]
 fn standalone_sleep_matches_cloudai() {
     check_case("standalone-sleep");
+}
+
+#[test]
+fn slurm_sleep_matches_cloudai() {
+    check_case("slurm-sleep");
+}
+
+#[test]
+fn slurm_nccl_with_hooks_matches_cloudai() {
+    check_case("slurm-nccl");
 }

@@ -43,7 +43,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         return 1;
     }
     let system = Arc::new(system);
-    let sys = match crate::systems::build(&system) {
+    let sys = match crate::systems::build(&system, dry_run) {
         Ok(s) => s,
         Err(e) => {
             error!("{e}");

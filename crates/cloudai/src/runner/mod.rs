@@ -172,8 +172,15 @@ impl Runner {
     async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
         let run = slot.run.clone();
         let dir = self.layout.iteration_dir(&run.id, slot.iteration);
-        let prepared = self.system.prepare(&run, slot.iteration, &dir);
         info!("Starting test: {} (results at: {})", run.id, dir.display());
+        let prepared = match self.system.prepare(&run, slot.iteration, &dir) {
+            Ok(p) => p,
+            Err(msg) => {
+                let _ = std::fs::create_dir_all(&dir);
+                self.fail_submit(slot, records, &dir, &Prepared::default(), msg);
+                return;
+            }
+        };
         if let Err(e) = write_inputs(&run, slot.iteration, &dir, &prepared) {
             self.fail_submit(
                 slot,
@@ -278,7 +285,7 @@ impl Runner {
                     } else {
                         JobState::Finished(JobOutcome {
                             exit_code: Some(0),
-                            signal: None,
+                            ..Default::default()
                         })
                     }
                 })
@@ -324,11 +331,14 @@ impl Runner {
             return;
         };
         let run = slot.run.clone();
-        let end_reason = a.kill.unwrap_or(if self.dry_run {
+        let end_reason = a.kill.or(outcome.end).unwrap_or(if self.dry_run {
             EndReason::DryRun
         } else {
             EndReason::Exited
         });
+        if !self.dry_run {
+            self.system.collect(&a.id).await;
+        }
         let limit = run
             .effective_time_limit()
             .map(time_limit::format)
@@ -337,6 +347,13 @@ impl Runner {
             EndReason::TimeLimit => (
                 Status::Timeout,
                 format!("killed at its time limit of {limit}"),
+            ),
+            EndReason::Cancelled if a.kill.is_none() => (
+                Status::Cancelled,
+                outcome
+                    .failure
+                    .clone()
+                    .unwrap_or_else(|| "cancelled outside cloudai".into()),
             ),
             EndReason::Cancelled => (Status::Cancelled, "cancelled by the user".to_string()),
             EndReason::StoppedByDependency => (
@@ -349,14 +366,12 @@ impl Runner {
             _ if !self.scenario.job_status_check => (Status::Passed, String::new()),
             _ => {
                 let Verdict { passed, message } = run.workload.grade(&run.test, &a.dir, &outcome);
-                (
-                    if passed {
-                        Status::Passed
-                    } else {
-                        Status::Failed
-                    },
-                    message,
-                )
+                match (&outcome.failure, passed) {
+                    (Some(f), true) => (Status::Failed, f.clone()),
+                    (Some(f), false) => (Status::Failed, format!("{f}; {message}")),
+                    (None, true) => (Status::Passed, message),
+                    (None, false) => (Status::Failed, message),
+                }
             }
         };
         let mut rec = self.record(&run, slot.iteration, &a.dir, &a.prepared);
@@ -438,7 +453,8 @@ impl Runner {
             let Some((_, since)) = a.started else {
                 continue;
             };
-            if a.kill.is_some() || self.dry_run || since.elapsed() < Duration::from_secs(limit) {
+            let allowed = Duration::from_secs(limit) + self.system.time_limit_grace();
+            if a.kill.is_some() || self.dry_run || since.elapsed() < allowed {
                 continue;
             }
             warn!(

@@ -1,10 +1,12 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
+pub mod slurm;
 pub mod standalone;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -39,7 +41,8 @@ pub enum JobState {
 pub trait System: Send + Sync {
     /// CloudAI's runner class name, printed as `Creating <name>`.
     fn runner_name(&self) -> &'static str;
-    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Prepared;
+    /// Builds the iteration's commands and files; an error (a node spec that cannot be met) fails the iteration.
+    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, String>;
     /// Submits the job; in dry-run only logs what it would do and returns a fake id.
     async fn submit(
         &self,
@@ -52,6 +55,12 @@ pub trait System: Send + Sync {
     async fn poll(&self, ids: &[JobId]) -> Vec<JobState>;
     /// Asks the scheduler to stop the job; the runner keeps polling until it is finished.
     async fn cancel(&self, id: &JobId) -> Result<(), String>;
+    /// Fetches what the scheduler knows about a finished job into its directory (logs, accounting).
+    async fn collect(&self, _id: &JobId) {}
+    /// How long past a test's time limit we wait before cancelling, when the scheduler enforces limits itself.
+    fn time_limit_grace(&self) -> Duration {
+        Duration::ZERO
+    }
     /// Hosts the job ran on, once known.
     fn nodes(&self, _id: &JobId) -> Vec<String> {
         Vec::new()
@@ -76,9 +85,10 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
 }
 
 /// The system for a config, or why it cannot run yet.
-pub fn build(cfg: &Arc<SystemConfig>) -> Result<Arc<dyn System>, String> {
+pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
     match &cfg.kind {
         SystemKind::Standalone => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
+        SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
         other => Err(format!(
             "running on a {} system is not implemented in this version of cloudai (configs are validated)",
             other.scheduler()

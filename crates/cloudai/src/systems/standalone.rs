@@ -52,14 +52,14 @@ impl System for Standalone {
         "StandaloneRunner"
     }
 
-    fn prepare(&self, run: &TestRun, _iteration: u64, _dir: &Path) -> Prepared {
-        let cmd = run.workload.command(&run.test);
-        Prepared {
+    fn prepare(&self, run: &TestRun, _iteration: u64, _dir: &Path) -> Result<Prepared, String> {
+        let cmd = crate::workloads::full_command(run.workload, &run.test);
+        Ok(Prepared {
             test_cmd: cmd.clone(),
             full_cmd: cmd,
             files: Vec::new(),
             env: super::job_env(&self.cfg, run),
-        }
+        })
     }
 
     async fn submit(
@@ -110,6 +110,7 @@ impl System for Standalone {
                     JobOutcome {
                         exit_code: s.code(),
                         signal: s.signal(),
+                        ..Default::default()
                     }
                 }
                 Err(_) => JobOutcome::default(),

@@ -25,6 +25,12 @@ impl Workload for BashCmd {
             test.cmd_args.str("cmd").unwrap_or_default().to_string(),
         )
     }
+    fn in_batch_script(&self) -> bool {
+        true
+    }
+    fn hook_check(&self, _dir: &Path) -> String {
+        "[ $? -eq 0 ] && echo 1 || echo 0".into()
+    }
     fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
         Verdict::from_exit(outcome)
     }

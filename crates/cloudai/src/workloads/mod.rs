@@ -18,6 +18,12 @@ pub use nccl::NcclTest;
 pub struct JobOutcome {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// The scheduler's final state name (Slurm's COMPLETED, NODE_FAIL, …).
+    pub state: Option<String>,
+    /// Set when the scheduler itself ended the job (its own time limit, a cancel by someone else).
+    pub end: Option<crate::results::EndReason>,
+    /// The scheduler's verdict when the job failed regardless of its output.
+    pub failure: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,8 +71,26 @@ pub trait Workload: Send + Sync {
     fn validate(&self, _ctx: &mut Ctx, _v: &View, _args: &CmdArgs) {}
     /// Schedulers this workload has a command for.
     fn schedulers(&self) -> &'static [&'static str];
-    /// The test command proper (what runs on a node), without any launcher prefix.
+    /// The test command proper (what runs on a node), without any launcher prefix. Profiling (`nsys`) is added by
+    /// the system, except for workloads that run in the batch script itself.
     fn command(&self, test: &TestDefinition) -> String;
+    /// Container image on container-capable schedulers; `None` runs on the host (bare-metal binaries on PATH).
+    fn container_image(&self, _test: &TestDefinition) -> Option<String> {
+        None
+    }
+    /// Runs directly in the Slurm batch script, without srun (BashCmd).
+    fn in_batch_script(&self) -> bool {
+        false
+    }
+    /// Shell snippet printing 1 when a hook run with output in `dir` succeeded, else 0. Empty: no check (CloudAI's
+    /// default, which makes the pre-test guard fail).
+    fn hook_check(&self, _dir: &Path) -> String {
+        String::new()
+    }
+    /// srun's MPI flag for this test.
+    fn srun_mpi_flag(&self, _test: &TestDefinition, mpi: &str) -> String {
+        format!("--mpi={mpi}")
+    }
     /// Grades a finished iteration from its output directory.
     fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict;
 }
@@ -112,5 +136,15 @@ pub fn with_nsys(test: &TestDefinition, cmd: String) -> String {
     match nsys_prefix(test) {
         Some(p) => format!("{p} {cmd}"),
         None => cmd,
+    }
+}
+
+/// The command with profiling, as a system that runs it directly (no wrapper) executes it.
+pub fn full_command(w: &dyn Workload, test: &TestDefinition) -> String {
+    let cmd = w.command(test);
+    if w.in_batch_script() {
+        cmd
+    } else {
+        with_nsys(test, cmd)
     }
 }

@@ -164,7 +164,30 @@ impl Workload for NcclTest {
                 cmd.push_str(v);
             }
         }
-        super::with_nsys(test, cmd)
+        cmd
+    }
+
+    fn container_image(&self, test: &TestDefinition) -> Option<String> {
+        test.cmd_args
+            .str("docker_image_url")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    }
+
+    fn hook_check(&self, dir: &Path) -> String {
+        format!(
+            "grep -q \"Avg bus bandwidth\" {} && echo 1 || echo 0",
+            dir.join("stdout.txt").display()
+        )
+    }
+
+    /// Single-process subtests (without `_mpi`) run one task instead of an MPI job.
+    fn srun_mpi_flag(&self, test: &TestDefinition, mpi: &str) -> String {
+        if Self::subtest(test).ends_with("_mpi") {
+            format!("--mpi={mpi}")
+        } else {
+            "--ntasks=1".into()
+        }
     }
 
     /// Minimal grading until the full nccl-tests parser lands: the summary lines must be there and no failure line.

@@ -1,0 +1,489 @@
+//! Slurm: sbatch scripts as CloudAI writes them, submitted with `sbatch --parsable`, watched with one `squeue`
+//! call per poll for all our jobs (then `sacct` for the final state), cancelled with `scancel`.
+
+mod nodes;
+pub mod script;
+mod state;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{JobId, JobState, Prepared, System};
+use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
+use crate::scenario::TestRun;
+use crate::workloads::JobOutcome;
+use crate::{debug, info, warn};
+
+/// A Slurm command that takes longer than this is treated as failed (the controller is overloaded or gone).
+const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Polls after a job left the queue during which sacct may still lack its record (slurmdbd lags).
+const SACCT_PATIENCE: u32 = 30;
+
+pub struct Slurm {
+    cfg: Arc<SystemConfig>,
+    install: PathBuf,
+    dry_run: bool,
+    gpu_directives: OnceLock<bool>,
+    jobs: Mutex<HashMap<JobId, Tracked>>,
+}
+
+struct Tracked {
+    dir: PathBuf,
+    /// `#SBATCH --job-name`: sacct rows must carry it (ids get reused, and slurmdbd briefly holds a placeholder
+    /// record named "allocation" right after a short job ends).
+    job_name: String,
+    full_cmd: String,
+    test_cmd: String,
+    /// Polls since the job left squeue without a final sacct state.
+    misses: u32,
+    nodes: Vec<String>,
+}
+
+/// Output of a finished command.
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+async fn run_cmd(program: &str, args: &[&str]) -> Out {
+    debug!("Executing command: {program} {}", args.join(" "));
+    let child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return Out {
+                ok: false,
+                stdout: String::new(),
+                stderr: format!("cannot run {program}: {e}"),
+            }
+        }
+    };
+    match tokio::time::timeout(CMD_TIMEOUT, child.wait_with_output()).await {
+        Ok(Ok(o)) => Out {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        },
+        Ok(Err(e)) => Out {
+            ok: false,
+            stdout: String::new(),
+            stderr: e.to_string(),
+        },
+        Err(_) => Out {
+            ok: false,
+            stdout: String::new(),
+            stderr: format!("{program} timed out after {CMD_TIMEOUT:?}"),
+        },
+    }
+}
+
+/// Blocking variant for preparation (node states, GPU support), with a short timeout.
+fn run_blocking(program: &str, args: &[&str]) -> Out {
+    let mut child = match std::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return Out {
+                ok: false,
+                stdout: String::new(),
+                stderr: format!("cannot run {program}: {e}"),
+            }
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Out {
+                    ok: false,
+                    stdout: String::new(),
+                    stderr: format!("{program} timed out"),
+                };
+            }
+        }
+    }
+    match child.wait_with_output() {
+        Ok(o) => Out {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        },
+        Err(e) => Out {
+            ok: false,
+            stdout: String::new(),
+            stderr: e.to_string(),
+        },
+    }
+}
+
+/// The job name written into the batch script.
+fn job_name_of(job: &Prepared) -> String {
+    job.files
+        .iter()
+        .find(|(n, _)| n == script::SCRIPT)
+        .and_then(|(_, text)| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("#SBATCH --job-name="))
+        })
+        .unwrap_or_default()
+        .to_string()
+}
+
+const METADATA_SCRIPT: &str = include_str!("slurm-metadata.sh");
+
+impl Slurm {
+    pub fn new(cfg: Arc<SystemConfig>, dry_run: bool) -> Self {
+        let install =
+            std::path::absolute(&cfg.install_path).unwrap_or_else(|_| cfg.install_path.clone());
+        Self {
+            cfg,
+            install,
+            dry_run,
+            gpu_directives: OnceLock::new(),
+            jobs: Mutex::default(),
+        }
+    }
+
+    fn slurm(&self) -> &SlurmConfig {
+        match &self.cfg.kind {
+            SystemKind::Slurm(s) => s,
+            _ => unreachable!("Slurm system built from a non-slurm config"),
+        }
+    }
+
+    /// `--gpus-per-node`/`--gres` only where the cluster has a gpu GresType. An unreachable `scontrol` counts as
+    /// yes, as in CloudAI.
+    fn gpu_directives(&self) -> bool {
+        *self.gpu_directives.get_or_init(|| {
+            if let Some(v) = self.slurm().supports_gpu_directives_cache {
+                return v;
+            }
+            if self.slurm().gpus_per_node.is_none() {
+                return false;
+            }
+            let out = run_blocking("scontrol", &["show", "config"]);
+            if !out.ok || !out.stderr.is_empty() {
+                debug!("Error checking GPU support: {}", out.stderr);
+                return true;
+            }
+            out.stdout
+                .lines()
+                .any(|l| l.contains("GresTypes") && l.contains("gpu"))
+        })
+    }
+
+    fn resolve_nodes(&self, run: &TestRun) -> Result<Vec<String>, String> {
+        if run.nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let needs_states = run.nodes.iter().any(|n| n.contains(':'));
+        let states = if needs_states && !self.dry_run {
+            let out = run_blocking("sinfo", &["-h", "-N", "-o", "%N|%t"]);
+            if !out.ok {
+                return Err(format!(
+                    "cannot read node states with sinfo: {}",
+                    out.stderr
+                ));
+            }
+            Some(nodes::parse_sinfo(&out.stdout))
+        } else {
+            None
+        };
+        nodes::resolve(
+            self.slurm(),
+            &run.nodes,
+            &run.exclude_nodes,
+            states.as_ref(),
+        )
+    }
+
+    /// Our node-facts script, written where the batch script expects it.
+    fn install_metadata_script(&self) -> std::io::Result<()> {
+        let path = self.install.join("slurm-metadata.sh");
+        if std::fs::read_to_string(&path).is_ok_and(|s| s == METADATA_SCRIPT) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.install)?;
+        crate::util::fsx::write_atomic(&path, METADATA_SCRIPT.as_bytes())
+    }
+
+    async fn sacct(&self, ids: &[&str], allocations_only: bool) -> Option<Vec<state::AcctRow>> {
+        let joined = ids.join(",");
+        let mut args = vec!["-n", "-P", "-j", &joined, "-o", state::SACCT_FORMAT];
+        if allocations_only {
+            args.insert(0, "-X");
+        }
+        let out = run_cmd("sacct", &args).await;
+        if !out.ok {
+            warn!("sacct failed: {}", out.stderr);
+            return None;
+        }
+        Some(state::parse_sacct(&out.stdout))
+    }
+}
+
+#[async_trait]
+impl System for Slurm {
+    fn runner_name(&self) -> &'static str {
+        "SlurmRunner"
+    }
+
+    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
+        let nodes = self.resolve_nodes(run)?;
+        let timestamp = chrono::Local::now().format("%Y%m%d_%H%M%S").to_string();
+        let ctx = script::Ctx {
+            sys: &self.cfg,
+            slurm: self.slurm(),
+            install: &self.install,
+            gpu_directives: self.gpu_directives(),
+            timestamp: &timestamp,
+        };
+        let g = ctx.generate(run, dir, &nodes);
+        Ok(Prepared {
+            test_cmd: g.test_cmd,
+            full_cmd: g.full_cmd,
+            files: g.files,
+            env: super::job_env(&self.cfg, run),
+        })
+    }
+
+    async fn submit(
+        &self,
+        _run: &TestRun,
+        dir: &Path,
+        job: &Prepared,
+        dry_run: bool,
+    ) -> Result<JobId, String> {
+        if dry_run {
+            info!("Submitted slurm job: 0");
+            return Ok("0".into());
+        }
+        self.install_metadata_script()
+            .and_then(|_| std::fs::create_dir_all(dir.join("metadata")))
+            .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
+        let script = dir.join(script::SCRIPT);
+        let script = script.to_string_lossy();
+        let out = run_cmd("sbatch", &["--parsable", &script]).await;
+        if !out.ok {
+            return Err(format!("sbatch rejected {script}: {}", out.stderr));
+        }
+        let id = out
+            .stdout
+            .trim()
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!(
+                "sbatch gave no job id (stdout: {:?}, stderr: {:?})",
+                out.stdout.trim(),
+                out.stderr
+            ));
+        }
+        info!("Submitted slurm job: {id}");
+        self.jobs.lock().unwrap().insert(
+            id.clone(),
+            Tracked {
+                dir: dir.to_path_buf(),
+                job_name: job_name_of(job),
+                full_cmd: job.full_cmd.clone(),
+                test_cmd: job.test_cmd.clone(),
+                misses: 0,
+                nodes: Vec::new(),
+            },
+        );
+        Ok(id)
+    }
+
+    async fn poll(&self, ids: &[JobId]) -> Vec<JobState> {
+        let joined = ids.join(",");
+        let out = run_cmd(
+            "squeue",
+            &["-h", "-o", "%i|%T|%r", &format!("--jobs={joined}")],
+        )
+        .await;
+        // squeue fails with "Invalid job id" when none of the ids is known any more: all have left the queue.
+        let live: HashMap<String, state::Live> = if out.ok || out.stderr.contains("Invalid job id")
+        {
+            state::parse_squeue(&out.stdout).into_iter().collect()
+        } else {
+            warn!(
+                "squeue failed ({}); keeping the last known job states",
+                out.stderr
+            );
+            return ids.iter().map(|_| JobState::Running).collect();
+        };
+        let gone: Vec<&str> = ids
+            .iter()
+            .filter(|id| !live.contains_key(*id))
+            .map(String::as_str)
+            .collect();
+        let rows = if gone.is_empty() {
+            Vec::new()
+        } else {
+            self.sacct(&gone, true).await.unwrap_or_default()
+        };
+        let mut jobs = self.jobs.lock().unwrap();
+        let finals: HashMap<String, state::AcctRow> = rows
+            .into_iter()
+            .filter(|r| state::is_terminal(&r.state))
+            .filter(|r| {
+                jobs.get(&r.job_id)
+                    .is_none_or(|t| t.job_name.is_empty() || t.job_name == r.name)
+            })
+            .map(|r| (r.job_id.clone(), r))
+            .collect();
+        ids.iter()
+            .map(|id| match live.get(id) {
+                Some(state::Live::Pending(reason)) => {
+                    debug!("Slurm job {id} is pending ({reason})");
+                    JobState::Pending
+                }
+                Some(state::Live::Running) => JobState::Running,
+                None => match finals.get(id) {
+                    Some(row) => {
+                        debug!("Slurm job {id} ended: {row:?}");
+                        if let Some(t) = jobs.get_mut(id) {
+                            t.nodes = crate::util::nodelist::expand(&row.nodes).unwrap_or_default();
+                        }
+                        JobState::Finished(state::outcome(row))
+                    }
+                    None => {
+                        let misses = jobs.get_mut(id).map_or(SACCT_PATIENCE, |t| {
+                            t.misses += 1;
+                            t.misses
+                        });
+                        if misses >= SACCT_PATIENCE {
+                            JobState::Finished(JobOutcome {
+                                failure: Some(format!(
+                                    "job {id} left the queue but sacct has no final state for it"
+                                )),
+                                ..Default::default()
+                            })
+                        } else {
+                            JobState::Running
+                        }
+                    }
+                },
+            })
+            .collect()
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<(), String> {
+        let out = run_cmd("scancel", &[id]).await;
+        if out.ok {
+            Ok(())
+        } else {
+            Err(out.stderr)
+        }
+    }
+
+    async fn collect(&self, id: &JobId) {
+        let Some((dir, full, test, name)) = self.jobs.lock().unwrap().get(id).map(|t| {
+            (
+                t.dir.clone(),
+                t.full_cmd.clone(),
+                t.test_cmd.clone(),
+                t.job_name.clone(),
+            )
+        }) else {
+            return;
+        };
+        // slurmdbd may still be writing the job's final record: give it a moment.
+        let mut rows = Vec::new();
+        for attempt in 0..5 {
+            rows = self.sacct(&[id], false).await.unwrap_or_default();
+            if rows
+                .iter()
+                .any(|r| r.job_id == *id && (name.is_empty() || r.name == name))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200 * (attempt + 1))).await;
+        }
+        let Some(alloc) = rows
+            .iter()
+            .find(|r| r.job_id == *id && (name.is_empty() || r.name == name))
+        else {
+            warn!(
+                "sacct has no record of job {id}; {} keeps the submission-time values",
+                script::JOB_FILE
+            );
+            return;
+        };
+        // The allocation's final node list (the one seen at poll time can be partial right at completion).
+        if let (Some(nodes), Some(t)) = (
+            crate::util::nodelist::expand(&alloc.nodes),
+            self.jobs.lock().unwrap().get_mut(id),
+        ) {
+            if nodes.len() >= t.nodes.len() {
+                t.nodes = nodes;
+            }
+        }
+        let facts = script::JobFacts {
+            job_id: id.parse().unwrap_or(0),
+            name: Some(alloc.name.clone()),
+            state: Some(alloc.state.clone()),
+            start_time: alloc.start.clone(),
+            end_time: alloc.end.clone(),
+            elapsed_time_sec: alloc.elapsed,
+            exit_code: Some(alloc.exit_code.clone()),
+            steps: rows
+                .iter()
+                .filter(|r| r.job_id != *id)
+                .map(|r| script::StepFacts {
+                    job_id: r.job_id.clone(),
+                    name: r.name.clone(),
+                    state: r.state.clone(),
+                    exit_code: r.exit_code.clone(),
+                    start_time: r.start.clone(),
+                    end_time: r.end.clone(),
+                    elapsed_time_sec: r.elapsed,
+                })
+                .collect(),
+        };
+        let toml = script::job_toml(&facts, &full, &test, &dir);
+        if let Err(e) = crate::util::fsx::write_atomic(&dir.join(script::JOB_FILE), toml.as_bytes())
+        {
+            warn!("Cannot write {}: {e}", dir.join(script::JOB_FILE).display());
+        }
+    }
+
+    fn nodes(&self, id: &JobId) -> Vec<String> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|t| t.nodes.clone())
+            .unwrap_or_default()
+    }
+
+    fn time_limit_grace(&self) -> Duration {
+        // Slurm enforces --time itself (rounded up to whole minutes); we step in only if it did not.
+        Duration::from_secs(5)
+    }
+}

@@ -1,0 +1,199 @@
+//! Turning a test run's `nodes` list into host names: explicit names and ranges, or `partition:group:N` picked
+//! from the group by node state (idle first, then completing), like CloudAI.
+
+use std::collections::HashMap;
+
+use crate::config::system::SlurmConfig;
+use crate::util::nodelist;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    Idle,
+    Completing,
+    Mixed,
+    Allocated,
+    Unavailable,
+}
+
+/// Parses `sinfo -h -N -o '%N|%t'` output.
+pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let Some((node, state)) = line.trim().split_once('|') else {
+            continue;
+        };
+        let st = if state.ends_with('*') {
+            NodeState::Unavailable
+        } else {
+            match state
+                .trim_end_matches(|c: char| "+~#!%$@^-".contains(c))
+                .to_ascii_lowercase()
+                .as_str()
+            {
+                "idle" => NodeState::Idle,
+                "comp" | "completing" => NodeState::Completing,
+                "mix" | "mixed" => NodeState::Mixed,
+                "alloc" | "allocated" => NodeState::Allocated,
+                _ => NodeState::Unavailable,
+            }
+        };
+        out.insert(node.trim().to_string(), st);
+    }
+    out
+}
+
+/// Resolves node specs to host names, without duplicates. `states` is `None` in dry-run: then a group request takes
+/// the group's first nodes.
+pub fn resolve(
+    cfg: &SlurmConfig,
+    specs: &[String],
+    exclude: &[String],
+    states: Option<&HashMap<String, NodeState>>,
+) -> Result<Vec<String>, String> {
+    let mut excluded = Vec::new();
+    for e in exclude {
+        excluded.extend(
+            nodelist::expand(e).ok_or_else(|| format!("cannot parse exclude_nodes entry '{e}'"))?,
+        );
+    }
+    let mut out: Vec<String> = Vec::new();
+    for spec in specs {
+        let picked = if spec.contains(':') {
+            from_group(cfg, spec, &excluded, states)?
+        } else {
+            nodelist::expand(spec).ok_or_else(|| format!("cannot parse node list '{spec}'"))?
+        };
+        for n in picked {
+            if !out.contains(&n) && !excluded.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn from_group(
+    cfg: &SlurmConfig,
+    spec: &str,
+    excluded: &[String],
+    states: Option<&HashMap<String, NodeState>>,
+) -> Result<Vec<String>, String> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [partition, group, count] = parts.as_slice() else {
+        return Err(format!(
+            "node spec '{spec}' should be partition:group:count"
+        ));
+    };
+    let p = cfg
+        .partitions
+        .iter()
+        .find(|p| p.name == *partition)
+        .ok_or_else(|| {
+            format!("partition '{partition}' of node spec '{spec}' is not in the system config")
+        })?;
+    let g = p.groups.iter().find(|g| g.name == *group).ok_or_else(|| {
+        format!("group '{group}' of node spec '{spec}' is not in partition '{partition}'")
+    })?;
+    let mut members = Vec::new();
+    for n in &g.nodes {
+        members.extend(
+            nodelist::expand(n)
+                .ok_or_else(|| format!("cannot parse node list '{n}' of group '{group}'"))?,
+        );
+    }
+    members.retain(|n| !excluded.contains(n));
+    let candidates: Vec<String> = match states {
+        None => members,
+        Some(st) => [NodeState::Idle, NodeState::Completing]
+            .iter()
+            .flat_map(|want| {
+                members
+                    .iter()
+                    .filter(|n| st.get(*n) == Some(want))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    };
+    if *count == "max_avail" {
+        if candidates.is_empty() {
+            return Err(format!(
+                "no node of group '{group}' in partition '{partition}' is available"
+            ));
+        }
+        return Ok(candidates);
+    }
+    let n: usize = count
+        .parse()
+        .map_err(|_| format!("node count '{count}' in '{spec}' is not a number or max_avail"))?;
+    if candidates.len() < n {
+        return Err(format!(
+            "{n} nodes requested from group '{group}' in partition '{partition}', but only {} are available",
+            candidates.len()
+        ));
+    }
+    Ok(candidates.into_iter().take(n).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::system::{Group, Partition};
+
+    fn cfg() -> SlurmConfig {
+        SlurmConfig {
+            default_partition: "p".into(),
+            partitions: vec![Partition {
+                name: "p".into(),
+                groups: vec![Group {
+                    name: "g".into(),
+                    nodes: vec!["node[001-004]".into()],
+                }],
+            }],
+            account: None,
+            distribution: None,
+            mpi: "pmix".into(),
+            gpus_per_node: None,
+            ntasks_per_node: None,
+            cache_docker_images_locally: false,
+            extra_srun_args: None,
+            extra_sbatch_args: vec![],
+            extra_transient_status_errors: vec![],
+            status_retry_pause_seconds: 10,
+            container_mount_home: false,
+            data_repository: None,
+            reports: None,
+            supports_gpu_directives_cache: None,
+        }
+    }
+
+    #[test]
+    fn explicit_lists_and_groups() {
+        let c = cfg();
+        let specs = vec!["node[001-002]".to_string(), "node002".into(), "x7".into()];
+        assert_eq!(
+            resolve(&c, &specs, &[], None).unwrap(),
+            vec!["node001", "node002", "x7"]
+        );
+        let ex = vec!["node001".to_string()];
+        assert_eq!(
+            resolve(&c, &["p:g:2".into()], &ex, None).unwrap(),
+            vec!["node002", "node003"]
+        );
+        let st = parse_sinfo("node001|alloc\nnode002|idle\nnode003|down*\nnode004|comp\n");
+        assert_eq!(
+            resolve(&c, &["p:g:2".into()], &[], Some(&st)).unwrap(),
+            vec!["node002", "node004"]
+        );
+        assert!(resolve(&c, &["p:g:3".into()], &[], Some(&st))
+            .unwrap_err()
+            .contains("only 2 are available"));
+        assert_eq!(
+            resolve(&c, &["p:g:max_avail".into()], &[], Some(&st)).unwrap(),
+            vec!["node002", "node004"]
+        );
+        assert!(resolve(&c, &["p:h:1".into()], &[], None)
+            .unwrap_err()
+            .contains("group 'h'"));
+    }
+}

@@ -1,0 +1,431 @@
+//! The sbatch script, `env_vars.sh`, hook directories and `slurm-job.toml`, line for line as CloudAI writes them,
+//! so users can diff our scripts against theirs.
+
+use std::path::Path;
+
+use indexmap::IndexMap;
+
+use crate::config::system::{SlurmConfig, SystemConfig};
+use crate::config::time_limit;
+use crate::scenario::{HookScenario, TestRun};
+use crate::util::pytoml::{dumps, PyVal};
+
+/// Everything about the system a script depends on.
+pub struct Ctx<'a> {
+    pub sys: &'a SystemConfig,
+    pub slurm: &'a SlurmConfig,
+    /// Absolute install path.
+    pub install: &'a Path,
+    /// Whether the cluster takes `--gpus-per-node` / `--gres` (it has a gpu GresType).
+    pub gpu_directives: bool,
+    /// `%Y%m%d_%H%M%S`, part of the job name.
+    pub timestamp: &'a str,
+}
+
+/// The files of one iteration, relative to its directory, and its two command lines.
+#[derive(Debug, Default)]
+pub struct Generated {
+    pub test_cmd: String,
+    pub full_cmd: String,
+    pub files: Vec<(String, String)>,
+}
+
+/// Where one test run's output goes and which nodes it asked for.
+struct Target<'a> {
+    run: &'a TestRun,
+    /// Absolute output directory.
+    dir: &'a Path,
+    /// File names are relative to the iteration directory (`pre_test/<name>/` for hooks).
+    rel: String,
+    /// Explicit node list; empty when only a count was asked for.
+    nodes: &'a [String],
+}
+
+impl Target<'_> {
+    fn num_nodes(&self) -> u64 {
+        if self.nodes.is_empty() {
+            self.run.num_nodes
+        } else {
+            self.nodes.len() as u64
+        }
+    }
+}
+
+impl Ctx<'_> {
+    fn env(&self, run: &TestRun) -> IndexMap<String, String> {
+        crate::systems::job_env(self.sys, run).into_iter().collect()
+    }
+
+    fn image(&self, run: &TestRun) -> Option<String> {
+        run.workload.container_image(&run.test)
+    }
+
+    fn mounts(&self, t: &Target) -> Vec<String> {
+        let out = t.dir.display();
+        let mut m = vec![
+            format!("{out}:/cloudai_run_results"),
+            format!("{}:/cloudai_install", self.install.display()),
+            out.to_string(),
+        ];
+        m.extend(t.run.test.extra_container_mounts.iter().cloned());
+        for g in &t.run.test.git_repos {
+            let name = g
+                .url
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or("repo")
+                .trim_end_matches(".git");
+            let target = g.mount_as.clone().unwrap_or_else(|| format!("/git/{name}"));
+            m.push(format!(
+                "{}/{name}__{}:{target}",
+                self.install.display(),
+                g.commit
+            ));
+        }
+        if let Some(topo) = self.env(t.run).get("NCCL_TOPO_FILE") {
+            let p = std::path::absolute(topo).unwrap_or_else(|_| topo.into());
+            m.push(format!("{0}:{0}", p.display()));
+        }
+        m
+    }
+
+    fn srun_prefix(&self, t: &Target) -> Vec<String> {
+        let run = t.run;
+        if run.workload.in_batch_script() {
+            return Vec::new();
+        }
+        let mut p = vec![
+            "srun".to_string(),
+            "--export=ALL".into(),
+            run.workload.srun_mpi_flag(&run.test, &self.slurm.mpi),
+        ];
+        if t.nodes.is_empty() {
+            p.push(format!("-N{}", t.num_nodes()));
+        }
+        if let Some(image) = self.image(run) {
+            p.push(format!("--container-image={image}"));
+            p.push(format!("--container-mounts={}", self.mounts(t).join(",")));
+            if !self.slurm.container_mount_home {
+                p.push("--no-container-mount-home".into());
+            }
+        }
+        p.extend(self.slurm.extra_srun_args.clone());
+        p.extend(run.extra_srun_args.clone());
+        p
+    }
+
+    /// The test's own command (`test_cmd`); BashCmd's includes its nsys prefix, as in CloudAI.
+    fn test_cmd(run: &TestRun) -> String {
+        run.workload.command(&run.test)
+    }
+
+    /// `srun ... bash -c "source env_vars.sh; <cmd>"`, writing `env_vars.sh` into `files`.
+    fn srun_command(&self, t: &Target, files: &mut Vec<(String, String)>) -> String {
+        let env: String = self
+            .env(t.run)
+            .iter()
+            .map(|(k, v)| format!("export {k}=\"{v}\"\n"))
+            .collect();
+        files.push((join_rel(&t.rel, "env_vars.sh"), env));
+        let mut cmd = Vec::new();
+        if !t.run.workload.in_batch_script() {
+            cmd.extend(crate::workloads::nsys_prefix(&t.run.test));
+        }
+        cmd.push(Self::test_cmd(t.run));
+        format!(
+            "{} bash -c \"source {}; {}\"",
+            self.srun_prefix(t).join(" "),
+            t.dir.join("env_vars.sh").display(),
+            cmd.join(" ")
+        )
+    }
+
+    fn hook_sruns(
+        &self,
+        hook: &HookScenario,
+        kind: &str,
+        base: &Path,
+        files: &mut Vec<(String, String)>,
+    ) -> Vec<(String, String)> {
+        hook.test_runs
+            .iter()
+            .map(|tr| {
+                let dir = base.join(kind).join(&tr.test.name);
+                let t = Target {
+                    run: tr,
+                    dir: &dir,
+                    rel: format!("{kind}/{}", tr.test.name),
+                    nodes: &[],
+                };
+                let srun = self.srun_command(&t, files);
+                let with_output = srun.replace(
+                    "srun ",
+                    &format!(
+                        "srun --output={} --error={} ",
+                        dir.join("stdout.txt").display(),
+                        dir.join("stderr.txt").display()
+                    ),
+                );
+                (with_output, tr.workload.hook_check(&dir))
+            })
+            .collect()
+    }
+
+    fn job_name(&self, run: &TestRun) -> String {
+        match &self.slurm.account {
+            Some(acc) => format!("{acc}-{}.{}", run.test.name, self.timestamp),
+            None => format!("{}_{}", run.test.name, self.timestamp),
+        }
+    }
+
+    /// The whole iteration: batch script, env files, hook dirs, hostfile, slurm-job.toml.
+    pub fn generate(&self, run: &TestRun, dir: &Path, nodes: &[String]) -> Generated {
+        let mut files = Vec::new();
+        let t = Target {
+            run,
+            dir,
+            rel: String::new(),
+            nodes,
+        };
+        let srun = self.srun_command(&t, &mut files);
+        let test_cmd = Self::test_cmd(run);
+
+        let mut body: Vec<String> = Vec::new();
+        let mut indent = "";
+        if let Some(pre) = &run.pre_test {
+            let sruns = self.hook_sruns(pre, "pre_test", dir, &mut files);
+            let mut vars = Vec::new();
+            for (i, (cmd, check)) in sruns.into_iter().enumerate() {
+                body.push(cmd);
+                body.push(format!("SUCCESS_{i}=$({check})"));
+                vars.push(format!("[ $SUCCESS_{i} -eq 1 ]"));
+            }
+            body.push(format!(
+                "PRE_TEST_SUCCESS=$( {} && echo 1 || echo 0 )",
+                vars.join(" && ")
+            ));
+            body.push("if [ $PRE_TEST_SUCCESS -eq 1 ]; then".into());
+            indent = "    ";
+        }
+        body.push(format!("{indent}{srun}"));
+        if let Some(post) = &run.post_test {
+            let sruns: Vec<String> = self
+                .hook_sruns(post, "post_test", dir, &mut files)
+                .into_iter()
+                .map(|(c, _)| c)
+                .collect();
+            body.push(format!("{indent}{}", sruns.join("\n")));
+        }
+        if run.pre_test.is_some() {
+            body.push("fi".into());
+        }
+        let exec = body.join("\n").trim().to_string();
+
+        let mut lines = vec![
+            "#!/bin/bash".to_string(),
+            format!("# generated by cloudai-rs@{}", env!("CARGO_PKG_VERSION")),
+            format!("#SBATCH --job-name={}", self.job_name(run)),
+        ];
+        if let Some(r) = self.slurm.extra_srun_args.as_deref().and_then(reservation) {
+            lines.push(format!("#SBATCH --reservation={r}"));
+        }
+        lines.push(format!(
+            "#SBATCH --output={}",
+            dir.join("stdout.txt").display()
+        ));
+        lines.push(format!(
+            "#SBATCH --error={}",
+            dir.join("stderr.txt").display()
+        ));
+        lines.push(format!(
+            "#SBATCH --partition={}",
+            self.slurm.default_partition
+        ));
+        if let Some(acc) = &self.slurm.account {
+            lines.push(format!("#SBATCH --account={acc}"));
+        }
+        let mut hostfile = None;
+        if nodes.is_empty() {
+            lines.push(format!("#SBATCH -N {}", t.num_nodes()));
+            if let Some(d) = &self.slurm.distribution {
+                lines.push(format!("#SBATCH --distribution={d}"));
+            }
+        } else {
+            lines.push("#SBATCH --distribution=arbitrary".into());
+            lines.push(format!("#SBATCH --nodelist={}", nodes.join(",")));
+            let per = self.slurm.ntasks_per_node.unwrap_or(1).max(1);
+            let content: String = nodes
+                .iter()
+                .flat_map(|n| (0..per).map(move |_| format!("{n}\n")))
+                .collect();
+            files.push(("hostfile.txt".into(), content));
+            hostfile = Some(dir.join("hostfile.txt"));
+        }
+        if let Some(g) = self.slurm.gpus_per_node.filter(|_| self.gpu_directives) {
+            lines.push(format!("#SBATCH --gpus-per-node={g}"));
+            lines.push(format!("#SBATCH --gres=gpu:{g}"));
+        }
+        if let Some(n) = self.slurm.ntasks_per_node {
+            lines.push(format!("#SBATCH --ntasks-per-node={n}"));
+        }
+        if let Some(tl) = run.effective_time_limit() {
+            lines.push(format!("#SBATCH --time={}", time_limit::format(tl)));
+        }
+        lines.extend(
+            self.slurm
+                .extra_sbatch_args
+                .iter()
+                .map(|a| format!("#SBATCH {a}")),
+        );
+        if let Some(h) = hostfile {
+            lines.push(format!("export SLURM_HOSTFILE={}", h.display()));
+        }
+        lines.push("\nexport SLURM_JOB_MASTER_NODE=$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)".into());
+        let env = self.env(run);
+        lines.push(
+            env.iter()
+                .map(|(k, v)| format!("export {k}={v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        let prefix = self.srun_prefix(&t);
+        if env.get("ENABLE_VBOOST").is_some_and(|v| v == "1") {
+            lines.push(format!(
+                "srun --ntasks={} --output={} --error={} bash -c \"sudo nvidia-smi boost-slider --vboost 1\"",
+                t.num_nodes(),
+                dir.join("vboost.out").display(),
+                dir.join("vboost.err").display()
+            ));
+            lines.push(String::new());
+        }
+        let mut mapping = prefix.clone();
+        mapping.push(format!(
+            "--output={}",
+            dir.join("mapping-stdout.txt").display()
+        ));
+        mapping.push(format!(
+            "--error={}",
+            dir.join("mapping-stderr.txt").display()
+        ));
+        mapping.push(
+            r#"bash -c "echo \$(date): \$(hostname):node \${SLURM_NODEID}:rank \${SLURM_PROCID}.""#
+                .into(),
+        );
+        lines.push(mapping.join(" "));
+        lines.push(String::new());
+        let meta_dir = if self.image(run).is_some() {
+            "/cloudai_install".to_string()
+        } else {
+            self.install.display().to_string()
+        };
+        let mut meta = prefix;
+        meta.push(format!("--ntasks={}", t.num_nodes()));
+        meta.push("--ntasks-per-node=1".into());
+        meta.push(format!(
+            "--output={}",
+            dir.join("metadata").join("node-%N.toml").display()
+        ));
+        meta.push(format!(
+            "--error={}",
+            dir.join("metadata").join("nodes.err").display()
+        ));
+        meta.push(format!("bash {meta_dir}/slurm-metadata.sh"));
+        lines.push(meta.join(" "));
+        lines.push(String::new());
+        lines.push(exec);
+        files.push((SCRIPT.into(), lines.join("\n")));
+        files.push((
+            JOB_FILE.into(),
+            job_toml(&JobFacts::default(), &srun, &test_cmd, dir),
+        ));
+        Generated {
+            test_cmd,
+            full_cmd: srun,
+            files,
+        }
+    }
+}
+
+pub const SCRIPT: &str = "cloudai_sbatch_script.sh";
+pub const JOB_FILE: &str = "slurm-job.toml";
+
+fn join_rel(rel: &str, name: &str) -> String {
+    if rel.is_empty() {
+        name.to_string()
+    } else {
+        format!("{rel}/{name}")
+    }
+}
+
+/// `--reservation X` inside extra_srun_args becomes an sbatch directive too.
+fn reservation(extra: &str) -> Option<&str> {
+    let (_, rest) = extra.split_once("--reservation ")?;
+    rest.split(' ').next().filter(|s| !s.is_empty())
+}
+
+/// What sacct tells about a finished job, for `slurm-job.toml`.
+#[derive(Clone, Debug, Default)]
+pub struct JobFacts {
+    pub job_id: i64,
+    pub name: Option<String>,
+    pub state: Option<String>,
+    pub start_time: String,
+    pub end_time: String,
+    pub elapsed_time_sec: i64,
+    pub exit_code: Option<String>,
+    pub steps: Vec<StepFacts>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct StepFacts {
+    pub job_id: String,
+    pub name: String,
+    pub state: String,
+    pub exit_code: String,
+    pub start_time: String,
+    pub end_time: String,
+    pub elapsed_time_sec: i64,
+}
+
+pub fn job_toml(f: &JobFacts, srun_cmd: &str, test_cmd: &str, dir: &Path) -> String {
+    let kv = |k: &str, v: PyVal| (k.to_string(), v);
+    let steps = f
+        .steps
+        .iter()
+        .map(|s| {
+            PyVal::Table(vec![
+                kv("job_id", PyVal::str(s.job_id.clone())),
+                kv("name", PyVal::str(s.name.clone())),
+                kv("state", PyVal::str(s.state.clone())),
+                kv("exit_code", PyVal::str(s.exit_code.clone())),
+                kv("start_time", PyVal::str(s.start_time.clone())),
+                kv("end_time", PyVal::str(s.end_time.clone())),
+                kv("elapsed_time_sec", PyVal::Int(s.elapsed_time_sec)),
+            ])
+        })
+        .collect();
+    dumps(&[
+        kv("job_id", PyVal::Int(f.job_id)),
+        kv(
+            "name",
+            PyVal::str(f.name.clone().unwrap_or_else(|| "unknown".into())),
+        ),
+        kv(
+            "state",
+            PyVal::str(f.state.clone().unwrap_or_else(|| "UNKNOWN".into())),
+        ),
+        kv("start_time", PyVal::str(f.start_time.clone())),
+        kv("end_time", PyVal::str(f.end_time.clone())),
+        kv("elapsed_time_sec", PyVal::Int(f.elapsed_time_sec)),
+        kv(
+            "exit_code",
+            PyVal::str(f.exit_code.clone().unwrap_or_else(|| "0".into())),
+        ),
+        kv("srun_cmd", PyVal::str(srun_cmd)),
+        kv("test_cmd", PyVal::str(test_cmd)),
+        kv("is_single_sbatch", PyVal::Bool(false)),
+        kv("job_root", PyVal::str(dir.display().to_string())),
+        kv("job_steps", PyVal::List(steps)),
+    ])
+}

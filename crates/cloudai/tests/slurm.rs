@@ -1,0 +1,404 @@
+//! `cloudai run` on a real Slurm cluster (scripts/slurm-cluster.sh: node[001-004] on localhost, fake GPUs).
+//! Without a reachable cluster these tests are skipped, unless CLOUDAI_REQUIRE_SLURM=1 (as in CI) makes that a
+//! failure.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, FixedOffset};
+use cloudai::results::{EndReason, IterationRecord, Status};
+use common::{shared, stdout_of, Work};
+
+fn cluster_up() -> bool {
+    let up = Command::new("scontrol")
+        .arg("ping")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("UP"));
+    if !up {
+        assert!(
+            std::env::var("CLOUDAI_REQUIRE_SLURM").is_err(),
+            "no Slurm cluster reachable: start it with scripts/slurm-cluster.sh start"
+        );
+        eprintln!("skipped: no Slurm cluster (scripts/slurm-cluster.sh start)");
+    }
+    up
+}
+
+const SYSTEM: &str = r#"
+name = "local-slurm"
+scheduler = "slurm"
+install_path = "install"
+output_path = "out"
+default_partition = "debug"
+mpi = "pmix"
+gpus_per_node = 8
+ntasks_per_node = 2
+monitor_interval = 1
+[[partitions]]
+name = "debug"
+  [[partitions.groups]]
+  name = "all"
+  nodes = ["node[001-004]"]
+"#;
+
+const TESTS: &[(&str, &str)] = &[
+    ("sleep.toml", "name = \"sleep\"\ndescription = \"sleep\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n"),
+    ("bash.toml", "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n"),
+    (
+        "nccl.toml",
+        "name = \"nccl\"\ndescription = \"bare-metal nccl\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\nsubtest_name = \"all_reduce_perf_mpi\"\n",
+    ),
+];
+
+fn setup(w: &Work, system_extra: &str, scenario: &str) -> std::path::PathBuf {
+    w.file("system.toml", &format!("{SYSTEM}{system_extra}"));
+    for (name, text) in TESTS {
+        w.file(&format!("tests/{name}"), text);
+    }
+    w.file("scenario.toml", scenario)
+}
+
+fn cloudai_run(w: &Work, path_prefix: Option<&Path>) -> std::process::Output {
+    let mut c = w.cloudai();
+    c.args([
+        "run",
+        "--system-config",
+        "system.toml",
+        "--tests-dir",
+        "tests",
+        "--test-scenario",
+        "scenario.toml",
+    ]);
+    if let Some(p) = path_prefix {
+        c.env(
+            "PATH",
+            format!("{}:{}", p.display(), std::env::var("PATH").unwrap()),
+        );
+    }
+    c.timeout(Duration::from_secs(180)).output().unwrap()
+}
+
+fn record(root: &Path, id: &str, it: u64) -> IterationRecord {
+    IterationRecord::read(&root.join(id).join(it.to_string()))
+        .unwrap_or_else(|e| panic!("record {id}/{it}: {e}"))
+}
+
+fn t(s: &Option<String>) -> DateTime<FixedOffset> {
+    DateTime::parse_from_rfc3339(s.as_deref().expect("timestamp")).unwrap()
+}
+
+fn squeue_ids() -> Vec<String> {
+    let o = Command::new("squeue")
+        .args(["-h", "-o", "%i"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn sleep_scenario_with_dependencies() {
+    if !cluster_up() {
+        return;
+    }
+    let w = Work::new();
+    setup(
+        &w,
+        "",
+        r#"
+name = "deps"
+[[Tests]]
+id = "first"
+test_name = "sleep"
+iterations = 2
+[[Tests]]
+id = "post_init"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_init"
+  id = "first"
+[[Tests]]
+id = "post_comp"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "first"
+[[Tests]]
+id = "end_comp"
+test_name = "sleep"
+  [Tests.cmd_args]
+  seconds = 120
+  [[Tests.dependencies]]
+  type = "end_post_comp"
+  id = "first"
+"#,
+    );
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let (f0, f1) = (record(&root, "first", 0), record(&root, "first", 1));
+    let (init, comp, end) = (
+        record(&root, "post_init", 0),
+        record(&root, "post_comp", 0),
+        record(&root, "end_comp", 0),
+    );
+    assert_eq!(
+        (f0.status, f1.status, init.status, comp.status),
+        (
+            Status::Passed,
+            Status::Passed,
+            Status::Passed,
+            Status::Passed
+        ),
+        "{text}"
+    );
+    assert!(t(&f1.submitted_at) >= t(&f0.ended_at));
+    assert!(t(&init.submitted_at) >= t(&f0.started_at) && t(&init.submitted_at) < t(&f0.ended_at));
+    assert!(t(&comp.submitted_at) >= t(&f1.ended_at));
+    assert_eq!(
+        (end.status, end.end_reason),
+        (Status::Stopped, EndReason::StoppedByDependency)
+    );
+    assert_ne!(f0.job_id, f1.job_id);
+    // the accounting facts land in slurm-job.toml
+    let job = std::fs::read_to_string(root.join("first/0/slurm-job.toml")).unwrap();
+    assert!(
+        job.contains("state = \"COMPLETED\"")
+            && job.contains(&format!("job_id = {}", f0.job_id.unwrap())),
+        "{job}"
+    );
+    assert!(text.contains("Submitted slurm job: "), "{text}");
+}
+
+#[test]
+fn two_node_bash_job_sees_its_nodes() {
+    if !cluster_up() {
+        return;
+    }
+    let w = Work::new();
+    setup(
+        &w,
+        "",
+        r#"
+name = "two-nodes"
+[[Tests]]
+id = "nodes"
+test_name = "bash"
+num_nodes = 2
+  [Tests.cmd_args]
+  cmd = "echo NODELIST=$SLURM_JOB_NODELIST NNODES=$SLURM_JOB_NUM_NODES"
+"#,
+    );
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let r = record(&root, "nodes", 0);
+    assert_eq!(r.status, Status::Passed, "{text}");
+    let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
+    assert_eq!(r.nodes.len(), 2, "{:?}\n{log}", r.nodes);
+    let stdout = std::fs::read_to_string(root.join("nodes/0/stdout.txt")).unwrap();
+    assert!(
+        stdout.contains("NNODES=2") && stdout.contains("NODELIST=node[00"),
+        "{stdout}"
+    );
+    let script = std::fs::read_to_string(root.join("nodes/0/cloudai_sbatch_script.sh")).unwrap();
+    assert!(script.contains("#SBATCH -N 2"), "{script}");
+}
+
+#[test]
+fn nccl_without_container_runs_the_binary_from_path() {
+    if !cluster_up() {
+        return;
+    }
+    let w = Work::new();
+    let sample = shared().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt");
+    // A stand-in for nccl-tests: rank 0 prints a real output, like the MPI binary does.
+    let bin = w.file(
+        "bin/all_reduce_perf_mpi",
+        &format!("#!/bin/bash\necho \"args: $*\" >&2\n[ \"${{SLURM_PROCID:-0}}\" = 0 ] && cat {}\nexit 0\n", sample.display()),
+    );
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    setup(
+        &w,
+        "",
+        "name = \"nccl\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\nnum_nodes = 2\n",
+    );
+    let out = cloudai_run(&w, Some(&w.path().join("bin")));
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let r = record(&root, "ar", 0);
+    assert_eq!(r.status, Status::Passed, "{}\n{text}", r.message);
+    let stdout = std::fs::read_to_string(root.join("ar/0/stdout.txt")).unwrap();
+    assert_eq!(stdout.matches("# Avg bus bandwidth").count(), 1, "{stdout}");
+    let script = std::fs::read_to_string(root.join("ar/0/cloudai_sbatch_script.sh")).unwrap();
+    assert!(!script.contains("--container-image"), "{script}");
+    assert!(
+        script.contains("all_reduce_perf_mpi --nthreads 1 --ngpus 1 --minbytes 32M"),
+        "{script}"
+    );
+}
+
+#[test]
+fn failing_job_and_rejected_submission_are_reported() {
+    if !cluster_up() {
+        return;
+    }
+    let w = Work::new();
+    setup(
+        &w,
+        "",
+        r#"
+name = "failures"
+[[Tests]]
+id = "fails"
+test_name = "bash"
+  [Tests.cmd_args]
+  cmd = "echo about to fail; exit 3"
+[[Tests]]
+id = "after"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "fails"
+"#,
+    );
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let r = record(&root, "fails", 0);
+    assert_eq!((r.status, r.exit_code), (Status::Failed, Some(3)), "{text}");
+    assert!(r.message.contains("FAILED"), "{}", r.message);
+    assert_eq!(record(&root, "after", 0).status, Status::Passed);
+
+    // sbatch refuses an unknown partition: the error says why, the iteration fails, the run goes on.
+    let w = Work::new();
+    setup(
+        &w,
+        "",
+        "name = \"rejected\"\n[[Tests]]\nid = \"x\"\ntest_name = \"sleep\"\n",
+    );
+    let sys = std::fs::read_to_string(w.path().join("system.toml")).unwrap();
+    w.file(
+        "system.toml",
+        &sys.replace(
+            "default_partition = \"debug\"",
+            "default_partition = \"nope\"",
+        )
+        .replace("name = \"debug\"", "name = \"nope\""),
+    );
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let r = record(&w.results_root(), "x", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Failed, EndReason::SubmitFailed)
+    );
+    assert!(
+        r.message.contains("sbatch rejected") && r.message.contains("invalid partition"),
+        "{}",
+        r.message
+    );
+    assert!(
+        text.contains("[ERROR] Failed to submit test x: sbatch rejected"),
+        "{text}"
+    );
+}
+
+#[test]
+fn time_limit_cancels_the_job() {
+    if !cluster_up() {
+        return;
+    }
+    let w = Work::new();
+    setup(&w, "", "name = \"slow\"\n[[Tests]]\nid = \"slow\"\ntest_name = \"sleep\"\ntime_limit = \"2s\"\n[Tests.cmd_args]\nseconds = 300\n");
+    let started = Instant::now();
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
+    let r = record(&w.results_root(), "slow", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Timeout, EndReason::TimeLimit),
+        "{text}"
+    );
+    assert!(
+        !squeue_ids().contains(r.job_id.as_ref().unwrap()),
+        "job still queued"
+    );
+}
+
+#[test]
+fn sigint_leaves_no_job_in_the_queue() {
+    if !cluster_up() {
+        return;
+    }
+    let w = Work::new();
+    setup(
+        &w,
+        "",
+        "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
+         [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n",
+    );
+    let child = Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args([
+            "run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "scenario.toml",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // wait until both jobs are in the queue
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ids = loop {
+        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
+        let ids: Vec<String> = log
+            .lines()
+            .filter_map(|l| l.split("Submitted slurm job: ").nth(1))
+            .map(|id| id.trim().to_string())
+            .collect();
+        if ids.len() == 2 && ids.iter().all(|i| squeue_ids().contains(i)) {
+            break ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "jobs were not submitted: {ids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let queued = squeue_ids();
+    for id in &ids {
+        assert!(
+            !queued.contains(id),
+            "job {id} survived the interrupt: {queued:?}"
+        );
+    }
+    let root = w.results_root();
+    for id in ["a", "b"] {
+        assert_eq!(record(&root, id, 0).status, Status::Cancelled, "{text}");
+    }
+}
