@@ -34,6 +34,21 @@ def measure(cmd, runs, cwd):
     return statistics.median(times) * 1000, min(times) * 1000, peak_rss_mb(cmd, cwd)
 
 
+def squeue_per_poll(work):
+    """squeue calls per poll in a real run of the sleep scenario on the local Slurm cluster, if one is up."""
+    if subprocess.run(["scontrol", "ping"], capture_output=True).returncode != 0:
+        return "squeue calls per poll: (no Slurm cluster up: scripts/slurm-cluster.sh start)"
+    log = os.path.join(work, "slurm-debug.log")
+    subprocess.run([BIN, "--log-file", log, "run", "--system-config",
+                    os.path.join(ROOT, "conf/common/system/local_slurm_cluster.toml"), "--tests-dir",
+                    os.path.join(ROOT, "conf/common/test"), "--test-scenario",
+                    os.path.join(ROOT, "conf/common/test_scenario/sleep.toml"), "--output-dir", os.path.join(work, "slurm")],
+                   cwd=work, stdout=subprocess.DEVNULL, check=True)
+    text = open(log).read()
+    polls, squeues = text.count("Poll: "), text.count("Executing command: squeue")
+    return f"squeue calls per poll (real Slurm run of the sleep scenario): {squeues}/{polls} = {squeues / max(polls, 1):.2f}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=50)
@@ -44,15 +59,34 @@ def main():
     dry = [BIN, "dry-run", "--system-config", os.path.join(conf, "system", "standalone_system.toml"),
            "--tests-dir", os.path.join(conf, "test"), "--test-scenario",
            os.path.join(conf, "test_scenario", "sleep.toml"), "--output-dir", os.path.join(work, "out")]
+    shared = os.path.join(os.path.dirname(ROOT), "shared", "compat")
+    nccl_case = [BIN, "dry-run", "--system-config", os.path.join(shared, "conf/common/system/example_slurm_cluster.toml"),
+                 "--tests-dir", os.path.join(shared, "conf/common/test"), "--test-scenario",
+                 os.path.join(shared, "conf/common/test_scenario/nccl_test.toml"), "--hook-dir",
+                 os.path.join(shared, "conf/hook"), "--output-dir", os.path.join(work, "out")]
+    many = os.path.join(work, "many.toml")
+    with open(many, "w") as f:
+        f.write('name = "many"\n[[Tests]]\nid = "Tests.many"\ntest_name = "nccl_test_all_reduce"\n'
+                'num_nodes = 2\niterations = 1000\ntime_limit = "00:10:00"\n')
+    def many_cmd(out):
+        return [BIN, "dry-run", "--system-config", os.path.join(ROOT, "conf/common/system/example_slurm_cluster.toml"),
+                "--tests-dir", os.path.join(conf, "test"), "--test-scenario", many, "--output-dir", out]
+    shm = tempfile.mkdtemp(prefix="cloudai-bench-", dir="/dev/shm") if os.path.isdir("/dev/shm") else work
     rows = [
-        ("cloudai --help", [BIN, "--help"], "< 5 ms"),
-        ("cloudai dry-run (sleep scenario, standalone)", dry, "< 30 ms"),
-        ("cloudai verify-configs conf/", [BIN, "verify-configs", os.path.join(ROOT, "conf")], ""),
+        ("cloudai --help", [BIN, "--help"], "< 5 ms", args.runs),
+        ("cloudai dry-run (sleep scenario, standalone)", dry, "< 30 ms", args.runs),
+        ("cloudai verify-configs conf/", [BIN, "verify-configs", os.path.join(ROOT, "conf")], "", args.runs),
+        ("dry-run slurm-nccl case (5 tests + hooks)", nccl_case, "< 50 ms (CloudAI: 22 s)", args.runs),
+        ("dry-run 1,000 iterations, Slurm, disk", many_cmd(os.path.join(work, "many")), "< 1 s", 5),
+        ("dry-run 1,000 iterations, Slurm, tmpfs", many_cmd(os.path.join(shm, "many")), "< 1 s", 5),
     ]
     lines = [f"{'command':<48} {'median ms':>10} {'min ms':>8} {'peak RSS MB':>12}  target"]
-    for name, cmd, target in rows:
-        med, lo, rss = measure(cmd, args.runs, work)
+    for name, cmd, target, runs in rows:
+        med, lo, rss = measure(cmd, runs, work)
         lines.append(f"{name:<48} {med:>10.2f} {lo:>8.2f} {rss:>12.1f}  {target}")
+    if shm != work:
+        shutil.rmtree(shm)
+    lines.append(squeue_per_poll(work))
     lines.append(f"(peak RSS target < 15 MB; {args.runs} runs each; {os.cpu_count()} cores)")
     shutil.rmtree(work)
     out = "\n".join(lines)

@@ -2,12 +2,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, FixedOffset};
-use cloudai::results::{EndReason, IterationRecord, Status};
-use common::{stdout_of, Work};
+use cloudai::results::{EndReason, Status};
+use common::{check_dependencies, record, stdout_of, t, Work, DEPENDENCY_SCENARIO};
 
 const SLEEP: &str = "name = \"sleep\"\ndescription = \"sleep test\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
 const BASH: &str = "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n";
@@ -26,82 +24,13 @@ fn run(w: &Work, scenario: &str) -> std::process::Output {
         .unwrap()
 }
 
-fn record(root: &Path, id: &str, iteration: u64) -> IterationRecord {
-    IterationRecord::read(&root.join(id).join(iteration.to_string()))
-        .unwrap_or_else(|e| panic!("record of {id}/{iteration}: {e}"))
-}
-
-fn t(s: &Option<String>) -> DateTime<FixedOffset> {
-    DateTime::parse_from_rfc3339(s.as_deref().expect("timestamp recorded")).unwrap()
-}
-
 #[test]
 fn dependencies_and_iterations_are_honoured() {
     let w = Work::new();
-    let out = run(
-        &w,
-        r#"
-name = "deps"
-[[Tests]]
-id = "first"
-test_name = "sleep"
-iterations = 2
-[[Tests]]
-id = "post_init"
-test_name = "sleep"
-  [[Tests.dependencies]]
-  type = "start_post_init"
-  id = "first"
-[[Tests]]
-id = "post_comp"
-test_name = "sleep"
-  [[Tests.dependencies]]
-  type = "start_post_comp"
-  id = "first"
-[[Tests]]
-id = "end_comp"
-test_name = "sleep"
-  [Tests.cmd_args]
-  seconds = 60
-  [[Tests.dependencies]]
-  type = "end_post_comp"
-  id = "first"
-"#,
-    );
+    let out = run(&w, DEPENDENCY_SCENARIO);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    let root = w.results_root();
-    let (f0, f1) = (record(&root, "first", 0), record(&root, "first", 1));
-    let (init, comp, end) = (
-        record(&root, "post_init", 0),
-        record(&root, "post_comp", 0),
-        record(&root, "end_comp", 0),
-    );
-    assert!(
-        root.join("first/0/test-run.toml").is_file()
-            && root.join("first/1/test-run.toml").is_file()
-    );
-    assert!(!root.join("first/2").exists());
-    assert_eq!((f0.status, f1.status), (Status::Passed, Status::Passed));
-
-    // iterations run one after another
-    assert!(t(&f1.started_at) >= t(&f0.ended_at));
-    // start_post_init: started while the dependency's first job was running
-    assert!(t(&init.started_at) >= t(&f0.started_at));
-    assert!(
-        t(&init.started_at) < t(&f0.ended_at),
-        "post_init should start while `first` runs"
-    );
-    // start_post_comp: only after the last iteration ended
-    assert!(t(&comp.started_at) >= t(&f1.ended_at));
-    // end_post_comp: stopped soon after the dependency completed, long before its 60 s sleep
-    assert_eq!(end.status, Status::Stopped);
-    assert_eq!(end.end_reason, EndReason::StoppedByDependency);
-    let stop_delay = t(&end.ended_at) - t(&f1.ended_at);
-    assert!(
-        stop_delay < chrono::Duration::seconds(4),
-        "stopped {stop_delay} after the dependency completed"
-    );
+    check_dependencies(&w.results_root(), |r| &r.started_at);
     assert!(
         text.contains("[INFO] Job completed: first (iteration 2 of 2)"),
         "{text}"

@@ -8,9 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, FixedOffset};
-use cloudai::results::{EndReason, IterationRecord, Status};
-use common::{shared, stdout_of, Work};
+use cloudai::results::{EndReason, Status};
+use common::{check_dependencies, record, shared, stdout_of, Work, DEPENDENCY_SCENARIO};
 
 fn cluster_up() -> bool {
     let up = Command::new("scontrol")
@@ -53,6 +52,16 @@ const TESTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// A scratch directory with the system, tests and scenario, or `None` (test skipped) without a cluster.
+fn slurm_work(system_extra: &str, scenario: &str) -> Option<Work> {
+    if !cluster_up() {
+        return None;
+    }
+    let w = Work::new();
+    setup(&w, system_extra, scenario);
+    Some(w)
+}
+
 fn setup(w: &Work, system_extra: &str, scenario: &str) -> std::path::PathBuf {
     w.file("system.toml", &format!("{SYSTEM}{system_extra}"));
     for (name, text) in TESTS {
@@ -81,15 +90,6 @@ fn cloudai_run(w: &Work, path_prefix: Option<&Path>) -> std::process::Output {
     c.timeout(Duration::from_secs(180)).output().unwrap()
 }
 
-fn record(root: &Path, id: &str, it: u64) -> IterationRecord {
-    IterationRecord::read(&root.join(id).join(it.to_string()))
-        .unwrap_or_else(|e| panic!("record {id}/{it}: {e}"))
-}
-
-fn t(s: &Option<String>) -> DateTime<FixedOffset> {
-    DateTime::parse_from_rfc3339(s.as_deref().expect("timestamp")).unwrap()
-}
-
 fn squeue_ids() -> Vec<String> {
     let o = Command::new("squeue")
         .args(["-h", "-o", "%i"])
@@ -103,69 +103,16 @@ fn squeue_ids() -> Vec<String> {
 
 #[test]
 fn sleep_scenario_with_dependencies() {
-    if !cluster_up() {
+    let Some(w) = slurm_work("", DEPENDENCY_SCENARIO) else {
         return;
-    }
-    let w = Work::new();
-    setup(
-        &w,
-        "",
-        r#"
-name = "deps"
-[[Tests]]
-id = "first"
-test_name = "sleep"
-iterations = 2
-[[Tests]]
-id = "post_init"
-test_name = "sleep"
-  [[Tests.dependencies]]
-  type = "start_post_init"
-  id = "first"
-[[Tests]]
-id = "post_comp"
-test_name = "sleep"
-  [[Tests.dependencies]]
-  type = "start_post_comp"
-  id = "first"
-[[Tests]]
-id = "end_comp"
-test_name = "sleep"
-  [Tests.cmd_args]
-  seconds = 120
-  [[Tests.dependencies]]
-  type = "end_post_comp"
-  id = "first"
-"#,
-    );
+    };
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let root = w.results_root();
-    let (f0, f1) = (record(&root, "first", 0), record(&root, "first", 1));
-    let (init, comp, end) = (
-        record(&root, "post_init", 0),
-        record(&root, "post_comp", 0),
-        record(&root, "end_comp", 0),
-    );
-    assert_eq!(
-        (f0.status, f1.status, init.status, comp.status),
-        (
-            Status::Passed,
-            Status::Passed,
-            Status::Passed,
-            Status::Passed
-        ),
-        "{text}"
-    );
-    assert!(t(&f1.submitted_at) >= t(&f0.ended_at));
-    assert!(t(&init.submitted_at) >= t(&f0.started_at) && t(&init.submitted_at) < t(&f0.ended_at));
-    assert!(t(&comp.submitted_at) >= t(&f1.ended_at));
-    assert_eq!(
-        (end.status, end.end_reason),
-        (Status::Stopped, EndReason::StoppedByDependency)
-    );
-    assert_ne!(f0.job_id, f1.job_id);
+    check_dependencies(&root, |r| &r.submitted_at);
+    let f0 = record(&root, "first", 0);
+    assert_ne!(f0.job_id, record(&root, "first", 1).job_id);
     // the accounting facts land in slurm-job.toml
     let job = std::fs::read_to_string(root.join("first/0/slurm-job.toml")).unwrap();
     assert!(
@@ -178,12 +125,7 @@ test_name = "sleep"
 
 #[test]
 fn two_node_bash_job_sees_its_nodes() {
-    if !cluster_up() {
-        return;
-    }
-    let w = Work::new();
-    setup(
-        &w,
+    let Some(w) = slurm_work(
         "",
         r#"
 name = "two-nodes"
@@ -194,7 +136,9 @@ num_nodes = 2
   [Tests.cmd_args]
   cmd = "echo NODELIST=$SLURM_JOB_NODELIST NNODES=$SLURM_JOB_NUM_NODES"
 "#,
-    );
+    ) else {
+        return;
+    };
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -248,12 +192,7 @@ fn nccl_without_container_runs_the_binary_from_path() {
 
 #[test]
 fn failing_job_and_rejected_submission_are_reported() {
-    if !cluster_up() {
-        return;
-    }
-    let w = Work::new();
-    setup(
-        &w,
+    let Some(w) = slurm_work(
         "",
         r#"
 name = "failures"
@@ -269,7 +208,9 @@ test_name = "sleep"
   type = "start_post_comp"
   id = "fails"
 "#,
-    );
+    ) else {
+        return;
+    };
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -316,11 +257,10 @@ test_name = "sleep"
 
 #[test]
 fn time_limit_cancels_the_job() {
-    if !cluster_up() {
+    let scenario = "name = \"slow\"\n[[Tests]]\nid = \"slow\"\ntest_name = \"sleep\"\ntime_limit = \"2s\"\n[Tests.cmd_args]\nseconds = 300\n";
+    let Some(w) = slurm_work("", scenario) else {
         return;
-    }
-    let w = Work::new();
-    setup(&w, "", "name = \"slow\"\n[[Tests]]\nid = \"slow\"\ntest_name = \"sleep\"\ntime_limit = \"2s\"\n[Tests.cmd_args]\nseconds = 300\n");
+    };
     let started = Instant::now();
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
@@ -344,16 +284,13 @@ fn time_limit_cancels_the_job() {
 
 #[test]
 fn sigint_leaves_no_job_in_the_queue() {
-    if !cluster_up() {
-        return;
-    }
-    let w = Work::new();
-    setup(
-        &w,
+    let Some(w) = slurm_work(
         "",
         "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
          [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n",
-    );
+    ) else {
+        return;
+    };
     let child = Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
         .current_dir(w.path())
         .args([

@@ -298,6 +298,7 @@ impl Runner {
                     _ => unreachable!(),
                 })
                 .collect();
+            crate::debug!("Poll: {} active job(s)", ids.len());
             self.system.poll(&ids).await
         };
         for (&i, state) in active.iter().zip(states) {

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use chrono::{DateTime, FixedOffset};
+use cloudai::results::{EndReason, IterationRecord, Status};
 
 pub struct Work {
     pub dir: tempfile::TempDir,
@@ -85,4 +87,81 @@ pub fn repo() -> PathBuf {
 
 pub fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+pub fn record(root: &Path, id: &str, iteration: u64) -> IterationRecord {
+    IterationRecord::read(&root.join(id).join(iteration.to_string()))
+        .unwrap_or_else(|e| panic!("record of {id}/{iteration}: {e}"))
+}
+
+pub fn t(s: &Option<String>) -> DateTime<FixedOffset> {
+    DateTime::parse_from_rfc3339(s.as_deref().expect("timestamp recorded")).unwrap()
+}
+
+/// A scenario with each dependency type on a two-iteration `first` test of the `sleep` test (1 s).
+pub const DEPENDENCY_SCENARIO: &str = r#"
+name = "deps"
+[[Tests]]
+id = "first"
+test_name = "sleep"
+iterations = 2
+[[Tests]]
+id = "post_init"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_init"
+  id = "first"
+[[Tests]]
+id = "post_comp"
+test_name = "sleep"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "first"
+[[Tests]]
+id = "end_comp"
+test_name = "sleep"
+  [Tests.cmd_args]
+  seconds = 120
+  [[Tests.dependencies]]
+  type = "end_post_comp"
+  id = "first"
+"#;
+
+/// Checks from the recorded times that every dependency of DEPENDENCY_SCENARIO was honoured. `start` is the
+/// moment a job counts as started: when it ran (Standalone) or was submitted (Slurm, where queueing adds delay).
+pub fn check_dependencies(root: &Path, start: fn(&IterationRecord) -> &Option<String>) {
+    let (f0, f1) = (record(root, "first", 0), record(root, "first", 1));
+    let (init, comp, end) = (
+        record(root, "post_init", 0),
+        record(root, "post_comp", 0),
+        record(root, "end_comp", 0),
+    );
+    assert!(
+        root.join("first/0/test-run.toml").is_file()
+            && root.join("first/1/test-run.toml").is_file()
+    );
+    assert!(!root.join("first/2").exists());
+    for r in [&f0, &f1, &init, &comp] {
+        assert_eq!(r.status, Status::Passed, "{r:?}");
+    }
+    // iterations run one after another
+    assert!(t(start(&f1)) >= t(&f0.ended_at));
+    // start_post_init: started while the dependency's first job was running
+    assert!(t(start(&init)) >= t(&f0.started_at));
+    assert!(
+        t(start(&init)) < t(&f0.ended_at),
+        "post_init should start while `first` runs"
+    );
+    // start_post_comp: only after the last iteration ended
+    assert!(t(start(&comp)) >= t(&f1.ended_at));
+    // end_post_comp: stopped soon after the dependency completed, long before its 120 s sleep
+    assert_eq!(
+        (end.status, end.end_reason),
+        (Status::Stopped, EndReason::StoppedByDependency)
+    );
+    let delay = t(&end.ended_at) - t(&f1.ended_at);
+    assert!(
+        delay < chrono::Duration::seconds(10),
+        "stopped {delay} after the dependency completed"
+    );
 }

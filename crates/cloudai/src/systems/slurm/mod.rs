@@ -51,6 +51,29 @@ struct Out {
     stderr: String,
 }
 
+impl Out {
+    fn failed(stderr: String) -> Self {
+        Out {
+            ok: false,
+            stdout: String::new(),
+            stderr,
+        }
+    }
+}
+
+impl From<std::io::Result<std::process::Output>> for Out {
+    fn from(r: std::io::Result<std::process::Output>) -> Self {
+        match r {
+            Ok(o) => Out {
+                ok: o.status.success(),
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            },
+            Err(e) => Out::failed(e.to_string()),
+        }
+    }
+}
+
 async fn run_cmd(program: &str, args: &[&str]) -> Out {
     debug!("Executing command: {program} {}", args.join(" "));
     let child = tokio::process::Command::new(program)
@@ -62,30 +85,11 @@ async fn run_cmd(program: &str, args: &[&str]) -> Out {
         .spawn();
     let child = match child {
         Ok(c) => c,
-        Err(e) => {
-            return Out {
-                ok: false,
-                stdout: String::new(),
-                stderr: format!("cannot run {program}: {e}"),
-            }
-        }
+        Err(e) => return Out::failed(format!("cannot run {program}: {e}")),
     };
     match tokio::time::timeout(CMD_TIMEOUT, child.wait_with_output()).await {
-        Ok(Ok(o)) => Out {
-            ok: o.status.success(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
-        },
-        Ok(Err(e)) => Out {
-            ok: false,
-            stdout: String::new(),
-            stderr: e.to_string(),
-        },
-        Err(_) => Out {
-            ok: false,
-            stdout: String::new(),
-            stderr: format!("{program} timed out after {CMD_TIMEOUT:?}"),
-        },
+        Ok(r) => Out::from(r),
+        Err(_) => Out::failed(format!("{program} timed out after {CMD_TIMEOUT:?}")),
     }
 }
 
@@ -99,13 +103,7 @@ fn run_blocking(program: &str, args: &[&str]) -> Out {
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => {
-            return Out {
-                ok: false,
-                stdout: String::new(),
-                stderr: format!("cannot run {program}: {e}"),
-            }
-        }
+        Err(e) => return Out::failed(format!("cannot run {program}: {e}")),
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -117,26 +115,11 @@ fn run_blocking(program: &str, args: &[&str]) -> Out {
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Out {
-                    ok: false,
-                    stdout: String::new(),
-                    stderr: format!("{program} timed out"),
-                };
+                return Out::failed(format!("{program} timed out"));
             }
         }
     }
-    match child.wait_with_output() {
-        Ok(o) => Out {
-            ok: o.status.success(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
-        },
-        Err(e) => Out {
-            ok: false,
-            stdout: String::new(),
-            stderr: e.to_string(),
-        },
-    }
+    Out::from(child.wait_with_output())
 }
 
 /// The job name written into the batch script.

@@ -1,0 +1,240 @@
+//! Slurm batch scripts for the features the reference cases do not cover (dry-run, no cluster needed).
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{stdout_of, Work};
+
+const BASE: &str = r#"
+name = "cluster"
+scheduler = "slurm"
+install_path = "install"
+output_path = "out"
+default_partition = "batch"
+gpus_per_node = 4
+supports_gpu_directives_cache = true
+[[partitions]]
+name = "batch"
+  [[partitions.groups]]
+  name = "g1"
+  nodes = ["gpu-[01-08]"]
+"#;
+
+const TESTS: &[(&str, &str)] = &[
+    ("sleep.toml", "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 3\n"),
+    ("bash.toml", "name = \"bash\"\ndescription = \"b\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"hostname\"\n"),
+    (
+        "nccl.toml",
+        "name = \"nccl\"\ndescription = \"n\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img:1\"\n",
+    ),
+];
+
+fn dry_run(w: &Work) -> std::process::Output {
+    w.cloudai()
+        .args([
+            "dry-run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .output()
+        .unwrap()
+}
+
+/// Dry-runs one test entry and returns (its scratch dir, iteration dir, batch script).
+fn script(system_extra: &str, entry: &str) -> (Work, PathBuf, String) {
+    let w = Work::new();
+    // top-level keys must come before the [[partitions]] tables, tables after them
+    let sys = if system_extra.starts_with('[') {
+        format!("{BASE}{system_extra}")
+    } else {
+        format!("{system_extra}{BASE}")
+    };
+    w.file("system.toml", &sys);
+    for (n, t) in TESTS {
+        w.file(&format!("tests/{n}"), t);
+    }
+    w.file(
+        "s.toml",
+        &format!("name = \"s\"\n[[Tests]]\nid = \"t\"\n{entry}"),
+    );
+    let out = dry_run(&w);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let dir = w.results_root().join("t/0");
+    let text = std::fs::read_to_string(dir.join("cloudai_sbatch_script.sh")).unwrap();
+    (w, dir, text)
+}
+
+fn lines(s: &str) -> Vec<&str> {
+    s.lines().collect()
+}
+
+#[test]
+fn explicit_nodes_use_a_nodelist_and_hostfile() {
+    let (_w, dir, s) = script(
+        "ntasks_per_node = 2\n",
+        "test_name = \"sleep\"\nnodes = [\"gpu-[02-03]\"]\n",
+    );
+    let l = lines(&s);
+    assert!(l.contains(&"#SBATCH --distribution=arbitrary"), "{s}");
+    assert!(l.contains(&"#SBATCH --nodelist=gpu-02,gpu-03"), "{s}");
+    assert!(!s.contains("#SBATCH -N"), "{s}");
+    assert!(
+        s.contains(&format!(
+            "export SLURM_HOSTFILE={}",
+            dir.join("hostfile.txt").display()
+        )),
+        "{s}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("hostfile.txt")).unwrap(),
+        "gpu-02\ngpu-02\ngpu-03\ngpu-03\n"
+    );
+    // srun takes its nodes from the allocation: no -N
+    assert!(
+        s.contains("srun --export=ALL --mpi=pmix bash -c \"source"),
+        "{s}"
+    );
+    assert!(s.contains("--ntasks=2 --ntasks-per-node=1"), "{s}");
+    let trt = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
+    assert!(
+        trt.contains("nnodes = 2\nnodes = [ \"gpu-[02-03]\",]"),
+        "{trt}"
+    );
+}
+
+#[test]
+fn group_spec_takes_nodes_from_the_group() {
+    let (_w, _, s) = script(
+        "",
+        "test_name = \"sleep\"\nnodes = [\"batch:g1:3\"]\nexclude_nodes = [\"gpu-01\"]\n",
+    );
+    assert!(s.contains("#SBATCH --nodelist=gpu-02,gpu-03,gpu-04"), "{s}");
+}
+
+#[test]
+fn account_distribution_reservation_and_extra_args() {
+    let extra = "account = \"acct\"\ndistribution = \"block\"\nextra_srun_args = \"--reservation r1 --exclusive\"\n\
+                 extra_sbatch_args = [\"--mem=0\", \"--exclusive\"]\n";
+    let (_w, _, s) = script(
+        extra,
+        "test_name = \"sleep\"\nnum_nodes = 3\nextra_srun_args = \"--cpu-bind=none\"\n",
+    );
+    let l = lines(&s);
+    assert!(
+        l[2].starts_with("#SBATCH --job-name=acct-sleep.")
+            && l[2].len() == "#SBATCH --job-name=acct-sleep.".len() + 15,
+        "{s}"
+    );
+    assert_eq!(l[3], "#SBATCH --reservation=r1");
+    let i = l
+        .iter()
+        .position(|x| *x == "#SBATCH --account=acct")
+        .expect("account");
+    assert_eq!(
+        &l[i + 1..i + 5],
+        [
+            "#SBATCH -N 3",
+            "#SBATCH --distribution=block",
+            "#SBATCH --gpus-per-node=4",
+            "#SBATCH --gres=gpu:4"
+        ]
+    );
+    assert!(
+        l.contains(&"#SBATCH --mem=0") && l.contains(&"#SBATCH --exclusive"),
+        "{s}"
+    );
+    assert!(
+        s.contains(
+            "srun --export=ALL --mpi=pmix -N3 --reservation r1 --exclusive --cpu-bind=none bash -c"
+        ),
+        "{s}"
+    );
+}
+
+#[test]
+fn bash_cmd_runs_in_the_batch_script() {
+    let (_w, dir, s) = script("", "test_name = \"bash\"\nnum_nodes = 2\n");
+    let last = s.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!(
+            "bash -c \"source {}; hostname\"",
+            dir.join("env_vars.sh").display()
+        )
+    );
+    let trt = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
+    assert!(trt.contains("test_cmd = \"hostname\""), "{trt}");
+}
+
+#[test]
+fn container_mounts_env_and_nsys() {
+    let extra = "[global_env_vars]\nA = \"1\"\nNCCL_TOPO_FILE = \"/etc/topo.xml\"\n";
+    let entry = "test_name = \"nccl\"\nextra_container_mounts = [\"/data:/data\"]\n[Tests.extra_env_vars]\nB = \"two\"\n\
+                 [Tests.nsys]\noutput = \"/cloudai_run_results/prof\"\n[Tests.cmd_args]\nsubtest_name = \"all_gather_perf\"\n";
+    let (_w, dir, s) = script(extra, entry);
+    let out = dir.display();
+    assert!(s.contains(&format!(
+        "--container-image=img:1 --container-mounts={out}:/cloudai_run_results,{}:/cloudai_install,{out},/data:/data,/etc/topo.xml:/etc/topo.xml --no-container-mount-home",
+        dir.ancestors().nth(4).unwrap().join("install").display()
+    )), "{s}");
+    assert!(
+        s.contains("export A=1\nexport NCCL_TOPO_FILE=/etc/topo.xml\nexport B=two\n"),
+        "{s}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("env_vars.sh")).unwrap(),
+        "export A=\"1\"\nexport NCCL_TOPO_FILE=\"/etc/topo.xml\"\nexport B=\"two\"\n"
+    );
+    // single-process subtest: one task instead of MPI, -g for the GPU count, nsys in front of the binary
+    assert!(
+        s.contains("srun --export=ALL --ntasks=1 -N1 --container-image"),
+        "{s}"
+    );
+    assert!(s.contains("; nsys profile -o /cloudai_run_results/prof all_gather_perf --nthreads 1 -g 1 --minbytes"), "{s}");
+}
+
+#[test]
+fn no_gpu_directives_when_the_cluster_has_no_gpu_gres() {
+    let (_w, _, s) = script("", "test_name = \"sleep\"\n");
+    assert!(s.contains("--gres=gpu:4"));
+    let w_base = BASE.replace(
+        "supports_gpu_directives_cache = true",
+        "supports_gpu_directives_cache = false",
+    );
+    let w = Work::new();
+    w.file("system.toml", &w_base);
+    w.file("tests/sleep.toml", TESTS[0].1);
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+    );
+    let out = dry_run(&w);
+    assert_eq!(out.status.code(), Some(0));
+    let s = std::fs::read_to_string(w.results_root().join("t/0/cloudai_sbatch_script.sh")).unwrap();
+    assert!(!s.contains("gpu"), "{s}");
+}
+
+#[test]
+fn unmeetable_group_request_fails_the_test_with_a_reason() {
+    let w = Work::new();
+    w.file("system.toml", BASE);
+    w.file("tests/sleep.toml", TESTS[0].1);
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\nnodes = [\"batch:g1:9\"]\n",
+    );
+    let out = dry_run(&w);
+    let text = stdout_of(&out);
+    assert!(
+        text.contains(
+            "9 nodes requested from group 'g1' in partition 'batch', but only 8 are available"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("FAILED"), "{text}");
+}
