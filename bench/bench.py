@@ -34,6 +34,34 @@ def measure(cmd, runs, cwd):
     return statistics.median(times) * 1000, min(times) * 1000, peak_rss_mb(cmd, cwd)
 
 
+def report_1000(work):
+    """generate-report over 1,000 iteration directories, each with a 28-row nccl-tests table."""
+    sample = os.path.join(os.path.dirname(ROOT), "shared", "nccl-samples", "seed-h100-1gpu-allreduce-runai.txt")
+    tests = os.path.join(work, "rtests")
+    os.makedirs(tests, exist_ok=True)
+    with open(os.path.join(tests, "nccl.toml"), "w") as f:
+        f.write('name = "nccl"\ndescription = "d"\ntest_template_name = "NcclTest"\n[cmd_args]\ndocker_image_url = ""\n')
+    scen = os.path.join(work, "r1000.toml")
+    with open(scen, "w") as f:
+        f.write('name = "r1000"\n[[Tests]]\nid = "ar"\ntest_name = "nccl"\niterations = 1000\n')
+    out = os.path.join(work, "r1000")
+    subprocess.run([BIN, "dry-run", "--tests-dir", tests, "--test-scenario", scen, "--output-dir", out],
+                   cwd=work, stdout=subprocess.DEVNULL, check=True)
+    root = os.path.join(out, os.listdir(out)[0])
+    text = open(sample).read()
+    for it in os.listdir(os.path.join(root, "ar")):
+        with open(os.path.join(root, "ar", it, "stdout.txt"), "w") as f:
+            f.write(text)
+    med, lo, rss = measure([BIN, "generate-report", "--result-dir", root], 3, work)
+    return f"generate-report, 1,000 iterations x 28 rows (parse+grade+CSV+HTML+summary): median {med:.0f} ms, min {lo:.0f} ms, peak RSS {rss:.1f} MB (target < 1 s)"
+
+
+def parser_throughput():
+    r = subprocess.run(["cargo", "run", "--release", "-q", "-p", "cloudai", "--example", "parse_bench", "--", "100"],
+                       cwd=ROOT, capture_output=True, text=True, check=True)
+    return "parser: " + r.stdout.strip() + " (target >= 200 MB/s)"
+
+
 def squeue_per_poll(work):
     """squeue calls per poll in a real run of the sleep scenario on the local Slurm cluster, if one is up."""
     if subprocess.run(["scontrol", "ping"], capture_output=True).returncode != 0:
@@ -86,6 +114,8 @@ def main():
         lines.append(f"{name:<48} {med:>10.2f} {lo:>8.2f} {rss:>12.1f}  {target}")
     if shm != work:
         shutil.rmtree(shm)
+    lines.append(report_1000(work))
+    lines.append(parser_throughput())
     lines.append(squeue_per_poll(work))
     lines.append(f"(peak RSS target < 15 MB; {args.runs} runs each; {os.cpu_count()} cores)")
     shutil.rmtree(work)

@@ -1,6 +1,7 @@
 //! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
 
 mod list;
+mod report;
 mod run;
 mod verify;
 
@@ -38,6 +39,8 @@ enum Command {
     VerifyConfigs(verify::VerifyArgs),
     /// List what this build provides
     List(list::ListArgs),
+    /// Re-grade and re-render the reports of an existing results directory (nothing is re-run)
+    GenerateReport(report::ReportArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -94,6 +97,7 @@ pub fn main() -> i32 {
                 Command::Run(args) => run::run(&args, false),
                 Command::DryRun(args) => run::run(&args, true),
                 Command::VerifyConfigs(args) => verify::verify(&args),
+                Command::GenerateReport(args) => report::generate(&args),
                 Command::List(_) => unreachable!(),
             }
         }

@@ -107,6 +107,25 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         }
     };
     let outcome = rt.block_on(runner.run());
+    let opts = crate::report::scenario::Options {
+        compare: Vec::new(),
+        tolerance: 0.05,
+        regrade: false,
+    };
+    match crate::report::scenario::generate(&runner.layout.root, Some(&outcome.records), &opts) {
+        Ok(_) => info!(
+            "Generated scenario report at {}",
+            runner
+                .layout
+                .root
+                .join(format!("{}.html", runner.scenario.name))
+                .display()
+        ),
+        Err(e) => error!(
+            "Cannot write the scenario report in {}: {e}",
+            runner.layout.root.display()
+        ),
+    }
     info!("Scenario results");
     log::print(&crate::report::status_table::render(&outcome.records));
     if outcome.interrupted {

@@ -1,3 +1,6 @@
-//! Reports over a scenario's results.
+//! Reports over a scenario's results: per-iteration files, the scenario page and summary, the status table.
 
+pub mod html;
+pub mod nccl;
+pub mod scenario;
 pub mod status_table;

@@ -2,7 +2,7 @@
 //! finished iteration; systems wrap that command for their scheduler.
 
 mod bash_cmd;
-mod nccl;
+pub mod nccl;
 mod sleep;
 
 use std::path::Path;
@@ -59,6 +59,17 @@ impl Verdict {
     }
 }
 
+/// What a finished iteration shows: report files (written next to its output), key numbers and its bus
+/// bandwidth curve (size, GB/s) for comparisons.
+#[derive(Clone, Debug, Default)]
+pub struct IterationReport {
+    pub files: Vec<(String, String)>,
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+    pub curve: Vec<(u64, f64)>,
+    /// The grade from the same reading of the output (used when re-grading).
+    pub verdict: Option<Verdict>,
+}
+
 pub trait Workload: Send + Sync {
     fn template(&self) -> &'static str;
     fn args(&self) -> &'static [ArgSpec];
@@ -93,6 +104,10 @@ pub trait Workload: Send + Sync {
     }
     /// Grades a finished iteration from its output directory.
     fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict;
+    /// Reports of a finished iteration, `None` when there is nothing to report (no output).
+    fn report(&self, _test: &TestDefinition, _dir: &Path, _title: &str) -> Option<IterationReport> {
+        None
+    }
 }
 
 static REGISTRY: &[&dyn Workload] = &[&NcclTest, &sleep::Sleep, &bash_cmd::BashCmd];

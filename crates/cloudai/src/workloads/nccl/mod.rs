@@ -1,8 +1,11 @@
 //! nccl-tests (`all_reduce_perf_mpi` and friends).
 
+pub mod grade;
+pub mod parse;
+
 use std::path::Path;
 
-use super::{JobOutcome, Verdict, Workload};
+use super::{IterationReport, JobOutcome, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::TestDefinition;
 
@@ -190,29 +193,74 @@ impl Workload for NcclTest {
         }
     }
 
-    /// Minimal grading until the full nccl-tests parser lands: the summary lines must be there and no failure line.
-    fn grade(&self, _test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
+    fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
         let path = dir.join("stdout.txt");
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Verdict::fail(format!(
+        match std::fs::read_to_string(&path) {
+            Ok(text) => verdict(&parse::parse(&text), &path, test),
+            Err(_) => Verdict::fail(format!(
                 "{} was not created: the NCCL test produced no output. Run the command from test-run.toml \
                  (full_cmd) by hand on one node to see why.",
                 path.display()
-            ));
+            )),
+        }
+    }
+
+    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        let path = dir.join("stdout.txt");
+        let text = std::fs::read_to_string(&path).ok()?;
+        let out = parse::parse(&text);
+        let v = verdict(&out, &path, test);
+        let m = grade::metrics(&out);
+        let status = if v.passed {
+            "PASSED".to_string()
+        } else {
+            format!("FAILED: {}", v.message)
         };
-        if let Some((n, line)) = text
-            .lines()
-            .enumerate()
-            .find(|(_, l)| l.contains("Test NCCL failure") || l.contains("Test failure"))
-        {
-            return Verdict::fail(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+        let files = vec![
+            (
+                crate::report::nccl::CSV_FILE.to_string(),
+                crate::report::nccl::csv(&out),
+            ),
+            (
+                crate::report::nccl::HTML_FILE.to_string(),
+                crate::report::nccl::html(title, &out, &m, &status, v.passed),
+            ),
+        ];
+        let mut metrics = serde_json::Map::new();
+        if m.rows > 0 {
+            metrics.insert("peak_busbw_gbps".into(), m.peak_busbw.into());
+            metrics.insert("peak_size_bytes".into(), m.peak_size.into());
         }
-        if !text.contains("# Out of bounds values") || !text.contains("# Avg bus bandwidth") {
-            return Verdict::fail(format!(
-                "{} has no '# Out of bounds values' / '# Avg bus bandwidth' summary: the test did not finish",
-                path.display()
-            ));
+        if let Some(a) = m.avg_busbw {
+            metrics.insert("avg_busbw_gbps".into(), a.into());
         }
-        Verdict::pass()
+        if let (Some(t), Some(s)) = (m.small_latency_us, m.small_size) {
+            metrics.insert("small_latency_us".into(), t.into());
+            metrics.insert("small_size_bytes".into(), s.into());
+        }
+        metrics.insert("rows".into(), m.rows.into());
+        metrics.insert("ranks".into(), m.ranks.into());
+        metrics.insert("nodes".into(), m.nodes.into());
+        let curve = out
+            .runs
+            .iter()
+            .flat_map(|r| r.rows.iter())
+            .map(|r| (r.size, r.busbw()))
+            .collect();
+        Some(IterationReport {
+            files,
+            metrics,
+            curve,
+            verdict: Some(v),
+        })
+    }
+}
+
+/// The grade of parsed output, with CloudAI's `min_busbw` threshold when set.
+fn verdict(out: &parse::Output, path: &Path, test: &TestDefinition) -> Verdict {
+    let min = test.cmd_args.get("min_busbw").and_then(ArgValue::as_float);
+    match grade::failure(out, path, min) {
+        None => Verdict::pass(),
+        Some(msg) => Verdict::fail(msg),
     }
 }

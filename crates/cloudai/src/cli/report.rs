@@ -1,0 +1,80 @@
+//! `generate-report`: re-grade and re-render an existing results tree, optionally against other trees.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::report::scenario::{generate as write_reports, Options};
+use crate::{error, info, log};
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Scenario results directory (`<output>/<scenario>_<timestamp>`)
+    #[arg(long)]
+    result_dir: PathBuf,
+    /// Other results trees to compare against; busbw drops beyond --tolerance are flagged per size
+    #[arg(long, num_args = 1..)]
+    compare: Vec<PathBuf>,
+    /// Allowed busbw drop per size, in percent
+    #[arg(long, default_value_t = 5.0)]
+    tolerance: f64,
+    /// Accepted for CloudAI compatibility (the results tree holds what is needed)
+    #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
+    system_config: Option<PathBuf>,
+    /// Accepted for CloudAI compatibility
+    #[arg(long)]
+    test_scenario: Option<PathBuf>,
+    /// Accepted for CloudAI compatibility
+    #[arg(long)]
+    tests_dir: Option<PathBuf>,
+}
+
+pub fn generate(args: &ReportArgs) -> i32 {
+    for dir in std::iter::once(&args.result_dir).chain(&args.compare) {
+        if !dir.is_dir() {
+            error!("{}: not a directory", dir.display());
+            return 1;
+        }
+    }
+    if !(0.0..100.0).contains(&args.tolerance) {
+        error!(
+            "--tolerance {} is not a percentage between 0 and 100",
+            args.tolerance
+        );
+        return 1;
+    }
+    let opts = Options {
+        compare: args.compare.clone(),
+        tolerance: args.tolerance / 100.0,
+        regrade: true,
+    };
+    match write_reports(&args.result_dir, None, &opts) {
+        Ok(summary) => {
+            info!(
+                "Generated scenario report at {}",
+                args.result_dir
+                    .join(format!("{}.html", summary.scenario))
+                    .display()
+            );
+            for f in &summary.drops {
+                crate::warn!(
+                    "{}: busbw at {} B dropped {}% ({:.2} -> {:.2} GB/s) vs {}",
+                    f.test_id,
+                    f.size,
+                    f.drop_pct,
+                    f.baseline_busbw,
+                    f.busbw,
+                    f.baseline
+                );
+            }
+            let records: Vec<_> = summary.tests.iter().map(|e| e.record.clone()).collect();
+            info!("Scenario results");
+            log::print(&crate::report::status_table::render(&records));
+            0
+        }
+        Err(e) => {
+            error!("Cannot write reports in {}: {e}", args.result_dir.display());
+            1
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Per-iteration NCCL reports: `cloudai_nccl_test_csv_report.csv` (CloudAI's columns) and
+//! `cloudai_nccl_test_bokeh_report.html` (name kept for compatibility; our own offline charts).
+
+use super::html::{chart, chart_spec, esc, human_size, page, series};
+use crate::config::args::py_float;
+use crate::workloads::nccl::grade::Metrics;
+use crate::workloads::nccl::parse::{Output, Row};
+
+pub const CSV_FILE: &str = "cloudai_nccl_test_csv_report.csv";
+pub const HTML_FILE: &str = "cloudai_nccl_test_bokeh_report.html";
+
+const CSV_HEADER: &str = "Size (B),Count,Type,Redop,Root,Time (us) Out-of-place,Algbw (GB/s) Out-of-place,Busbw (GB/s) Out-of-place,#Wrong Out-of-place,Time (us) In-place,Algbw (GB/s) In-place,Busbw (GB/s) In-place,#Wrong In-place,GPU Type,Devices per Node,Ranks,Size Human-readable";
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// GPU type (text after `NVIDIA `, as CloudAI reads it, else the whole name), devices per node (largest device
+/// index + 1), rank count.
+pub fn device_facts(out: &Output) -> (String, u32, usize) {
+    let Some(run) = out.runs.iter().find(|r| !r.ranks.is_empty()) else {
+        return (String::new(), 0, 0);
+    };
+    let name = &run.ranks[0].device_name;
+    let gpu = name
+        .split_once("NVIDIA ")
+        .map_or(name.as_str(), |(_, rest)| rest)
+        .to_string();
+    let per_node = run.ranks.iter().map(|r| r.device + 1).max().unwrap_or(0);
+    (gpu, per_node, run.ranks.len())
+}
+
+pub fn csv(out: &Output) -> String {
+    let (gpu, per_node, ranks) = device_facts(out);
+    let mut s = String::from(CSV_HEADER);
+    s.push('\n');
+    let side = |sd: Option<&crate::workloads::nccl::parse::Side>| match sd {
+        Some(x) => [
+            py_float(x.time_us),
+            py_float(x.algbw),
+            py_float(x.busbw),
+            x.wrong_text.to_string(),
+        ],
+        None => Default::default(),
+    };
+    for r in out.runs.iter().flat_map(|r| r.rows.iter()) {
+        let mut f: Vec<String> = vec![
+            r.size.to_string(),
+            r.count.to_string(),
+            r.dtype.to_string(),
+            r.redop.to_string(),
+            r.root.map(|x| x.to_string()).unwrap_or_default(),
+        ];
+        f.extend(side(Some(&r.out_of_place)));
+        f.extend(side(r.in_place.as_ref()));
+        f.extend([
+            gpu.clone(),
+            per_node.to_string(),
+            ranks.to_string(),
+            human_size(r.size),
+        ]);
+        let line: Vec<String> = f.iter().map(|x| csv_field(x)).collect();
+        s.push_str(&line.join(","));
+        s.push('\n');
+    }
+    s
+}
+
+fn points(rows: &[&Row], f: impl Fn(&Row) -> Option<f64>) -> Vec<(u64, f64)> {
+    rows.iter()
+        .filter_map(|r| f(r).map(|v| (r.size, v)))
+        .collect()
+}
+
+/// The page for one iteration: summary cards, bus bandwidth and latency charts, and the table.
+pub fn html(title: &str, out: &Output, m: &Metrics, verdict: &str, passed: bool) -> String {
+    let (gpu, per_node, ranks) = device_facts(out);
+    let rows: Vec<&Row> = out.runs.iter().flat_map(|r| r.rows.iter()).collect();
+    let oop_bw = points(&rows, |r| Some(r.out_of_place.busbw));
+    let ip_bw = points(&rows, |r| r.in_place.as_ref().map(|s| s.busbw));
+    let oop_t = points(&rows, |r| Some(r.out_of_place.time_us));
+    let ip_t = points(&rows, |r| r.in_place.as_ref().map(|s| s.time_us));
+    let data = serde_json::json!({ "charts": {
+        "busbw": chart_spec("Bus bandwidth", "busbw (GB/s)", "GB/s", false,
+            vec![series("out-of-place", &oop_bw, false), series("in-place", &ip_bw, true)]),
+        "latency": chart_spec("Latency", "time (us, log)", "us", true,
+            vec![series("out-of-place", &oop_t, false), series("in-place", &ip_t, true)]),
+    }});
+    let card = |label: &str, value: String| {
+        format!(
+            "<div class=\"card\"><span class=\"muted\">{}</span><b>{}</b></div>",
+            esc(label),
+            esc(&value)
+        )
+    };
+    let mut body = format!(
+        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">",
+        esc(title),
+        if passed { "pass" } else { "fail" },
+        esc(verdict)
+    );
+    body.push_str(&card(
+        "peak bus bandwidth",
+        format!("{:.2} GB/s at {}", m.peak_busbw, human_size(m.peak_size)),
+    ));
+    body.push_str(&card(
+        "average bus bandwidth",
+        m.avg_busbw.map_or("-".into(), |v| format!("{v} GB/s")),
+    ));
+    if let (Some(t), Some(s)) = (m.small_latency_us, m.small_size) {
+        body.push_str(&card(
+            "small-message latency",
+            format!("{t} us at {}", human_size(s)),
+        ));
+    }
+    body.push_str(&card("ranks / nodes", format!("{ranks} / {}", m.nodes)));
+    body.push_str(&card("GPU", format!("{gpu} ({per_node} per node)")));
+    body.push_str("</div>\n");
+    body.push_str(&chart("busbw"));
+    body.push_str(&chart("latency"));
+    body.push_str("<h2>Results</h2>\n<table>\n<tr><th>size</th><th>count</th><th class=\"l\">type</th><th class=\"l\">redop</th><th>root</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th></tr>\n");
+    for r in &rows {
+        let ip = r.in_place.as_ref();
+        let cell = |v: Option<String>| format!("<td>{}</td>", esc(&v.unwrap_or_default()));
+        body.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>{}{}{}{}{}{}{}{}{}</tr>\n",
+            human_size(r.size),
+            r.count,
+            esc(&r.dtype),
+            esc(&r.redop),
+            cell(r.root.map(|x| x.to_string())),
+                        cell(Some(r.out_of_place.time_us.to_string())),
+            cell(Some(format!("{:.2}", r.out_of_place.algbw))),
+            cell(Some(format!("{:.2}", r.out_of_place.busbw))),
+                        cell(Some(r.out_of_place.wrong_text.to_string())),
+            cell(ip.map(|s| s.time_us.to_string())),
+            cell(ip.map(|s| format!("{:.2}", s.algbw))),
+            cell(ip.map(|s| format!("{:.2}", s.busbw))),
+                        cell(ip.map(|s| s.wrong_text.to_string())),
+        ));
+    }
+    body.push_str("</table>\n");
+    page(title, &body, &data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::nccl::parse::parse;
+
+    #[test]
+    fn csv_matches_cloudai_for_the_reference_sample() {
+        let text = "#  Rank  0 Group  0 Pid 1 on h device  0 [0000:14:00] NVIDIA A100-SXM4-80GB\n\
+                    #  Rank  1 Group  0 Pid 1 on h device  1 [0000:19:00] NVIDIA A100-SXM4-80GB\n\
+                    #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n\
+                    \x20 134217728      33554432     float     sum      -1  1295.41  103.61  181.32       0  1284.21  104.51  182.90       0\n\
+                    \x20 1073741824    268435456     float     sum      -1    10314  104.11  195.20       0    10339  103.85  194.73     N/A\n";
+        let c = csv(&parse(text));
+        let lines: Vec<&str> = c.lines().collect();
+        assert_eq!(lines[1], "134217728,33554432,float,sum,-1,1295.41,103.61,181.32,0,1284.21,104.51,182.9,0,A100-SXM4-80GB,2,2,128MB");
+        assert_eq!(lines[2], "1073741824,268435456,float,sum,-1,10314.0,104.11,195.2,0,10339.0,103.85,194.73,N/A,A100-SXM4-80GB,2,2,1GB");
+    }
+}

@@ -1,0 +1,499 @@
+//! The scenario page `<scenario>.html` and `summary.json` in the results root: every test iteration with its
+//! status, reason and key numbers, links to its reports, and busbw comparisons (across iterations, and against
+//! other results trees given with `--compare`) that flag drops beyond a tolerance.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::html::{chart, chart_spec, esc, human_size, page, series};
+use crate::config::node;
+use crate::config::test as tdef;
+use crate::results::{EndReason, IterationRecord, Status};
+use crate::util::fsx::write_atomic;
+use crate::workloads;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Other results trees to compare against (known-good baselines).
+    pub compare: Vec<PathBuf>,
+    /// Allowed busbw drop per size, as a fraction (0.05 = 5%).
+    pub tolerance: f64,
+    /// Grade again from the output (generate-report); a run has just graded.
+    pub regrade: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Entry {
+    #[serde(flatten)]
+    pub record: IterationRecord,
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+    /// Report files, relative to the results root.
+    pub reports: Vec<String>,
+    #[serde(skip)]
+    pub curve: Vec<(u64, f64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Flag {
+    pub test_id: String,
+    /// What is compared (`iteration 1`, or this tree).
+    pub label: String,
+    /// Against what (`iteration 0`, or another tree).
+    pub baseline: String,
+    pub size: u64,
+    pub baseline_busbw: f64,
+    pub busbw: f64,
+    pub drop_pct: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub results_root: String,
+    pub generated_at: String,
+    pub tolerance_pct: f64,
+    pub counts: std::collections::BTreeMap<String, usize>,
+    pub tests: Vec<Entry>,
+    pub compared_with: Vec<String>,
+    pub drops: Vec<Flag>,
+}
+
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// `<scenario>_<YYYY-MM-DD_HH-MM-SS>` → `<scenario>`.
+pub fn scenario_name(root: &Path) -> String {
+    let name = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("scenario");
+    match name.len().checked_sub(20) {
+        Some(i)
+            if name.is_char_boundary(i)
+                && name[i..].starts_with('_')
+                && name[i + 1..].bytes().filter(u8::is_ascii_digit).count() == 14 =>
+        {
+            name[..i].to_string()
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// Iteration directories of a results tree: `<root>/<test id>/<n>/` holding a `test-run.toml`.
+pub fn iteration_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(tests) = std::fs::read_dir(root) else {
+        return out;
+    };
+    let mut tests: Vec<PathBuf> = tests
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    tests.sort();
+    for t in tests {
+        let Ok(iters) = std::fs::read_dir(&t) else {
+            continue;
+        };
+        let mut its: Vec<(u64, PathBuf)> = iters
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter_map(|p| Some((p.file_name()?.to_str()?.parse().ok()?, p)))
+            .filter(|(_, p): &(u64, PathBuf)| p.join("test-run.toml").is_file())
+            .collect();
+        its.sort();
+        out.extend(its.into_iter().map(|(_, p)| p));
+    }
+    out
+}
+
+/// The test definition stored in an iteration's test-run.toml.
+fn stored_test(dir: &Path) -> Option<(String, u64, u64, tdef::TestDefinition)> {
+    let path = dir.join("test-run.toml");
+    let root = node::load(&path, "test-run.toml").ok()?;
+    let t = root.as_table()?;
+    let id = match &t.get("name")?.kind {
+        node::Kind::Str(s) => s.clone(),
+        _ => return None,
+    };
+    let int = |k: &str| match t.get(k).map(|n| &n.kind) {
+        Some(node::Kind::Int(i)) => *i as u64,
+        _ => 0,
+    };
+    let def = tdef::decode(t.get("test_definition")?, "test_definition").ok()?;
+    Some((id, int("current_iteration"), int("iterations").max(1), def))
+}
+
+/// Builds the entry of one iteration: writes its report files, and re-grades when asked.
+fn entry(
+    root: &Path,
+    dir: &Path,
+    known: Option<IterationRecord>,
+    opts: &Options,
+    write: bool,
+) -> Option<Entry> {
+    let (id, iteration, iterations, def) = stored_test(dir)?;
+    let workload = workloads::find(&def.test_template_name)?;
+    let title = format!("{id} — iteration {iteration}");
+    let report = workload.report(&def, dir, &title);
+    let mut record = known
+        .or_else(|| IterationRecord::read(dir).ok())
+        .unwrap_or_else(|| IterationRecord {
+            test_id: id.clone(),
+            test_name: def.name.clone(),
+            template: def.test_template_name.clone(),
+            iteration,
+            iterations,
+            scheduler: String::new(),
+            job_id: None,
+            nodes: Vec::new(),
+            output_path: dir.display().to_string(),
+            test_cmd: String::new(),
+            submitted_at: None,
+            started_at: None,
+            ended_at: None,
+            time_limit_secs: None,
+            end_reason: EndReason::NotStarted,
+            exit_code: None,
+            signal: None,
+            status: Status::Skipped,
+            message: "no run record in this directory".into(),
+        });
+    let gradable = matches!(
+        record.end_reason,
+        EndReason::Exited | EndReason::DryRun | EndReason::NotStarted
+    );
+    if opts.regrade && gradable {
+        if let Some(v) = report.as_ref().and_then(|r| r.verdict.clone()) {
+            record.status = if v.passed {
+                Status::Passed
+            } else {
+                Status::Failed
+            };
+            record.message = v.message;
+            if write && dir.join(crate::results::record::RECORD_FILE).exists() {
+                let _ = record.write(dir);
+            }
+        }
+    }
+    let mut reports = Vec::new();
+    let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
+    if let Some(r) = report {
+        for (name, content) in &r.files {
+            if write {
+                if let Err(e) = write_atomic(&dir.join(name), content.as_bytes()) {
+                    crate::warn!("Cannot write {}: {e}", dir.join(name).display());
+                    continue;
+                }
+            }
+            let rel = dir.join(name);
+            reports.push(rel.strip_prefix(root).unwrap_or(&rel).display().to_string());
+        }
+        metrics = r.metrics;
+        curve = r.curve;
+    }
+    Some(Entry {
+        record,
+        metrics,
+        reports,
+        curve,
+    })
+}
+
+/// Entries of a results tree (reading only), for `--compare`.
+pub fn read_tree(root: &Path) -> Vec<Entry> {
+    let opts = Options {
+        compare: Vec::new(),
+        tolerance: 0.0,
+        regrade: false,
+    };
+    iteration_dirs(root)
+        .iter()
+        .filter_map(|d| entry(root, d, None, &opts, false))
+        .collect()
+}
+
+/// Mean busbw per size over the given entries.
+fn mean_curve(entries: &[&Entry]) -> Vec<(u64, f64)> {
+    let mut acc: std::collections::BTreeMap<u64, (f64, usize)> = Default::default();
+    for e in entries {
+        for (s, v) in e.curve.iter().filter(|(_, v)| v.is_finite()) {
+            let a = acc.entry(*s).or_default();
+            a.0 += v;
+            a.1 += 1;
+        }
+    }
+    acc.into_iter()
+        .map(|(s, (sum, n))| (s, sum / n as f64))
+        .collect()
+}
+
+/// Sizes where `cur` is more than `tol` below `base`.
+fn drops(
+    test: &str,
+    label: &str,
+    baseline: &str,
+    base: &[(u64, f64)],
+    cur: &[(u64, f64)],
+    tol: f64,
+) -> Vec<Flag> {
+    cur.iter()
+        .filter_map(|(s, v)| {
+            let (_, b) = base.iter().find(|(bs, _)| bs == s)?;
+            let drop = (b - v) / b;
+            (*b > 0.0 && drop > tol).then(|| Flag {
+                test_id: test.into(),
+                label: label.into(),
+                baseline: baseline.into(),
+                size: *s,
+                baseline_busbw: *b,
+                busbw: *v,
+                drop_pct: (drop * 1000.0).round() / 10.0,
+            })
+        })
+        .collect()
+}
+
+/// Writes the per-iteration reports, `<scenario>.html` and `summary.json`. `records` are the run's own records
+/// (a run); without them the tree on disk is read (generate-report).
+pub fn generate(
+    root: &Path,
+    records: Option<&[IterationRecord]>,
+    opts: &Options,
+) -> std::io::Result<Summary> {
+    let name = scenario_name(root);
+    let mut entries: Vec<Entry> = match records {
+        Some(recs) => recs
+            .iter()
+            .map(|r| {
+                let dir = PathBuf::from(&r.output_path);
+                entry(root, &dir, Some(r.clone()), opts, true).unwrap_or_else(|| Entry {
+                    record: r.clone(),
+                    metrics: Default::default(),
+                    reports: Vec::new(),
+                    curve: Vec::new(),
+                })
+            })
+            .collect(),
+        None => iteration_dirs(root)
+            .iter()
+            .filter_map(|d| entry(root, d, None, opts, true))
+            .collect(),
+    };
+    entries.sort_by(|a, b| {
+        (a.record.test_id.as_str(), a.record.iteration)
+            .cmp(&(b.record.test_id.as_str(), b.record.iteration))
+    });
+    if let Some(recs) = records {
+        let order = |id: &str| recs.iter().position(|r| r.test_id == id);
+        entries.sort_by_key(|e| (order(&e.record.test_id), e.record.iteration));
+    }
+
+    let mut ids: Vec<String> = entries.iter().map(|e| e.record.test_id.clone()).collect();
+    ids.dedup();
+    let others: Vec<(String, Vec<Entry>)> = opts
+        .compare
+        .iter()
+        .map(|d| (d.display().to_string(), read_tree(d)))
+        .collect();
+    let mut flags = Vec::new();
+    let mut charts = serde_json::Map::new();
+    let mut sections = String::new();
+    for id in &ids {
+        let mine: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| &e.record.test_id == id && !e.curve.is_empty())
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut ser = Vec::new();
+        if mine.len() > 1 {
+            for e in &mine {
+                ser.push(series(
+                    &format!("iteration {}", e.record.iteration),
+                    &e.curve,
+                    false,
+                ));
+                if e.record.iteration > mine[0].record.iteration {
+                    let label = format!("iteration {}", e.record.iteration);
+                    let base = format!("iteration {}", mine[0].record.iteration);
+                    flags.extend(drops(
+                        id,
+                        &label,
+                        &base,
+                        &mine[0].curve,
+                        &e.curve,
+                        opts.tolerance,
+                    ));
+                }
+            }
+        }
+        let cur = mean_curve(&mine);
+        for (other, theirs) in &others {
+            let t: Vec<&Entry> = theirs
+                .iter()
+                .filter(|e| &e.record.test_id == id && !e.curve.is_empty())
+                .collect();
+            if t.is_empty() {
+                continue;
+            }
+            let base = mean_curve(&t);
+            if ser.is_empty() {
+                ser.push(series("this run", &cur, false));
+            }
+            ser.push(series(other, &base, true));
+            flags.extend(drops(id, "this run", other, &base, &cur, opts.tolerance));
+        }
+        if ser.is_empty() {
+            continue;
+        }
+        let key = format!("cmp-{id}");
+        charts.insert(
+            key.clone(),
+            chart_spec(
+                &format!("{id}: bus bandwidth"),
+                "busbw (GB/s)",
+                "GB/s",
+                false,
+                ser,
+            ),
+        );
+        sections.push_str(&format!("<h2>{}</h2>\n{}\n", esc(id), chart(&key)));
+        let mine_flags: Vec<&Flag> = flags.iter().filter(|f| &f.test_id == id).collect();
+        if !mine_flags.is_empty() {
+            sections.push_str(&format!(
+                "<p class=\"fail\">{} size(s) dropped more than {}% below the baseline</p>\n<table><tr><th class=\"l\">run</th><th class=\"l\">baseline</th><th>size</th><th>baseline busbw</th><th>busbw</th><th>drop</th></tr>\n",
+                mine_flags.len(),
+                opts.tolerance * 100.0
+            ));
+            for f in mine_flags {
+                sections.push_str(&format!(
+                    "<tr class=\"flag\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}%</td></tr>\n",
+                    esc(&f.label),
+                    esc(&f.baseline),
+                    human_size(f.size),
+                    f.baseline_busbw,
+                    f.busbw,
+                    f.drop_pct
+                ));
+            }
+            sections.push_str("</table>\n");
+        }
+    }
+
+    let mut counts = std::collections::BTreeMap::new();
+    for e in &entries {
+        *counts
+            .entry(e.record.status.as_str().to_string())
+            .or_insert(0) += 1;
+    }
+    let summary = Summary {
+        scenario: name.clone(),
+        results_root: root.display().to_string(),
+        generated_at: chrono::Local::now().to_rfc3339(),
+        tolerance_pct: opts.tolerance * 100.0,
+        counts,
+        tests: entries,
+        compared_with: opts
+            .compare
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        drops: flags,
+    };
+    let json = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
+    write_atomic(&root.join(SUMMARY_FILE), &json)?;
+    let html = page(
+        &format!("{name} — cloudai results"),
+        &body(&summary, &sections),
+        &serde_json::json!({ "charts": charts }),
+    );
+    write_atomic(&root.join(format!("{name}.html")), html.as_bytes())?;
+    Ok(summary)
+}
+
+fn body(s: &Summary, sections: &str) -> String {
+    let mut b = format!(
+        "<h1>{}</h1>\n<p class=\"muted\">{} &middot; generated {}</p>\n<p>{}</p>\n",
+        esc(&s.scenario),
+        esc(&s.results_root),
+        esc(&s.generated_at),
+        s.counts
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    b.push_str("<table>\n<tr><th class=\"l\">test</th><th>iter</th><th class=\"l\">status</th><th class=\"l\">end</th><th class=\"l\">job</th><th class=\"l\">nodes</th><th>peak busbw</th><th>avg busbw</th><th>latency</th><th class=\"l\">reason</th><th class=\"l\">reports</th></tr>\n");
+    for e in &s.tests {
+        let r = &e.record;
+        let class = match r.status {
+            Status::Passed => "pass",
+            Status::Failed | Status::Timeout => "fail",
+            _ => "other",
+        };
+        let num = |k: &str, unit: &str| {
+            e.metrics
+                .get(k)
+                .and_then(|v| v.as_f64())
+                .map_or(String::new(), |v| format!("{v:.2} {unit}"))
+        };
+        let links: Vec<String> = e
+            .reports
+            .iter()
+            .map(|p| {
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    esc(p),
+                    esc(Path::new(p)
+                        .extension()
+                        .and_then(|x| x.to_str())
+                        .unwrap_or("file"))
+                )
+            })
+            .collect();
+        b.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l {class}\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"reason\">{}</td><td class=\"l\">{}</td></tr>\n",
+            esc(&r.test_id),
+            r.iteration,
+            r.status.as_str(),
+            esc(&format!("{:?}", r.end_reason)),
+            esc(r.job_id.as_deref().unwrap_or("")),
+            esc(&r.nodes.join(",")),
+            num("peak_busbw_gbps", "GB/s"),
+            num("avg_busbw_gbps", "GB/s"),
+            num("small_latency_us", "us"),
+            esc(&r.message),
+            links.join(" ")
+        ));
+    }
+    b.push_str("</table>\n");
+    if !sections.is_empty() {
+        b.push_str("<h2>Comparisons</h2>\n");
+        b.push_str(sections);
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_drops() {
+        assert_eq!(
+            scenario_name(Path::new("/x/nccl-test_2026-12-02_13-07-15")),
+            "nccl-test"
+        );
+        assert_eq!(scenario_name(Path::new("/x/plain")), "plain");
+        let f = drops(
+            "t",
+            "a",
+            "b",
+            &[(8, 100.0), (16, 200.0)],
+            &[(8, 96.0), (16, 150.0), (32, 1.0)],
+            0.05,
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].size, f[0].drop_pct), (16, 25.0));
+    }
+}

@@ -1,0 +1,545 @@
+//! nccl-tests stdout parser: no I/O, every version's layout.
+//!
+//! Columns are mapped from the table header (pre-2.13 layouts, `error` vs `#wrong`, `cputime`, `-S` timestamps,
+//! `-I` per-iteration columns), rows are recognised by their numeric pattern rather than by position (NCCL log
+//! lines can start with a digit), launcher prefixes are stripped, and every failure line is kept with its line
+//! number. Several tests in one file become several runs.
+
+/// Short texts of rows; the common ones are shared instead of allocated (a 100 MB log has millions of them).
+pub type Text = std::borrow::Cow<'static, str>;
+
+fn text(tok: &str) -> Text {
+    const COMMON: &[&str] = &[
+        "0", "N/A", "float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32",
+        "int64", "uint64", "sum", "prod", "min", "max", "avg", "none", "mulsum", "",
+    ];
+    match COMMON.iter().find(|c| **c == tok) {
+        Some(c) => Text::Borrowed(c),
+        None => Text::Owned(tok.to_string()),
+    }
+}
+
+/// One parsed file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    pub runs: Vec<Run>,
+    /// Failure lines anywhere in the file (also outside any run).
+    pub errors: Vec<ErrorLine>,
+    pub lines: usize,
+}
+
+/// One test (one `# nThread` header and its table).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Run {
+    /// `# nccl-tests version 2.19.4 …`
+    pub version: Option<String>,
+    /// `# Collective test starting: all_reduce_perf`
+    pub test: Option<String>,
+    /// 1-based line of the `nThread` header (or of the first row when the header is missing).
+    pub line: usize,
+    pub n_thread: Option<u64>,
+    pub n_gpus: Option<u64>,
+    pub min_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub iters: Option<u64>,
+    pub warmup_iters: Option<u64>,
+    pub validation: Option<i64>,
+    pub ranks: Vec<Rank>,
+    /// Column names of the table, as in the header (`size count type redop root time …`).
+    pub columns: Vec<String>,
+    pub rows: Vec<Row>,
+    /// `# Out of bounds values : N OK|FAILED`
+    pub out_of_bounds: Option<(u64, bool)>,
+    /// `# Avg bus bandwidth : X [OK|FAILED]`
+    pub avg_busbw: Option<f64>,
+    pub avg_ok: Option<bool>,
+    pub concluded: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rank {
+    pub rank: u32,
+    pub group: Option<u32>,
+    pub pid: Option<u64>,
+    pub host: String,
+    pub device: u32,
+    pub bus_id: String,
+    pub device_name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    pub line: usize,
+    pub size: u64,
+    pub count: u64,
+    pub dtype: Text,
+    pub redop: Text,
+    pub root: Option<i64>,
+    pub out_of_place: Side,
+    pub in_place: Option<Side>,
+    pub timestamp: Option<String>,
+}
+
+impl Row {
+    /// The larger busbw of the two sides.
+    pub fn busbw(&self) -> f64 {
+        let ip = self.in_place.as_ref().map_or(f64::NAN, |s| s.busbw);
+        self.out_of_place.busbw.max(ip)
+    }
+    pub fn wrong(&self) -> f64 {
+        let w = |s: &Side| s.wrong.unwrap_or(0.0);
+        w(&self.out_of_place).max(self.in_place.as_ref().map_or(0.0, w))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Side {
+    pub time_us: f64,
+    pub algbw: f64,
+    pub busbw: f64,
+    /// `#wrong` as printed; `None` for `N/A`. Old versions print a max error (float) in an `error` column.
+    pub wrong: Option<f64>,
+    /// The `#wrong`/`error` token as printed (`0`, `N/A`, `2e-07`).
+    pub wrong_text: Text,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `Test failure file:line` (TESTCHECK traceback)
+    TestFailure,
+    /// `Test NCCL failure`
+    NcclFailure,
+    /// `Test CUDA failure`
+    CudaFailure,
+    /// `Test timeout`
+    Timeout,
+    /// `NCCL WARN` (not fatal by itself)
+    NcclWarn,
+    /// Killed by the launcher or scheduler (time limit, signal, abort).
+    Killed,
+    /// Bad command line: nccl-tests printed its usage and ran nothing.
+    Usage,
+    /// `# error: …` after the footer, or other error text.
+    Other,
+}
+
+impl ErrorKind {
+    pub fn is_fatal(self) -> bool {
+        !matches!(self, ErrorKind::NcclWarn)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorLine {
+    pub line: usize,
+    pub kind: ErrorKind,
+    pub text: String,
+}
+
+/// Strips `[1,0]<stdout>:` (mpirun --tag-output) and `0: ` (srun --label) prefixes.
+fn strip_prefix(line: &str) -> &str {
+    let t = line;
+    if let Some(rest) = t.strip_prefix('[') {
+        if let Some(end) = rest.find(']') {
+            let inside = &rest[..end];
+            let after = &rest[end + 1..];
+            if inside
+                .split(',')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            {
+                for tag in ["<stdout>:", "<stderr>:"] {
+                    if let Some(r) = after.strip_prefix(tag) {
+                        return r;
+                    }
+                }
+            }
+        }
+    }
+    // srun --label: "12: " — digits, colon, space (NCCL log lines have "host:pid:tid", no space after the colon)
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && t[digits..].starts_with(": ") {
+        return &t[digits + 2..];
+    }
+    t
+}
+
+fn classify_error(line: &str) -> Option<ErrorKind> {
+    let has = |s: &str| line.contains(s);
+    Some(if has("Test NCCL failure") {
+        ErrorKind::NcclFailure
+    } else if has("Test CUDA failure") {
+        ErrorKind::CudaFailure
+    } else if has("Test timeout") {
+        ErrorKind::Timeout
+    } else if has("Test failure") {
+        ErrorKind::TestFailure
+    } else if has("NCCL WARN") {
+        ErrorKind::NcclWarn
+    } else if has("DUE TO TIME LIMIT")
+        || has("CANCELLED AT")
+        || has("exited on signal")
+        || has("Segmentation fault")
+        || has("core dumped")
+        || has("Aborted")
+        || has("mpirun detected that one or more processes exited")
+        || has("mpirun noticed that process")
+        || (has("srun: error:") && has("Exited with exit code"))
+    {
+        ErrorKind::Killed
+    } else if has("invalid option")
+        || has("unrecognized option")
+        || has("Invalid number of GPUs")
+        || has("invalid size specified")
+        || has("invalid sizes for")
+    {
+        ErrorKind::Usage
+    } else {
+        return None;
+    })
+}
+
+/// Parses a number as nccl-tests prints it (fixed, exponent, `nan`, `-nan`, `inf`).
+fn num(tok: &str) -> Option<f64> {
+    match tok {
+        "nan" | "-nan" | "NaN" | "-NaN" => Some(f64::NAN),
+        _ => tok.parse::<f64>().ok(),
+    }
+}
+
+fn uint(tok: &str) -> Option<u64> {
+    if tok.bytes().all(|b| b.is_ascii_digit()) && !tok.is_empty() {
+        tok.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// Default (v2.13+) columns, used when a table has no header line.
+const DEFAULT_COLUMNS: &[&str] = &[
+    "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+    "busbw", "#wrong",
+];
+
+fn is_header(tokens: &[&str]) -> bool {
+    tokens.len() >= 6 && tokens[0] == "size" && tokens[1] == "count" && tokens.contains(&"algbw")
+}
+
+fn side_from(tokens: &[&str], cols: &[String], start: usize) -> Option<(Side, usize)> {
+    // start points at "time"/"cputime"; then algbw, busbw, and #wrong/error (which may be absent in v1 layouts)
+    let time = num(tokens.get(start)?)?;
+    let algbw = num(tokens.get(start + 1)?)?;
+    let busbw = num(tokens.get(start + 2)?)?;
+    let mut used = 3;
+    let mut side = Side {
+        time_us: time,
+        algbw,
+        busbw,
+        ..Default::default()
+    };
+    if matches!(
+        cols.get(start + 3).map(String::as_str),
+        Some("#wrong") | Some("error")
+    ) {
+        let w = *tokens.get(start + 3)?;
+        side.wrong_text = text(w);
+        side.wrong = if w == "N/A" { None } else { Some(num(w)?) };
+        used = 4;
+    }
+    Some((side, used))
+}
+
+/// Maps one line's tokens onto the table columns; `None` if it is not a data row.
+fn parse_row(tokens: &[&str], cols: &[String], line: usize) -> Option<Row> {
+    let has_ts = cols.last().is_some_and(|c| c == "timestamp");
+    let expected = cols.len() + usize::from(has_ts);
+    // hypercube prints an empty redop: one token short, and the token after the type is the root (an integer)
+    let mut owned;
+    let mut toks = tokens;
+    if toks.len() + 1 == expected {
+        if let Some(ri) = cols.iter().position(|c| c == "redop") {
+            if toks.get(ri).is_some_and(|t| t.parse::<i64>().is_ok())
+                && cols.get(ri + 1).is_some_and(|c| c == "root")
+            {
+                owned = tokens.to_vec();
+                owned.insert(ri, "");
+                toks = &owned;
+            }
+        }
+    }
+    if toks.len() != expected {
+        return None;
+    }
+    let mut row = Row {
+        line,
+        ..Default::default()
+    };
+    let mut i = 0;
+    let mut sides: [Option<Side>; 2] = [None, None];
+    while i < cols.len() {
+        match cols[i].as_str() {
+            "size" => row.size = uint(toks[i])?,
+            "count" => row.count = uint(toks[i])?,
+            "type" => {
+                if !toks[i].bytes().next()?.is_ascii_alphabetic() {
+                    return None;
+                }
+                row.dtype = text(toks[i]);
+            }
+            "redop" => row.redop = text(toks[i]),
+            "root" => row.root = Some(toks[i].parse().ok()?),
+            "time" | "cputime" => {
+                let (side, used) = side_from(toks, cols, i)?;
+                let slot = if sides[0].is_none() { 0 } else { 1 };
+                sides[slot] = Some(side);
+                i += used;
+                continue;
+            }
+            "timestamp" => {
+                row.timestamp = Some(format!("{} {}", toks[i], toks.get(i + 1)?));
+            }
+            _ => {
+                // per-iteration columns (i_min …) and unknown extras: must be numbers or N/A
+                if toks[i] != "N/A" {
+                    num(toks[i])?;
+                }
+            }
+        }
+        i += 1;
+    }
+    let [oop, ip] = sides;
+    row.out_of_place = oop?;
+    row.in_place = ip;
+    Some(row)
+}
+
+fn parse_header_params(run: &mut Run, body: &str) {
+    let t: Vec<&str> = body.split_whitespace().collect();
+    let after = |key: &str| {
+        t.iter()
+            .position(|x| *x == key)
+            .and_then(|i| t.get(i + 1))
+            .copied()
+    };
+    run.n_thread = after("nThread").and_then(uint);
+    run.n_gpus = after("nGpus").and_then(uint);
+    run.min_bytes = after("minBytes").and_then(uint);
+    run.max_bytes = after("maxBytes").and_then(uint);
+    run.validation = after("validation:").and_then(|v| v.parse().ok());
+    // "warmup iters: 1 iters: 20": the word "iters:" appears twice
+    for (i, w) in t.iter().enumerate() {
+        if *w == "iters:" {
+            let v = t.get(i + 1).and_then(|x| uint(x));
+            match t.get(i.wrapping_sub(1)) {
+                Some(&"warmup") => run.warmup_iters = v,
+                Some(&"agg") => {}
+                _ => run.iters = v,
+            }
+        }
+    }
+}
+
+fn parse_rank(body: &str) -> Option<Rank> {
+    // "Rank  0 Group  0 Pid 584419 on        dkh device  0 [0000:14:00] NVIDIA A100-SXM4-80GB"
+    let t: Vec<&str> = body.split_whitespace().collect();
+    let after = |key: &str| {
+        t.iter()
+            .position(|x| *x == key)
+            .and_then(|i| t.get(i + 1))
+            .copied()
+    };
+    let rank = after("Rank")?.parse().ok()?;
+    let host = after("on")?.to_string();
+    let device = after("device")?.parse().ok()?;
+    let dev_idx = t.iter().position(|x| *x == "device")?;
+    let (bus_id, name_from) = match t.get(dev_idx + 2) {
+        Some(b) if b.starts_with('[') => (
+            b.trim_matches(|c| c == '[' || c == ']').to_string(),
+            dev_idx + 3,
+        ),
+        _ => (String::new(), dev_idx + 2),
+    };
+    Some(Rank {
+        rank,
+        group: after("Group").and_then(|g| g.parse().ok()),
+        pid: after("Pid").and_then(uint),
+        host,
+        device,
+        bus_id,
+        device_name: t.get(name_from..).map(|r| r.join(" ")).unwrap_or_default(),
+    })
+}
+
+/// Parses a whole stdout file.
+pub fn parse(text: &str) -> Output {
+    let mut out = Output::default();
+    let mut run: Option<Run> = None;
+    let mut pending_version: Option<String> = None;
+    let mut pending_test: Option<String> = None;
+    // a row cut in two by a log line written in the middle of it
+    let mut partial: Option<(usize, Vec<String>)> = None;
+    let default_cols: Vec<String> = DEFAULT_COLUMNS.iter().map(|s| s.to_string()).collect();
+    let mut tokens: Vec<&str> = Vec::with_capacity(32);
+    let mut last_line = 0;
+
+    fn finish(out: &mut Output, run: &mut Option<Run>) {
+        if let Some(r) = run.take() {
+            out.runs.push(r);
+        }
+    }
+
+    for (idx, raw) in text.split('\n').enumerate() {
+        let lineno = idx + 1;
+        if !raw.is_empty() {
+            last_line = lineno;
+        }
+        let line = strip_prefix(raw.trim_end_matches('\r')).trim();
+        if line.is_empty() {
+            continue;
+        }
+        let first = line.as_bytes()[0];
+        // Data rows are most lines: try them first (cheap to reject, never error text).
+        if first.is_ascii_digit() {
+            tokens.clear();
+            tokens.extend(line.split_ascii_whitespace());
+            let cols: &[String] = match &run {
+                Some(r) if !r.columns.is_empty() => &r.columns,
+                _ => &default_cols,
+            };
+            let ncols = cols.len();
+            if let Some(row) = parse_row(&tokens, cols, lineno) {
+                partial = None;
+                run.get_or_insert_with(|| Run {
+                    line: lineno,
+                    ..Default::default()
+                })
+                .rows
+                .push(row);
+                continue;
+            }
+            // the second half of a row split by a log line: join it with the pending first half
+            if let Some((pline, head)) = partial.take() {
+                let mut joined: Vec<&str> = head.iter().map(String::as_str).collect();
+                joined.extend(tokens.iter());
+                if let Some(row) = parse_row(&joined, cols, pline) {
+                    run.get_or_insert_with(Run::default).rows.push(row);
+                    continue;
+                }
+            }
+            // the first half: size, count and a type, then something else (a log line written into the row)
+            if tokens.len() >= 3 && uint(tokens[0]).is_some() && uint(tokens[1]).is_some() {
+                let head: Vec<String> = tokens
+                    .iter()
+                    .take_while(|t| {
+                        t.bytes().all(|b| {
+                            b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'+'
+                        })
+                    })
+                    .take(ncols)
+                    .map(|s| s.to_string())
+                    .collect();
+                if head.len() < ncols {
+                    partial = Some((lineno, head));
+                }
+            }
+        }
+        let hashed = first == b'#';
+        let body = if hashed {
+            line.trim_start_matches('#').trim()
+        } else {
+            line
+        };
+        // Keywords, with or without the leading '#' (copies through Markdown lose it).
+        if hashed || matches!(first, b'n' | b'O' | b'A' | b'C' | b's') {
+            if let Some(v) = body.strip_prefix("nccl-tests version ") {
+                finish(&mut out, &mut run);
+                pending_version = Some(v.split_whitespace().next().unwrap_or("").to_string());
+                continue;
+            }
+            if let Some(t) = body.strip_prefix("Collective test starting:") {
+                if run
+                    .as_ref()
+                    .is_some_and(|r| r.n_thread.is_some() || !r.rows.is_empty())
+                {
+                    finish(&mut out, &mut run);
+                }
+                pending_test = Some(t.trim().to_string());
+                continue;
+            }
+            if body.starts_with("nThread ") {
+                if run
+                    .as_ref()
+                    .is_some_and(|r| r.n_thread.is_some() || !r.rows.is_empty())
+                {
+                    finish(&mut out, &mut run);
+                }
+                let r = run.get_or_insert_with(Run::default);
+                r.line = lineno;
+                r.version = pending_version.take().or(r.version.take());
+                r.test = pending_test.take().or(r.test.take());
+                parse_header_params(r, body);
+                continue;
+            }
+            if let Some(rest) = body.strip_prefix("Out of bounds values") {
+                let t: Vec<&str> = rest
+                    .trim_start_matches([' ', ':'])
+                    .split_whitespace()
+                    .collect();
+                let r = run.get_or_insert_with(Run::default);
+                let n = t.first().and_then(|x| uint(x)).unwrap_or(0);
+                r.out_of_bounds = Some((n, t.get(1).is_none_or(|s| *s == "OK") && n == 0));
+                continue;
+            }
+            if let Some(rest) = body.strip_prefix("Avg bus bandwidth") {
+                let t: Vec<&str> = rest
+                    .trim_start_matches([' ', ':'])
+                    .split_whitespace()
+                    .collect();
+                let r = run.get_or_insert_with(Run::default);
+                r.avg_busbw = t.first().and_then(|x| num(x));
+                r.avg_ok = t.get(1).map(|s| *s == "OK");
+                continue;
+            }
+            if body.starts_with("Collective test concluded") {
+                if let Some(r) = run.as_mut() {
+                    r.concluded = true;
+                }
+                continue;
+            }
+            if body.starts_with("size") {
+                let tokens: Vec<&str> = body.split_ascii_whitespace().collect();
+                if is_header(&tokens) {
+                    run.get_or_insert_with(Run::default).columns =
+                        tokens.iter().map(|s| s.to_string()).collect();
+                    continue;
+                }
+            }
+        }
+        if hashed {
+            if body.starts_with("Rank ") {
+                if let Some(rank) = parse_rank(body) {
+                    run.get_or_insert_with(Run::default).ranks.push(rank);
+                }
+            } else if let Some(msg) = body.strip_prefix("error:") {
+                out.errors.push(ErrorLine {
+                    line: lineno,
+                    kind: ErrorKind::Other,
+                    text: msg.trim().to_string(),
+                });
+            }
+            continue; // other comment lines: "Using devices", units, GPU memory usage …
+        }
+        if line.contains("NCCL INFO") {
+            continue;
+        }
+        if let Some(kind) = classify_error(line) {
+            out.errors.push(ErrorLine {
+                line: lineno,
+                kind,
+                text: line.to_string(),
+            });
+        }
+    }
+    out.lines = last_line;
+    finish(&mut out, &mut run);
+    out
+}

@@ -1,0 +1,239 @@
+//! Reports: per-iteration CSV/HTML, the scenario page and summary.json after a run; generate-report re-grading and
+//! comparing without re-running; the HTML rendered by a real headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{shared, stdout_of, Work};
+
+/// A standalone NCCL scenario whose stand-in binary prints `sample` (a file of shared/nccl-samples).
+fn nccl_run(w: &Work, sample: &str, iterations: u32) -> PathBuf {
+    let bin = w.file(
+        "bin/all_reduce_perf_mpi",
+        &format!(
+            "#!/bin/bash\ncat {}\n",
+            shared().join("nccl-samples").join(sample).display()
+        ),
+    );
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w.standalone();
+    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
+    w.file("s.toml", &format!("name = \"nccl-local\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = {iterations}\n"));
+    let out = w
+        .cloudai()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                w.path().join("bin").display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .args([
+            "run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    w.results_root()
+}
+
+fn summary(root: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn run_writes_cloudai_csv_html_and_summary() {
+    let w = Work::new();
+    let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 1);
+    let csv = std::fs::read_to_string(root.join("ar/0/cloudai_nccl_test_csv_report.csv")).unwrap();
+    let reference = std::fs::read_to_string(
+        shared().join("compat/cloudai-reports/single-node-8gpu-a100-allreduce-v2.19.4.csv"),
+    )
+    .unwrap();
+    assert_eq!(csv, reference);
+    let html =
+        std::fs::read_to_string(root.join("ar/0/cloudai_nccl_test_bokeh_report.html")).unwrap();
+    // offline: nothing is loaded from anywhere (the only URL is the SVG namespace name)
+    assert!(
+        !html.contains("src=") && !html.contains("<link") && !html.contains("https://"),
+        "the page must work offline"
+    );
+    assert!(html.contains("182.90 GB/s at 128MB"), "peak busbw summary");
+    let s = summary(&root);
+    assert_eq!(s["scenario"], "nccl-local");
+    assert_eq!(s["counts"]["PASSED"], 1);
+    let t = &s["tests"][0];
+    assert_eq!(
+        (t["test_id"].as_str(), t["status"].as_str()),
+        (Some("ar"), Some("PASSED"))
+    );
+    assert_eq!(t["metrics"]["peak_busbw_gbps"], 182.9);
+    assert_eq!(t["metrics"]["avg_busbw_gbps"], 34.9024);
+    assert_eq!(t["reports"][0], "ar/0/cloudai_nccl_test_csv_report.csv");
+    let page = std::fs::read_to_string(root.join("nccl-local.html")).unwrap();
+    assert!(
+        page.contains("href=\"ar/0/cloudai_nccl_test_bokeh_report.html\""),
+        "links to the iteration report"
+    );
+}
+
+#[test]
+fn failing_output_is_graded_with_the_reason() {
+    let w = Work::new();
+    let root = nccl_run(&w, "multinode-2x1-gh200-wrong-values-failed-v2.17.8.txt", 1);
+    let t = &summary(&root)["tests"][0];
+    assert_eq!(t["status"], "FAILED");
+    let msg = t["message"].as_str().unwrap();
+    assert!(
+        msg.contains("stdout.txt:29: 96 wrong elements at size 1048576 B"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn generate_report_regrades_and_compares_without_rerunning() {
+    let w = Work::new();
+    let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 2);
+    // a known-good baseline tree with higher bandwidth at 128 MB
+    let base = w.path().join("baseline");
+    copy_dir(&root, &base);
+    for it in ["0", "1"] {
+        let p = base.join("ar").join(it).join("stdout.txt");
+        let t = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("  181.32 ", "  200.00 ")
+            .replace("  182.90 ", "  201.00 ");
+        std::fs::write(p, t).unwrap();
+    }
+    // iteration 1 got slower at 64 MB, and iteration 0's output is now a failure
+    let p1 = root.join("ar/1/stdout.txt");
+    std::fs::write(
+        &p1,
+        std::fs::read_to_string(&p1)
+            .unwrap()
+            .replace("174.83", "150.00")
+            .replace("174.62", "150.00"),
+    )
+    .unwrap();
+    std::fs::copy(
+        shared().join("nccl-samples/single-node-2gpu-nccl-failure-with-debug-info.txt"),
+        root.join("ar/0/stdout.txt"),
+    )
+    .unwrap();
+
+    let out = w
+        .cloudai()
+        .arg("generate-report")
+        .arg("--result-dir")
+        .arg(&root)
+        .arg("--compare")
+        .arg(&base)
+        .args(["--tolerance", "5"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let s = summary(&root);
+    assert_eq!(s["tests"][0]["status"], "FAILED", "{s}");
+    assert!(s["tests"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Test NCCL failure"));
+    // the record on disk was re-graded too
+    let rec = cloudai::results::IterationRecord::read(&root.join("ar/0")).unwrap();
+    assert_eq!(rec.status, cloudai::results::Status::Failed);
+    let drops = s["drops"].as_array().unwrap();
+    let has = |label: &str, size: u64| {
+        drops
+            .iter()
+            .any(|d| d["label"] == label && d["size"] == size)
+    };
+    assert!(has("this run", 134217728), "{drops:?}");
+    assert!(!has("iteration 1", 134217728), "{drops:?}");
+    assert!(text.contains("busbw at 134217728 B dropped"), "{text}");
+    assert!(!root.join("ar/2").exists(), "nothing was re-run");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+/// Headless Chromium from Debian's package: skipped without it, unless CLOUDAI_REQUIRE_BROWSER=1 (CI).
+fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CLOUDAI_REQUIRE_BROWSER").is_err(),
+            "chromium is not installed"
+        );
+        eprintln!("skipped: chromium is not installed");
+    }
+    found
+}
+
+fn rendered_dom(browser: &str, page: &Path, profile: &Path) -> String {
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn charts_render_in_headless_chromium() {
+    let Some(browser) = chromium() else { return };
+    let w = Work::new();
+    let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 2);
+    let dom = rendered_dom(
+        browser,
+        &root.join("ar/0/cloudai_nccl_test_bokeh_report.html"),
+        &w.path().join("profile"),
+    );
+    // the script drew both charts: 2 series each, one point per row (25 rows)
+    assert_eq!(dom.matches("class=\"series\"").count(), 4, "{dom}");
+    assert_eq!(dom.matches("class=\"point\"").count(), 4 * 25);
+    assert!(dom.contains(">128MB<"), "x axis labels");
+    let dom = rendered_dom(
+        browser,
+        &root.join("nccl-local.html"),
+        &w.path().join("profile"),
+    );
+    assert!(
+        dom.contains("data-name=\"iteration 0\"") && dom.contains("data-name=\"iteration 1\""),
+        "comparison overlay"
+    );
+}
