@@ -77,6 +77,49 @@ def squeue_per_poll(work):
     return f"squeue calls per poll (real Slurm run of the sleep scenario): {squeues}/{polls} = {squeues / max(polls, 1):.2f}"
 
 
+def runai_200(work, jobs=200, run_s=30):
+    """200 concurrent 1-node NCCL workloads on the Run:ai mock at monitor_interval = 1: HTTP requests per
+    job-minute (CloudAI: ~3 GETs per second per job, ~180 per minute) and cloudai's peak memory."""
+    import json
+    import socket
+    import urllib.request
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "runai-mock"], cwd=ROOT, check=True)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    sample = os.path.join(os.path.dirname(ROOT), "shared", "nccl-samples", "single-node-8gpu-a100-allreduce-v2.19.4.txt")
+    mock = subprocess.Popen([os.path.join(ROOT, "target", "release", "runai-mock"), "--listen", f"127.0.0.1:{port}",
+                             "--stdout", sample, "--durations", f"0.5,0,0.5,{run_s},0.5"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        d = os.path.join(work, "runai")
+        os.makedirs(os.path.join(d, "tests"), exist_ok=True)
+        with open(os.path.join(d, "system.toml"), "w") as f:
+            f.write(open(os.path.join(ROOT, "conf/common/system/runai_mock.toml")).read().replace("18080", str(port)))
+        with open(os.path.join(d, "tests", "nccl.toml"), "w") as f:
+            f.write('name = "nccl"\ndescription = "d"\ntest_template_name = "NcclTest"\n[cmd_args]\ndocker_image_url = "img"\n')
+        with open(os.path.join(d, "s.toml"), "w") as f:
+            f.write('name = "many"\n' + "".join(f'[[Tests]]\nid = "t{i}"\ntest_name = "nccl"\n' for i in range(jobs)))
+        t0 = time.perf_counter()
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", BIN, "run", "--system-config", "system.toml", "--tests-dir", "tests",
+                            "--test-scenario", "s.toml", "--output-dir", "out"], cwd=d, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, check=True)
+        wall = time.perf_counter() - t0
+        rss = int(r.stderr.strip().splitlines()[-1]) / 1024
+        journal = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/mock/journal"))
+    finally:
+        mock.terminate()
+        mock.wait()
+    gets = sum(1 for x in journal if x["method"] == "GET" and x["path"].startswith("/api/v1/workloads/trainings/"))
+    job_minutes = jobs * wall / 60
+    return [
+        f"Run:ai, {jobs} concurrent workloads x {run_s} s, monitor_interval 1: {len(journal)} requests in {wall:.1f} s, "
+        f"{gets / job_minutes:.0f} status GETs and {len(journal) / job_minutes:.0f} requests per job-minute (CloudAI: ~180 GETs)",
+        f"Run:ai, peak RSS of cloudai while monitoring {jobs} workloads: {rss:.1f} MB",
+    ]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=50)
@@ -117,6 +160,7 @@ def main():
     lines.append(report_1000(work))
     lines.append(parser_throughput())
     lines.append(squeue_per_poll(work))
+    lines.extend(runai_200(work))
     lines.append(f"(peak RSS target < 15 MB; {args.runs} runs each; {os.cpu_count()} cores)")
     shutil.rmtree(work)
     out = "\n".join(lines)

@@ -127,6 +127,8 @@ impl fmt::Display for Secret {
 
 #[derive(Clone, Debug)]
 pub struct RunAiConfig {
+    /// GPUs per node for distributed (MPI) workloads: slots per worker. Not a CloudAI field (it assumes 8).
+    pub gpus_per_node: u64,
     pub base_url: String,
     pub user_email: String,
     pub app_id: String,
@@ -420,6 +422,7 @@ pub fn check_reports(ctx: &mut Ctx, node: &Node, path: &str) {
 }
 
 const RUNAI_FIELDS: &[&str] = &[
+    "gpus_per_node",
     "base_url",
     "user_email",
     "app_id",
@@ -447,6 +450,7 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     let project_id = v.req_str(ctx, "project_id");
     let cluster_id = v.req_str(ctx, "cluster_id");
     Some(RunAiConfig {
+        gpus_per_node: v.count(ctx, "gpus_per_node", 8),
         base_url: base_url?,
         user_email: user_email?,
         app_id: app_id?,

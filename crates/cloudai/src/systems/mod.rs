@@ -1,6 +1,7 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
+pub mod runai;
 pub mod slurm;
 pub mod standalone;
 
@@ -88,7 +89,8 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
 pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
     match &cfg.kind {
         SystemKind::Standalone => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
-        SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
+                SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
+        SystemKind::RunAi(_) => Ok(Arc::new(runai::RunAi::new(cfg.clone(), dry_run)?)),
         other => Err(format!(
             "running on a {} system is not implemented in this version of cloudai (configs are validated)",
             other.scheduler()

@@ -1,0 +1,253 @@
+//! Run:ai REST client: bearer tokens from the app credentials (refreshed before expiry and once on 401),
+//! retries with exponential backoff and full jitter on 429 (honouring Retry-After), 502/503/504 and connection
+//! errors (500 too for idempotent requests), request timeouts, rustls with certificate verification.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::config::system::Secret;
+use crate::{debug, warn};
+
+const MAX_TRIES: u32 = 7;
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+const BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// The server answered with an error status.
+    Status { code: u16, message: String },
+    /// No answer (connection refused/reset, timeout): the request may or may not have been applied.
+    Transport(String),
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiError::Status { code, message } => write!(f, "HTTP {code}: {message}"),
+            ApiError::Transport(m) => write!(f, "no answer: {m}"),
+        }
+    }
+}
+
+impl ApiError {
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ApiError::Status { code, .. } => Some(*code),
+            ApiError::Transport(_) => None,
+        }
+    }
+}
+
+struct Token {
+    value: String,
+    refresh_at: Instant,
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    app_id: String,
+    secret: Secret,
+    token: Mutex<Option<Token>>,
+    rng: std::sync::Mutex<u64>,
+}
+
+/// Per-request timeout; `CLOUDAI_RUNAI_TIMEOUT_S` overrides it (slow control planes, tests).
+fn timeout() -> Duration {
+    let secs = std::env::var("CLOUDAI_RUNAI_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(30.0);
+    Duration::from_secs_f64(secs.max(0.1))
+}
+
+fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = h.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(s) = v.parse::<f64>() {
+        return Some(Duration::from_secs_f64(s.clamp(0.0, 300.0)));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let secs = (when.timestamp() - chrono::Utc::now().timestamp()).clamp(0, 300);
+    Some(Duration::from_secs(secs as u64))
+}
+
+impl Client {
+    pub fn new(base_url: &str, app_id: &str, secret: Secret) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout())
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("cloudai-rs/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        Ok(Self {
+            http,
+            base: base_url.trim_end_matches('/').to_string(),
+            app_id: app_id.to_string(),
+            secret,
+            token: Mutex::new(None),
+            rng: std::sync::Mutex::new(seed),
+        })
+    }
+
+    /// Full jitter: a random delay up to min(cap, base * 2^attempt).
+    fn backoff(&self, attempt: u32) -> Duration {
+        let max = (BACKOFF_BASE * 2u32.saturating_pow(attempt)).min(BACKOFF_CAP);
+        let mut r = self.rng.lock().unwrap();
+        *r ^= *r << 13;
+        *r ^= *r >> 7;
+        *r ^= *r << 17;
+        max.mul_f64((*r % 10_000) as f64 / 10_000.0)
+    }
+
+    async fn grant(&self) -> Result<Token, ApiError> {
+        // client_credentials first (the documented grant); app_token for older tenants.
+        let bodies = [
+            json!({"grantType": "client_credentials", "clientID": self.app_id, "clientSecret": self.secret.expose()}),
+            json!({"grantType": "app_token", "appID": self.app_id, "appSecret": self.secret.expose()}),
+        ];
+        let mut last = ApiError::Transport("no token request made".into());
+        for body in &bodies {
+            match self
+                .send(Method::POST, "/api/v1/token", &[], Some(body), None, true)
+                .await
+            {
+                Ok(v) => {
+                    let value = v["accessToken"].as_str().unwrap_or_default().to_string();
+                    if value.is_empty() {
+                        return Err(ApiError::Status {
+                            code: 200,
+                            message: "the token response has no accessToken".into(),
+                        });
+                    }
+                    let ttl = v["expiresIn"].as_f64().unwrap_or(3600.0).max(1.0);
+                    debug!("Run:ai token obtained, valid {ttl} s");
+                    return Ok(Token {
+                        value,
+                        refresh_at: Instant::now() + Duration::from_secs_f64(ttl * 0.8),
+                    });
+                }
+                Err(e @ ApiError::Status { code: 400, .. }) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    async fn bearer(&self, force: bool) -> Result<String, ApiError> {
+        let mut t = self.token.lock().await;
+        if force || t.as_ref().is_none_or(|t| Instant::now() >= t.refresh_at) {
+            *t = Some(self.grant().await?);
+        }
+        Ok(t.as_ref().unwrap().value.clone())
+    }
+
+    /// One request with retries. `idempotent` allows retrying 500s.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        bearer: Option<&str>,
+        idempotent: bool,
+    ) -> Result<Value, ApiError> {
+        let url = format!("{}{path}", self.base);
+        let mut attempt = 0;
+        loop {
+            let mut req = self
+                .http
+                .request(method.clone(), &url)
+                .query(query)
+                .header("Accept", "application/json");
+            if let Some(b) = bearer {
+                req = req.bearer_auth(b);
+            }
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            let (err, wait) = match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let after = retry_after(resp.headers());
+                    let text = resp.text().await.unwrap_or_default();
+                    if status.is_success() {
+                        return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
+                    }
+                    let message = serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|v| v["message"].as_str().map(str::to_string))
+                        .unwrap_or_else(|| text.chars().take(200).collect());
+                    let e = ApiError::Status {
+                        code: status.as_u16(),
+                        message,
+                    };
+                    let retry = match status {
+                        StatusCode::TOO_MANY_REQUESTS
+                        | StatusCode::BAD_GATEWAY
+                        | StatusCode::SERVICE_UNAVAILABLE
+                        | StatusCode::GATEWAY_TIMEOUT => true,
+                        StatusCode::INTERNAL_SERVER_ERROR => idempotent,
+                        _ => false,
+                    };
+                    if !retry {
+                        return Err(e);
+                    }
+                    (e, after)
+                }
+                Err(e) => {
+                    let e = ApiError::Transport(e.to_string());
+                    if !idempotent {
+                        return Err(e); // the caller must find out whether it happened
+                    }
+                    (e, None)
+                }
+            };
+            attempt += 1;
+            if attempt >= MAX_TRIES {
+                return Err(err);
+            }
+            let wait = wait.unwrap_or_else(|| self.backoff(attempt));
+            warn!(
+                "Run:ai {method} {path}: {err}; retrying in {:.1} s ({attempt}/{})",
+                wait.as_secs_f64(),
+                MAX_TRIES - 1
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// An authenticated request; a 401 gets a fresh token and one replay.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        let idempotent = method != Method::POST;
+        let token = self.bearer(false).await?;
+        match self
+            .send(method.clone(), path, query, body, Some(&token), idempotent)
+            .await
+        {
+            Err(ApiError::Status { code: 401, .. }) => {
+                debug!("Run:ai answered 401: refreshing the token");
+                let token = self.bearer(true).await?;
+                self.send(method, path, query, body, Some(&token), idempotent)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    pub async fn token(&self) -> Result<String, ApiError> {
+        self.bearer(false).await
+    }
+}

@@ -1,0 +1,157 @@
+//! NCCL tests as Run:ai workloads: one node → a training; several → a distributed MPI workload (launcher +
+//! workers, slots per worker = GPUs per node) running the `_mpi` binary under mpirun.
+
+use serde_json::{json, Value};
+
+use crate::config::args::ArgValue;
+use crate::scenario::TestRun;
+
+/// Run:ai names become Kubernetes object names: lower-case alphanumerics and '-', at most 63 characters.
+pub fn k8s_name(parts: &[&str]) -> String {
+    let raw = parts.join("-").to_ascii_lowercase();
+    let mut s: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    while s.contains("--") {
+        s = s.replace("--", "-");
+    }
+    let s = s.trim_matches('-');
+    let mut s: String = s.chars().take(63).collect();
+    while s.ends_with('-') {
+        s.pop();
+    }
+    if s.is_empty() {
+        "cloudai".into()
+    } else {
+        s
+    }
+}
+
+/// A short stable hash, to make names unique per results directory.
+pub fn short_hash(s: &str) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in s.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    format!("{:06x}", h & 0xff_ffff)
+}
+
+/// `nvcr.io#nvidia/pytorch:tag` (enroot syntax) → `nvcr.io/nvidia/pytorch:tag`.
+pub fn image(url: &str) -> String {
+    url.replacen('#', "/", 1)
+}
+
+/// nccl-tests flags from the fields that are set, in CloudAI's order, without CloudAI-internal fields.
+fn flags(run: &TestRun) -> Vec<String> {
+    let cmd = run.workload.command(&run.test);
+    cmd.split_whitespace().skip(1).map(str::to_string).collect()
+}
+
+fn env(env: &[(String, String)]) -> Value {
+    Value::Array(
+        env.iter()
+            .map(|(k, v)| json!({"name": k, "value": v}))
+            .collect(),
+    )
+}
+
+fn int_arg(run: &TestRun, k: &str, default: i64) -> i64 {
+    run.test
+        .cmd_args
+        .get(k)
+        .and_then(ArgValue::as_int)
+        .unwrap_or(default)
+}
+
+/// The creation request and whether it is a distributed workload.
+pub fn nccl(
+    run: &TestRun,
+    name: &str,
+    project_id: &str,
+    cluster_id: &str,
+    gpus_per_node: u64,
+    envs: &[(String, String)],
+) -> (Value, bool) {
+    let subtest = run
+        .test
+        .cmd_args
+        .str("subtest_name")
+        .unwrap_or("all_reduce_perf_mpi");
+    let img = image(run.test.cmd_args.str("docker_image_url").unwrap_or(""));
+    let args = flags(run);
+    let gpus_per_proc = (int_arg(run, "ngpus", 1) * int_arg(run, "nthreads", 1)).max(1) as u64;
+    let meta = |v: &mut Value| {
+        v["name"] = name.into();
+        v["projectId"] = project_id.into();
+        v["clusterId"] = cluster_id.into();
+        v["useGivenNameAsPrefix"] = false.into();
+    };
+    if run.num_nodes <= 1 {
+        // one process drives the node's GPUs: the non-MPI binary
+        let binary = subtest.trim_end_matches("_mpi");
+        let mut v = json!({"spec": {
+            "command": binary, "args": args.join(" "), "image": img,
+            "compute": {"gpuDevicesRequest": gpus_per_proc},
+            "environmentVariables": env(envs), "parallelism": 1, "completions": 1,
+        }});
+        meta(&mut v);
+        return (v, false);
+    }
+    let binary = if subtest.ends_with("_mpi") {
+        subtest.to_string()
+    } else {
+        format!("{subtest}_mpi")
+    };
+    let slots = gpus_per_node.max(1);
+    let ranks = run.num_nodes * slots / gpus_per_proc.min(slots);
+    let mut mpirun = vec![
+        "--allow-run-as-root".to_string(),
+        "-np".into(),
+        ranks.to_string(),
+        "-bind-to".into(),
+        "none".into(),
+        "-map-by".into(),
+        format!("ppr:{}:node", slots / gpus_per_proc.min(slots)),
+    ];
+    for (k, _) in envs {
+        mpirun.push("-x".into());
+        mpirun.push(k.clone());
+    }
+    mpirun.push(binary);
+    mpirun.extend(args);
+    let mut v = json!({
+        "masterSpecSameAsWorker": false,
+        "masterSpec": {
+            "command": "mpirun", "args": mpirun.join(" "), "image": img,
+            "compute": {"gpuDevicesRequest": 0}, "environmentVariables": env(envs),
+        },
+        "spec": {
+            "distributedFramework": "MPI", "numWorkers": run.num_nodes, "slotsPerWorker": slots,
+            "image": img, "compute": {"gpuDevicesRequest": slots}, "environmentVariables": env(envs),
+            "mpiLauncherCreationPolicy": "WaitForWorkersReady", "cleanPodPolicy": "Running",
+        },
+    });
+    meta(&mut v);
+    (v, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_images() {
+        assert_eq!(
+            k8s_name(&["Tests.all_reduce", "0", "a1b2c3"]),
+            "tests-all-reduce-0-a1b2c3"
+        );
+        assert_eq!(k8s_name(&["__"]), "cloudai");
+        assert!(k8s_name(&[&"x".repeat(100)]).len() <= 63);
+        assert_eq!(
+            image("nvcr.io#nvidia/pytorch:24.02-py3"),
+            "nvcr.io/nvidia/pytorch:24.02-py3"
+        );
+        assert_eq!(image("ghcr.io/x/y:1"), "ghcr.io/x/y:1");
+    }
+}

@@ -1,0 +1,464 @@
+//! `cloudai run` against the Run:ai mock (crates/runai-mock, which validates every body against the official
+//! OpenAPI document): 1-node training and 2-node MPI workloads, logs, events, reports, hooks, faults, SIGINT.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cloudai::results::{EndReason, Status};
+use common::{record, shared, stdout_of, Work};
+use runai_mock::{Config, Faults, MockServer, Timing};
+use serde_json::Value;
+
+const SECRET: &str = "s3cr3t-do-not-log";
+
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(shared().join("nccl-samples").join(name)).unwrap()
+}
+
+fn timing(run_s: f64) -> Timing {
+    Timing {
+        create_s: 0.2,
+        pending_s: 0.0,
+        init_s: 0.2,
+        run_s,
+        delete_s: 0.3,
+        outcome: "completed".into(),
+    }
+}
+
+async fn mock(run_s: f64, state: Option<std::path::PathBuf>) -> MockServer {
+    let cfg = Config {
+        timing: timing(run_s),
+        stdout: sample("single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+        failure_stdout: sample("single-node-2gpu-nccl-failure-with-debug-info.txt"),
+        credentials: vec![("my-app".into(), SECRET.into())],
+        ..Config::default()
+    };
+    MockServer::start("127.0.0.1:0".parse().unwrap(), cfg, state)
+        .await
+        .unwrap()
+}
+
+fn setup(w: &Work, url: &str, scenario: &str) {
+    w.file(
+        "system.toml",
+        &format!(
+            "name = \"mock-runai\"\nscheduler = \"runai\"\ninstall_path = \"install\"\noutput_path = \"out\"\nmonitor_interval = 1\n\
+             base_url = \"{url}\"\nuser_email = \"me@example.com\"\napp_id = \"my-app\"\napp_secret = \"wrong-in-file\"\n\
+             project_id = \"4501\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\ngpus_per_node = 8\n\
+             [global_env_vars]\nNCCL_IB_GID_INDEX = \"3\"\n"
+        ),
+    );
+    w.file(
+        "tests/nccl.toml",
+        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n\
+         [extra_env_vars]\nNCCL_DEBUG = \"INFO\"\n",
+    );
+    w.file("s.toml", scenario);
+}
+
+/// Runs cloudai in a thread (the mock serves on this test's runtime meanwhile).
+async fn run(w: &Work, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    c.current_dir(w.path())
+        .args(args)
+        .env("RUNAI_APP_SECRET", SECRET);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap()
+}
+
+const RUN: &[&str] = &[
+    "run",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test-scenario",
+    "s.toml",
+];
+
+fn requests<'a>(j: &'a [Value], method: &str, path_prefix: &str) -> Vec<&'a Value> {
+    j.iter()
+        .filter(|r| {
+            r["method"] == method && r["path"].as_str().unwrap_or("").starts_with(path_prefix)
+        })
+        .collect()
+}
+
+fn no_secret_anywhere(dir: &Path, console: &str) {
+    assert!(!console.contains(SECRET));
+    fn walk(p: &Path) {
+        for e in std::fs::read_dir(p).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p);
+            } else if let Ok(t) = std::fs::read_to_string(&p) {
+                assert!(!t.contains(SECRET), "secret leaked into {}", p.display());
+            }
+        }
+    }
+    walk(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_and_two_node_nccl_end_to_end() {
+    let m = mock(1.0, None).await;
+    let w = Work::new();
+    setup(&w, &m.url(), "name = \"runai\"\n[[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\n[Tests.cmd_args]\nngpus = 8\n[[Tests]]\nid = \"two\"\ntest_name = \"nccl\"\nnum_nodes = 2\n");
+    let started = Instant::now();
+    let out = run(&w, RUN, &[]).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    for id in ["one", "two"] {
+        let r = record(&root, id, 0);
+        assert_eq!(r.status, Status::Passed, "{id}: {}", r.message);
+        assert_eq!(
+            std::fs::read_to_string(root.join(id).join("0/stdout.txt")).unwrap(),
+            sample("single-node-8gpu-a100-allreduce-v2.19.4.txt")
+        );
+        let events = std::fs::read_to_string(root.join(id).join("0/events.txt")).unwrap();
+        assert!(
+            events.lines().count() >= 4
+                && events
+                    .lines()
+                    .all(|l| l.starts_with("RunAIEvent(created_at=") && l.ends_with("))")),
+            "{events}"
+        );
+        assert!(root
+            .join(id)
+            .join("0/cloudai_nccl_test_csv_report.csv")
+            .is_file());
+    }
+    assert_eq!(
+        record(&root, "two", 0).nodes,
+        ["node-0", "node-1", "node-2"]
+    );
+    let j = m.journal();
+    // the token came from the environment's secret with the documented grant
+    let tok = requests(&j, "POST", "/api/v1/token");
+    assert!(
+        tok[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("\"grantType\":\"client_credentials\""),
+        "{:?}",
+        tok[0]
+    );
+    let train = requests(&j, "POST", "/api/v1/workloads/trainings");
+    assert_eq!(train.len(), 1);
+    let body: Value = serde_json::from_str(train[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["spec"]["command"], "all_reduce_perf");
+    assert_eq!(body["spec"]["image"], "nvcr.io/nvidia/pytorch:25.12-py3");
+    assert_eq!(body["spec"]["compute"]["gpuDevicesRequest"], 8);
+    let args = body["spec"]["args"].as_str().unwrap();
+    assert!(
+        args.starts_with("--nthreads 1 --ngpus 8 --minbytes 32M"),
+        "{args}"
+    );
+    for bad in [
+        "None",
+        "False",
+        "min_busbw",
+        "use_deepep_matrix",
+        "alltoallv",
+    ] {
+        assert!(!args.contains(bad), "{args}");
+    }
+    assert_eq!(
+        body["spec"]["environmentVariables"],
+        serde_json::json!([{"name": "NCCL_IB_GID_INDEX", "value": "3"}, {"name": "NCCL_DEBUG", "value": "INFO"}])
+    );
+    let dist = requests(&j, "POST", "/api/v1/workloads/distributed");
+    assert_eq!(dist.len(), 1);
+    let d: Value = serde_json::from_str(dist[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (
+            d["spec"]["distributedFramework"].as_str(),
+            d["spec"]["numWorkers"].as_u64(),
+            d["spec"]["slotsPerWorker"].as_u64()
+        ),
+        (Some("MPI"), Some(2), Some(8))
+    );
+    assert!(
+        d["masterSpec"]["args"].as_str().unwrap().contains("-np 16")
+            && d["masterSpec"]["args"]
+                .as_str()
+                .unwrap()
+                .contains("all_reduce_perf_mpi --nthreads 1")
+    );
+    // at most one GET per workload per monitor interval (plus one right after submission)
+    let gets = requests(&j, "GET", "/api/v1/workloads/trainings/").len() as f64;
+    assert!(gets <= elapsed / 1.0 + 2.0, "{gets} GETs in {elapsed:.1} s");
+    no_secret_anywhere(w.path(), &text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_writes_payloads_and_makes_no_call() {
+    let m = mock(1.0, None).await;
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"two\"\ntest_name = \"nccl\"\nnum_nodes = 2\n",
+    );
+    let mut args = RUN.to_vec();
+    args[0] = "dry-run";
+    let out = run(&w, &args, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(m.journal().is_empty(), "dry-run called the API");
+    let p: Value = serde_json::from_slice(
+        &std::fs::read(w.results_root().join("two/0/runai-workload.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(p["spec"]["distributedFramework"], "MPI");
+    no_secret_anywhere(w.path(), &stdout_of(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_workload_reports_phase_and_last_event() {
+    let m = mock(0.5, None).await;
+    m.set_timing(Timing {
+        outcome: "failed".into(),
+        ..timing(0.5)
+    });
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"bad\"\ntest_name = \"nccl\"\n",
+    );
+    let out = run(&w, RUN, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let r = record(&w.results_root(), "bad", 0);
+    assert_eq!(r.status, Status::Failed);
+    assert!(
+        r.message.contains("ended in phase Failed") && r.message.contains("BackoffLimitExceeded"),
+        "{}",
+        r.message
+    );
+    assert!(
+        r.message.contains("Test NCCL failure"),
+        "the output's reason is kept too: {}",
+        r.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_token_expiry_429s_500s_slow_answers_and_dropped_creates() {
+    let m = mock(3.0, None).await;
+    m.shared.cfg.lock().unwrap().token_ttl_s = 1.0;
+    m.set_faults(Faults {
+        rate_limit_next: 3,
+        retry_after_s: 1,
+        latency_ms: 100,
+        drop_next_create: 1,
+        ..Faults::default()
+    });
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+    );
+    // 500 bursts arrive in the middle of the run
+    let shared = m.shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        shared.faults.lock().unwrap().error_burst = 3;
+    });
+    let out = run(&w, RUN, &[]).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let r = record(&w.results_root(), "a", 0);
+    assert_eq!(r.status, Status::Passed, "{}\n{text}", r.message);
+    let j = m.journal();
+    assert!(
+        requests(&j, "POST", "/api/v1/token").len() >= 2,
+        "the token was refreshed"
+    );
+    assert!(
+        text.contains("HTTP 429") && text.contains("retrying"),
+        "{text}"
+    );
+    // the dropped create was found by name, not posted twice
+    let data = m.shared.data.lock().unwrap();
+    assert_eq!(data.workloads.len(), 1, "submitted more than once");
+    assert!(requests(&j, "GET", "/api/v1/workloads")
+        .iter()
+        .any(|r| r["query"]["filterBy"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("name%3D%3D") || f.starts_with("name=="))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_and_post_hooks_run_as_their_own_workloads() {
+    let m = mock(0.3, None).await;
+    let w = Work::new();
+    setup(&w, &m.url(), "name = \"runai\"\npre_test = \"check\"\npost_test = \"check\"\n[[Tests]]\nid = \"main\"\ntest_name = \"nccl\"\n");
+    w.file(
+        "hooks/check.toml",
+        "name = \"check\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_nccl\"\n",
+    );
+    w.file("hooks/test/hook.toml", "name = \"hook_nccl\"\ndescription = \"h\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img\"\n");
+    let mut args = RUN.to_vec();
+    args.extend(["--hook-dir", "hooks"]);
+    let out = run(&w, &args, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = w.results_root();
+    assert_eq!(record(&root, "main", 0).status, Status::Passed);
+    for d in ["pre_test/hook_nccl", "post_test/hook_nccl", ""] {
+        assert!(
+            root.join("main/0").join(d).join("stdout.txt").is_file(),
+            "{d}"
+        );
+    }
+    let names: Vec<String> = m
+        .shared
+        .data
+        .lock()
+        .unwrap()
+        .workloads
+        .iter()
+        .map(|w| w.name.clone())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(
+        names[0].starts_with("h-pre")
+            && names[1].starts_with("main")
+            && names[2].starts_with("h-post"),
+        "{names:?}"
+    );
+
+    // a failing pre-test skips the main test
+    let m = mock(0.3, None).await;
+    m.shared.cfg.lock().unwrap().outcome_by_prefix = vec![("h-pre".into(), "failed".into())];
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\npre_test = \"check\"\n[[Tests]]\nid = \"main\"\ntest_name = \"nccl\"\n",
+    );
+    w.file(
+        "hooks/check.toml",
+        "name = \"check\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_nccl\"\n",
+    );
+    w.file("hooks/test/hook.toml", "name = \"hook_nccl\"\ndescription = \"h\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img\"\n");
+    let out = run(&w, &args, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let r = record(&w.results_root(), "main", 0);
+    assert_eq!(r.status, Status::Failed);
+    assert!(
+        r.message.contains("pre-test") && r.message.contains("not run"),
+        "{}",
+        r.message
+    );
+    assert_eq!(
+        m.shared.data.lock().unwrap().workloads.len(),
+        1,
+        "the main workload was submitted after a failed pre-test"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_deletes_every_workload() {
+    let m = mock(120.0, None).await;
+    let w = Work::new();
+    setup(&w, &m.url(), "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n[[Tests]]\nid = \"b\"\ntest_name = \"nccl\"\nnum_nodes = 2\n");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(RUN)
+        .env("RUNAI_APP_SECRET", SECRET)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.shared.data.lock().unwrap().workloads.len() < 2 {
+        assert!(Instant::now() < deadline, "workloads were not submitted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let now = runai_mock::model::now();
+    let data = m.shared.data.lock().unwrap();
+    assert!(
+        data.workloads
+            .iter()
+            .all(|w| runai_mock::model::gone(w, now)),
+        "a workload survived the interrupt"
+    );
+    let root = w.results_root();
+    for id in ["a", "b"] {
+        let r = record(&root, id, 0);
+        assert_eq!(
+            (r.status, r.end_reason),
+            (Status::Cancelled, EndReason::Cancelled)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mock_restart_keeps_state_and_the_job_completes() {
+    let w = Work::new();
+    let state = w.path().join("mock-state.json");
+    let m = mock(3.0, Some(state.clone())).await;
+    let addr = m.addr;
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+    );
+    let shared = m.shared.clone();
+    let runner = tokio::spawn({
+        let w_path = w.path().to_path_buf();
+        async move {
+            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+            c.current_dir(w_path)
+                .args(RUN)
+                .env("RUNAI_APP_SECRET", SECRET);
+            tokio::task::spawn_blocking(move || c.output().unwrap())
+                .await
+                .unwrap()
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while shared.data.lock().unwrap().workloads.is_empty() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // down for two seconds, then back with the state it saved
+    drop(m);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cfg = shared.cfg.lock().unwrap().clone();
+    let m2 = MockServer::start(addr, cfg, Some(state)).await.unwrap();
+    let out = runner.await.unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        record(&w.results_root(), "a", 0).status,
+        Status::Passed,
+        "{text}"
+    );
+    assert!(
+        text.contains("no answer"),
+        "the outage was not noticed: {text}"
+    );
+    assert_eq!(m2.shared.data.lock().unwrap().workloads.len(), 1);
+    assert!(
+        !m2.journal().is_empty(),
+        "the restarted mock served the rest of the run"
+    );
+}

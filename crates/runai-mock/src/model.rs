@@ -1,0 +1,255 @@
+//! Mock state: tokens, workloads and their time-driven phases, events and pods. Phases are derived from the
+//! clock on every read, so the state is small and survives a restart (it is saved as JSON).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// How long each phase lasts and how a workload ends.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Timing {
+    pub create_s: f64,
+    pub pending_s: f64,
+    pub init_s: f64,
+    pub run_s: f64,
+    pub delete_s: f64,
+    /// `completed`, `failed`, `degraded` (Degraded then Failed) or `stuck` (never leaves Running).
+    pub outcome: String,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            create_s: 1.0,
+            pending_s: 0.0,
+            init_s: 1.0,
+            run_s: 3.0,
+            delete_s: 1.0,
+            outcome: "completed".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Workload {
+    pub id: String,
+    pub name: String,
+    pub requested_name: String,
+    /// `training` or `distributed`.
+    pub kind: String,
+    pub project_id: String,
+    pub cluster_id: String,
+    /// The creation request as sent.
+    pub request: Value,
+    pub created_at: f64,
+    pub deleted_at: Option<f64>,
+    pub timing: Timing,
+    /// Output served on the logs WebSocket.
+    pub stdout: String,
+}
+
+pub fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+pub fn iso(t: f64) -> String {
+    chrono::DateTime::from_timestamp_millis((t * 1000.0) as i64)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+/// A deterministic uuid from a seed (ids must be stable across restarts).
+pub fn uuid(seed: &str) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut h2: u64 = 0x84222325cbf29ce4;
+    for b in seed.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+        h2 = (h2 ^ b as u64).wrapping_mul(0x100000001b3).rotate_left(7);
+    }
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        h2 & 0xfff,
+        (h2 >> 16) & 0xffff_ffff_ffff
+    )
+}
+
+/// Phase changes of a workload up to `t`: (time, phase).
+pub fn timeline(w: &Workload, t: f64) -> Vec<(f64, &'static str)> {
+    let tm = &w.timing;
+    let mut out = vec![(w.created_at, "Creating")];
+    let mut at = w.created_at + tm.create_s;
+    let mut steps: Vec<(f64, &'static str)> = Vec::new();
+    if tm.pending_s > 0.0 {
+        steps.push((at, "Pending"));
+        at += tm.pending_s;
+    }
+    steps.push((at, "Initializing"));
+    at += tm.init_s;
+    steps.push((at, "Running"));
+    at += tm.run_s;
+    match tm.outcome.as_str() {
+        "stuck" => {}
+        "failed" => steps.push((at, "Failed")),
+        "degraded" => {
+            steps.push((at, "Degraded"));
+            steps.push((at + tm.run_s, "Failed"));
+        }
+        _ => steps.push((at, "Completed")),
+    }
+    for (when, p) in steps {
+        if let Some(d) = w.deleted_at {
+            if when >= d {
+                break;
+            }
+        }
+        out.push((when, p));
+    }
+    if let Some(d) = w.deleted_at {
+        out.push((d, "Deleting"));
+    }
+    out.retain(|(when, _)| *when <= t);
+    out
+}
+
+pub fn phase(w: &Workload, t: f64) -> &'static str {
+    timeline(w, t).last().map_or("Creating", |(_, p)| p)
+}
+
+/// Gone after deletion has finished.
+pub fn gone(w: &Workload, t: f64) -> bool {
+    w.deleted_at.is_some_and(|d| t >= d + w.timing.delete_s)
+}
+
+pub fn is_terminal(p: &str) -> bool {
+    matches!(p, "Completed" | "Failed" | "Stopped")
+}
+
+pub fn pod_names(w: &Workload) -> Vec<String> {
+    if w.kind == "distributed" {
+        let n = w.request["spec"]["numWorkers"].as_u64().unwrap_or(1);
+        std::iter::once(format!("{}-launcher", w.name))
+            .chain((0..n).map(|i| format!("{}-worker-{i}", w.name)))
+            .collect()
+    } else {
+        let n = w.request["spec"]["parallelism"].as_u64().unwrap_or(1);
+        (0..n).map(|i| format!("{}-0-{i}", w.name)).collect()
+    }
+}
+
+/// Kubernetes-style events per transition, as the Run:ai events endpoint returns them.
+pub fn events(w: &Workload, t: f64, namespace: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let pods = pod_names(w);
+    let image = w.request["spec"]["image"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let mut push = |at: f64, ty: &str, reason: &str, message: String, kind: &str, obj: &str| {
+        let n = out.len();
+        out.push(json!({
+            "createdAt": iso(at), "id": uuid(&format!("{}-event-{n}", w.id)), "type": ty, "clusterId": w.cluster_id,
+            "message": message, "reason": reason, "source": "runai-job-controller",
+            "involvedObject": {"uid": uuid(&format!("{}-{obj}", w.id)), "kind": kind, "name": obj, "namespace": namespace}
+        }));
+    };
+    push(
+        w.created_at,
+        "Normal",
+        "Submitted",
+        "Workload submitted".into(),
+        "Workload",
+        &w.name,
+    );
+    for (at, p) in timeline(w, t) {
+        match p {
+            "Pending" => {
+                for pod in &pods {
+                    push(
+                        at,
+                        "Normal",
+                        "Scheduling",
+                        "Waiting for resources".into(),
+                        "Pod",
+                        pod,
+                    );
+                }
+            }
+            "Initializing" => {
+                for (i, pod) in pods.iter().enumerate() {
+                    push(
+                        at,
+                        "Normal",
+                        "Scheduled",
+                        format!("Successfully assigned {namespace}/{pod} to node-{i}"),
+                        "Pod",
+                        pod,
+                    );
+                    push(
+                        at,
+                        "Normal",
+                        "Pulled",
+                        format!("Container image \"{image}\" already present on machine"),
+                        "Pod",
+                        pod,
+                    );
+                }
+            }
+            "Running" => {
+                for pod in &pods {
+                    push(
+                        at,
+                        "Normal",
+                        "Started",
+                        format!("Started container {}", w.name),
+                        "Pod",
+                        pod,
+                    );
+                }
+            }
+            "Completed" => push(
+                at,
+                "Normal",
+                "Completed",
+                "Job completed".into(),
+                "RunaiJob",
+                &w.name,
+            ),
+            "Degraded" => push(
+                at,
+                "Warning",
+                "PodFailed",
+                format!("Pod {} failed", pods[0]),
+                "RunaiJob",
+                &w.name,
+            ),
+            "Failed" => push(
+                at,
+                "Warning",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit".into(),
+                "RunaiJob",
+                &w.name,
+            ),
+            "Deleting" => {
+                for pod in &pods {
+                    push(
+                        at,
+                        "Normal",
+                        "Killing",
+                        format!("Stopping container {}", w.name),
+                        "Pod",
+                        pod,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
