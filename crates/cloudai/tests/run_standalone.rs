@@ -211,3 +211,65 @@ test_name = "bash"
         "{text}"
     );
 }
+
+#[test]
+fn hooks_run_around_the_test_and_a_failed_pre_test_skips_it() {
+    let w = Work::new();
+    w.file(
+        "hooks/ok.toml",
+        "name = \"ok\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_ok\"\n",
+    );
+    w.file(
+        "hooks/bad.toml",
+        "name = \"bad\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_bad\"\n",
+    );
+    w.file("hooks/test/ok.toml", "name = \"hook_ok\"\ndescription = \"h\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo hook ran\"\n");
+    w.file("hooks/test/bad.toml", "name = \"hook_bad\"\ndescription = \"h\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"exit 4\"\n");
+    for (hook, expect) in [("ok", Status::Passed), ("bad", Status::Failed)] {
+        let sys = w.standalone();
+        w.file("tests/bash.toml", BASH);
+        let scen = w.file(
+            &format!("{hook}.toml"),
+            &format!("name = \"{hook}\"\npre_test = \"{hook}\"\npost_test = \"ok\"\n[[Tests]]\nid = \"main\"\ntest_name = \"bash\"\n[Tests.cmd_args]\ncmd = \"echo main ran\"\n"),
+        );
+        let out = w
+            .cloudai()
+            .args(["run", "--system-config"])
+            .arg(&sys)
+            .args([
+                "--tests-dir",
+                "tests",
+                "--hook-dir",
+                "hooks",
+                "--test-scenario",
+            ])
+            .arg(&scen)
+            .args(["--output-dir", &format!("out-{hook}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+        let root = std::fs::read_dir(w.path().join(format!("out-{hook}")))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let r = record(&root, "main", 0);
+        assert_eq!(r.status, expect, "{hook}: {}", r.message);
+        let main_out = std::fs::read_to_string(root.join("main/0/stdout.txt")).unwrap();
+        let pre = root.join("main/0/pre_test").join(format!("hook_{hook}"));
+        assert!(pre.join("stdout.txt").is_file(), "{hook}: pre-test output");
+        if hook == "ok" {
+            assert_eq!(main_out, "main ran\n");
+            assert_eq!(
+                std::fs::read_to_string(root.join("main/0/post_test/hook_ok/stdout.txt")).unwrap(),
+                "hook ran\n"
+            );
+        } else {
+            assert_eq!(main_out, "", "the test ran after a failed pre-test");
+            assert!(std::fs::read_to_string(root.join("main/0/stderr.txt"))
+                .unwrap()
+                .contains("pre-test failed"));
+        }
+    }
+}

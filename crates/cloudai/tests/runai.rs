@@ -180,6 +180,10 @@ async fn one_and_two_node_nccl_end_to_end() {
     let dist = requests(&j, "POST", "/api/v1/workloads/distributed");
     assert_eq!(dist.len(), 1);
     let d: Value = serde_json::from_str(dist[0]["body"].as_str().unwrap()).unwrap();
+    // both bodies conform to the official OpenAPI schemas
+    let schemas = runai_mock::schema::Schemas::default();
+    assert_eq!(schemas.validate(&body, "TrainingCreationRequest"), vec![]);
+    assert_eq!(schemas.validate(&d, "DistributedCreationRequest"), vec![]);
     assert_eq!(
         (
             d["spec"]["distributedFramework"].as_str(),

@@ -26,10 +26,11 @@ enum What {
 }
 
 /// Reports this build writes after a run.
-const REPORTS: &[(&str, &str)] = &[(
-    "status",
-    "console table of every test iteration's status, reason and results path",
-)];
+const REPORTS: &[(&str, &str)] = &[
+    ("per_test", "per iteration: cloudai_nccl_test_csv_report.csv and cloudai_nccl_test_bokeh_report.html (NCCL)"),
+    ("scenario", "<scenario>.html and summary.json in the results root, with busbw comparisons"),
+    ("status", "console table of every test iteration's status, reason and results path"),
+];
 
 pub fn list(args: &ListArgs) -> i32 {
     match args.what {

@@ -52,11 +52,16 @@ impl System for Standalone {
         "StandaloneRunner"
     }
 
-    fn prepare(&self, run: &TestRun, _iteration: u64, _dir: &Path) -> Result<Prepared, String> {
+    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
         let cmd = crate::workloads::full_command(run.workload, &run.test);
+        let full = if run.pre_test.is_some() || run.post_test.is_some() {
+            with_hooks(run, dir, &cmd)
+        } else {
+            cmd.clone()
+        };
         Ok(Prepared {
-            test_cmd: cmd.clone(),
-            full_cmd: cmd,
+            test_cmd: cmd,
+            full_cmd: full,
             files: Vec::new(),
             env: super::job_env(&self.cfg, run),
         })
@@ -176,6 +181,60 @@ impl Drop for Standalone {
             }
         }
     }
+}
+
+/// The command wrapped by its hooks, as on Slurm: pre-tests (outputs in `pre_test/<test>/`), the test only if
+/// every pre-test succeeded, then the post-tests. A skipped test exits 1 with the reason on stderr.
+fn with_hooks(run: &TestRun, dir: &Path, main: &str) -> String {
+    let hook = |kind: &str, tr: &TestRun| {
+        let d = dir.join(kind).join(&tr.test.name);
+        let env: String = tr
+            .test
+            .extra_env_vars
+            .iter()
+            .map(|(k, v)| format!("{k}={} ", shell_quote(&v.py_str())))
+            .collect();
+        let cmd = crate::workloads::full_command(tr.workload, &tr.test);
+        let line = format!(
+            "mkdir -p {0} && ( {env}bash -c {1} ) > {0}/stdout.txt 2> {0}/stderr.txt",
+            shell_quote(&d.display().to_string()),
+            shell_quote(&cmd)
+        );
+        let check = tr.workload.hook_check(&d);
+        (
+            line,
+            if check.is_empty() {
+                "[ $? -eq 0 ] && echo 1 || echo 0".to_string()
+            } else {
+                check
+            },
+        )
+    };
+    let mut lines = Vec::new();
+    if let Some(pre) = &run.pre_test {
+        let mut vars = Vec::new();
+        for (i, tr) in pre.test_runs.iter().enumerate() {
+            let (line, check) = hook("pre_test", tr);
+            lines.push(line);
+            lines.push(format!("SUCCESS_{i}=$({check})"));
+            vars.push(format!("[ $SUCCESS_{i} -eq 1 ]"));
+        }
+        lines.push(format!(
+            "PRE_TEST_SUCCESS=$( {} && echo 1 || echo 0 )",
+            vars.join(" && ")
+        ));
+        lines.push("if [ $PRE_TEST_SUCCESS -ne 1 ]; then echo 'cloudai: a pre-test failed, the test was not run' >&2; exit 1; fi".into());
+    }
+    lines.push(format!("{main}\nSTATUS=$?"));
+    for tr in run.post_test.iter().flat_map(|h| h.test_runs.iter()) {
+        lines.push(hook("post_test", tr).0);
+    }
+    lines.push("exit $STATUS".into());
+    lines.join("\n")
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 pub fn hostname() -> String {
