@@ -344,12 +344,7 @@ async fn get_typed(
     if let Err(r) = s.check_auth(&headers) {
         return r.into_response();
     }
-    let kind = if kind == "trainings" {
-        "training"
-    } else {
-        "distributed"
-    };
-    match find(&s, &id, Some(kind)) {
+    match find(&s, &id, Some(&kind)) {
         Ok(w) => Json(workload_json(&s, &w, now())).into_response(),
         Err(r) => r.into_response(),
     }
@@ -363,11 +358,6 @@ async fn delete_typed(
     if let Err(r) = s.check_auth(&headers) {
         return r.into_response();
     }
-    let kind = if kind == "trainings" {
-        "training"
-    } else {
-        "distributed"
-    };
     let mut data = s.data.lock().unwrap();
     let t = now();
     let Some(w) = data
@@ -755,10 +745,10 @@ pub fn router(s: S) -> Router {
         .route(
             "/api/v1/workloads/trainings/{id}",
             get(|st, Path(id): Path<String>, h| {
-                get_typed(st, Path(("trainings".to_string(), id)), h)
+                get_typed(st, Path(("training".to_string(), id)), h)
             })
             .delete(|st, Path(id): Path<String>, h| {
-                delete_typed(st, Path(("trainings".to_string(), id)), h)
+                delete_typed(st, Path(("training".to_string(), id)), h)
             }),
         )
         .route(

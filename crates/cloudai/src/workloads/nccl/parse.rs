@@ -312,6 +312,13 @@ fn parse_row(tokens: &[&str], cols: &[String], line: usize) -> Option<Row> {
     Some(row)
 }
 
+/// The words after a footer label's colon: `: 0 OK` → ["0", "OK"].
+fn footer_values(rest: &str) -> Vec<&str> {
+    rest.trim_start_matches([' ', ':'])
+        .split_whitespace()
+        .collect()
+}
+
 fn parse_header_params(run: &mut Run, body: &str) {
     let t: Vec<&str> = body.split_whitespace().collect();
     let after = |key: &str| {
@@ -480,20 +487,14 @@ pub fn parse(text: &str) -> Output {
                 continue;
             }
             if let Some(rest) = body.strip_prefix("Out of bounds values") {
-                let t: Vec<&str> = rest
-                    .trim_start_matches([' ', ':'])
-                    .split_whitespace()
-                    .collect();
+                let t = footer_values(rest);
                 let r = run.get_or_insert_with(Run::default);
                 let n = t.first().and_then(|x| uint(x)).unwrap_or(0);
                 r.out_of_bounds = Some((n, t.get(1).is_none_or(|s| *s == "OK") && n == 0));
                 continue;
             }
             if let Some(rest) = body.strip_prefix("Avg bus bandwidth") {
-                let t: Vec<&str> = rest
-                    .trim_start_matches([' ', ':'])
-                    .split_whitespace()
-                    .collect();
+                let t = footer_values(rest);
                 let r = run.get_or_insert_with(Run::default);
                 r.avg_busbw = t.first().and_then(|x| num(x));
                 r.avg_ok = t.get(1).map(|s| *s == "OK");
