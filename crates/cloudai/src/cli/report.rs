@@ -47,6 +47,7 @@ pub fn generate(args: &ReportArgs) -> i32 {
         compare: args.compare.clone(),
         tolerance: args.tolerance / 100.0,
         regrade: true,
+        summary: true,
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {

@@ -111,6 +111,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         compare: Vec::new(),
         tolerance: 0.05,
         regrade: false,
+        summary: !dry_run,
     };
     match crate::report::scenario::generate(&runner.layout.root, Some(&outcome.records), &opts) {
         Ok(_) => info!(

@@ -21,6 +21,8 @@ pub struct Options {
     pub tolerance: f64,
     /// Grade again from the output (generate-report); a run has just graded.
     pub regrade: bool,
+    /// Write summary.json. A dry-run leaves it out, so its tree holds exactly CloudAI's files.
+    pub summary: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -204,6 +206,7 @@ pub fn read_tree(root: &Path) -> Vec<Entry> {
         compare: Vec::new(),
         tolerance: 0.0,
         regrade: false,
+        summary: false,
     };
     iteration_dirs(root)
         .iter()
@@ -401,7 +404,9 @@ pub fn generate(
         drops: flags,
     };
     let json = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
-    write_atomic(&root.join(SUMMARY_FILE), &json)?;
+    if opts.summary {
+        write_atomic(&root.join(SUMMARY_FILE), &json)?;
+    }
     let html = page(
         &format!("{name} — cloudai results"),
         &body(&summary, &sections),
