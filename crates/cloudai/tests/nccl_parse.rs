@@ -304,7 +304,10 @@ fn format_variants() {
                     \x20 1048576        262144     float     sum      -1    67.31   15.58   27.26       0   60.1    70.2    69.9    2.1    65.27   16.07   28.11       0   61.0    71.0    70.5    N/A\n";
     let r = &parse(per_iter).runs[0];
     assert_eq!(r.rows.len(), 1);
-    assert!(close(r.rows[0].out_of_place.busbw, 27.26) && close(r.rows[0].in_place.as_ref().unwrap().busbw, 28.11));
+    assert!(
+        close(r.rows[0].out_of_place.busbw, 27.26)
+            && close(r.rows[0].in_place.as_ref().unwrap().busbw, 28.11)
+    );
     // nothing at all
     assert!(failure(
         &parse("bash: all_reduce_perf_mpi: command not found\n"),

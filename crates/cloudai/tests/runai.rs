@@ -466,3 +466,32 @@ async fn mock_restart_keeps_state_and_the_job_completes() {
         "the restarted mock served the rest of the run"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_plane_that_keeps_refusing_fails_the_job_with_the_reason() {
+    let m = mock(60.0, None).await;
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+    );
+    let shared = m.shared.clone();
+    tokio::spawn(async move {
+        while shared.data.lock().unwrap().workloads.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut f = shared.faults.lock().unwrap();
+        f.error_burst = 1000;
+        f.error_status = 403;
+    });
+    let out = run(&w, RUN, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let r = record(&w.results_root(), "a", 0);
+    assert_eq!(r.status, Status::Failed);
+    assert!(
+        r.message.contains("cannot read Run:ai workload") && r.message.contains("HTTP 403"),
+        "{}",
+        r.message
+    );
+}

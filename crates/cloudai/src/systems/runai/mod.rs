@@ -24,6 +24,7 @@ use client::{ApiError, Client};
 
 pub const PAYLOAD_FILE: &str = "runai-workload.json";
 const DEGRADED_GRACE_S: u64 = 60;
+const MAX_READ_FAILURES: u32 = 10;
 
 #[derive(Clone, Debug, PartialEq)]
 enum StepKind {
@@ -52,6 +53,8 @@ struct Job {
     cancel_requested: bool,
     main_outcome: Option<JobOutcome>,
     degraded_since: Option<std::time::Instant>,
+    /// Polls in a row whose GET failed (after its own retries).
+    read_failures: u32,
     nodes: Vec<String>,
 }
 
@@ -364,10 +367,29 @@ impl RunAi {
                 });
             }
             Err(e) => {
+                let mut jobs = self.jobs.lock().unwrap();
+                let n = jobs.get_mut(job_id).map_or(0, |j| {
+                    j.read_failures += 1;
+                    j.read_failures
+                });
+                // A control plane that keeps refusing (403, a deleted project) will not recover on its own.
+                if n >= MAX_READ_FAILURES && e.code().is_some_and(|c| (400..500).contains(&c)) {
+                    let failure = format!(
+                        "cannot read Run:ai workload {} ({n} polls in a row): {e}",
+                        step.name
+                    );
+                    return JobState::Finished(JobOutcome {
+                        failure: Some(failure),
+                        ..Default::default()
+                    });
+                }
                 warn!("Cannot read Run:ai workload {}: {e}; will retry", step.name);
                 return JobState::Running;
             }
         };
+        if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
+            j.read_failures = 0;
+        }
         let phase = v["actualPhase"].as_str().unwrap_or("Unknown").to_string();
         if cancel {
             return JobState::Running; // waiting for it to be gone (404)
@@ -539,6 +561,7 @@ impl System for RunAi {
             cancel_requested: false,
             main_outcome: None,
             degraded_since: None,
+            read_failures: 0,
             nodes: Vec::new(),
         };
         self.jobs.lock().unwrap().insert(main_name.clone(), job);
