@@ -327,6 +327,17 @@ async fn create_distributed(
     create(s, "distributed", headers, body).await
 }
 
+/// An authorized request's workload (of `kind`, when given) that still exists.
+fn lookup(
+    s: &Shared,
+    headers: &HeaderMap,
+    id: &str,
+    kind: Option<&str>,
+) -> Result<Workload, ApiErr> {
+    s.check_auth(headers)?;
+    find(s, id, kind)
+}
+
 fn find(s: &Shared, id: &str, kind: Option<&str>) -> Result<Workload, ApiErr> {
     let data = s.data.lock().unwrap();
     data.workloads
@@ -341,10 +352,7 @@ async fn get_typed(
     Path((kind, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = s.check_auth(&headers) {
-        return r.into_response();
-    }
-    match find(&s, &id, Some(&kind)) {
+    match lookup(&s, &headers, &id, Some(&kind)) {
         Ok(w) => Json(workload_json(&s, &w, now())).into_response(),
         Err(r) => r.into_response(),
     }
@@ -408,10 +416,7 @@ fn detailed(s: &Shared, w: &Workload, t: f64) -> Value {
 }
 
 async fn get_workload(State(s): State<S>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    if let Err(r) = s.check_auth(&headers) {
-        return r.into_response();
-    }
-    match find(&s, &id, None) {
+    match lookup(&s, &headers, &id, None) {
         Ok(w) => Json(detailed(&s, &w, now())).into_response(),
         Err(r) => r.into_response(),
     }
@@ -453,29 +458,29 @@ fn page<T: Clone>(
     Ok((out, next))
 }
 
+/// A list page: `{"<key>": [...], "next": <offset>}`, `next` only when there is more.
+fn paged(key: &str, items: Vec<Value>, next: Option<usize>) -> Response {
+    let mut body = json!({ key: items });
+    if let Some(n) = next {
+        body["next"] = n.into();
+    }
+    Json(body).into_response()
+}
+
 async fn list_events(
     State(s): State<S>,
     Path(id): Path<String>,
     Query(p): Query<Page>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = s.check_auth(&headers) {
-        return r.into_response();
-    }
-    let w = match find(&s, &id, None) {
+    let w = match lookup(&s, &headers, &id, None) {
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };
     let ns = s.cfg.lock().unwrap().namespace.clone();
     let ev = model::events(&w, now(), &ns);
     match page(&ev, &p, true) {
-        Ok((events, next)) => {
-            let mut body = json!({"events": events});
-            if let Some(n) = next {
-                body["next"] = n.into();
-            }
-            Json(body).into_response()
-        }
+        Ok((events, next)) => paged("events", events, next),
         Err(r) => r.into_response(),
     }
 }
@@ -486,10 +491,7 @@ async fn list_pods(
     Query(p): Query<Page>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = s.check_auth(&headers) {
-        return r.into_response();
-    }
-    let w = match find(&s, &id, None) {
+    let w = match lookup(&s, &headers, &id, None) {
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };
@@ -507,7 +509,7 @@ async fn list_pods(
         })
         .collect();
     match page(&pods, &p, false) {
-        Ok((pods, next)) => Json(json!({"pods": pods, "next": next})).into_response(),
+        Ok((pods, next)) => paged("pods", pods, next),
         Err(r) => r.into_response(),
     }
 }
