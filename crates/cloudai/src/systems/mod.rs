@@ -72,6 +72,23 @@ pub trait System: Send + Sync {
     }
 }
 
+/// CloudAI's pre-test guard: each hook command followed by `SUCCESS_<i>=$(<its check>)`, then
+/// `PRE_TEST_SUCCESS` = 1 only when every check printed 1.
+pub fn pre_test_lines(hooks: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut vars = Vec::new();
+    for (i, (cmd, check)) in hooks.into_iter().enumerate() {
+        lines.push(cmd);
+        lines.push(format!("SUCCESS_{i}=$({check})"));
+        vars.push(format!("[ $SUCCESS_{i} -eq 1 ]"));
+    }
+    lines.push(format!(
+        "PRE_TEST_SUCCESS=$( {} && echo 1 || echo 0 )",
+        vars.join(" && ")
+    ));
+    lines
+}
+
 /// Environment of a test run as ordered (name, value) pairs; later entries win.
 pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
     let mut env: indexmap::IndexMap<String, String> = sys

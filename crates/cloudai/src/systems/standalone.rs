@@ -212,16 +212,8 @@ fn with_hooks(run: &TestRun, dir: &Path, main: &str) -> String {
     };
     let mut lines = Vec::new();
     if let Some(pre) = &run.pre_test {
-        let mut vars = Vec::new();
-        for (i, tr) in pre.test_runs.iter().enumerate() {
-            let (line, check) = hook("pre_test", tr);
-            lines.push(line);
-            lines.push(format!("SUCCESS_{i}=$({check})"));
-            vars.push(format!("[ $SUCCESS_{i} -eq 1 ]"));
-        }
-        lines.push(format!(
-            "PRE_TEST_SUCCESS=$( {} && echo 1 || echo 0 )",
-            vars.join(" && ")
+        lines.extend(super::pre_test_lines(
+            pre.test_runs.iter().map(|tr| hook("pre_test", tr)),
         ));
         lines.push("if [ $PRE_TEST_SUCCESS -ne 1 ]; then echo 'cloudai: a pre-test failed, the test was not run' >&2; exit 1; fi".into());
     }

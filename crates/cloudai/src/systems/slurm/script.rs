@@ -195,16 +195,7 @@ impl Ctx<'_> {
         let mut indent = "";
         if let Some(pre) = &run.pre_test {
             let sruns = self.hook_sruns(pre, "pre_test", dir, &mut files);
-            let mut vars = Vec::new();
-            for (i, (cmd, check)) in sruns.into_iter().enumerate() {
-                body.push(cmd);
-                body.push(format!("SUCCESS_{i}=$({check})"));
-                vars.push(format!("[ $SUCCESS_{i} -eq 1 ]"));
-            }
-            body.push(format!(
-                "PRE_TEST_SUCCESS=$( {} && echo 1 || echo 0 )",
-                vars.join(" && ")
-            ));
+            body.extend(crate::systems::pre_test_lines(sruns));
             body.push("if [ $PRE_TEST_SUCCESS -eq 1 ]; then".into());
             indent = "    ";
         }
