@@ -64,6 +64,8 @@ pub struct RunAi {
     jobs: Mutex<HashMap<JobId, Job>>,
     /// Unique per results tree, so names do not collide between runs.
     salt: Mutex<String>,
+    /// Workloads planned by `prepare`, by iteration directory, for `submit`.
+    planned: Mutex<HashMap<PathBuf, Vec<Step>>>,
 }
 
 impl RunAi {
@@ -83,6 +85,7 @@ impl RunAi {
             client,
             jobs: Mutex::default(),
             salt: Mutex::default(),
+            planned: Mutex::default(),
         })
     }
 
@@ -131,6 +134,31 @@ impl RunAi {
             dir: dir.to_path_buf(),
             check_output: true,
         }
+    }
+
+    /// The workloads of one iteration in order: pre-test hooks, the test, post-test hooks. Names are stable for
+    /// this results tree.
+    fn steps(&self, run: &TestRun, dir: &Path) -> Vec<Step> {
+        let salt = {
+            let mut s = self.salt.lock().unwrap();
+            if s.is_empty() {
+                *s = chrono::Local::now().format("%Y%m%d%H%M%S%f").to_string();
+            }
+            s.clone()
+        };
+        let hooks = |h: &Option<Arc<crate::scenario::HookScenario>>,
+                     kind: StepKind,
+                     sub: &str|
+         -> Vec<Step> {
+            h.iter()
+                .flat_map(|h| h.test_runs.iter())
+                .map(|tr| self.step(tr, kind.clone(), &dir.join(sub).join(&tr.test.name), &salt))
+                .collect()
+        };
+        let mut steps = hooks(&run.pre_test, StepKind::Pre, "pre_test");
+        steps.push(self.step(run, StepKind::Main, dir, &salt));
+        steps.extend(hooks(&run.post_test, StepKind::Post, "post_test"));
+        steps
     }
 
     fn typed_path(step: &Step) -> &'static str {
@@ -467,45 +495,39 @@ impl System for RunAi {
     }
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
-        let salt = {
-            let mut s = self.salt.lock().unwrap();
-            if s.is_empty() {
-                *s = chrono::Local::now().format("%Y%m%d%H%M%S%f").to_string();
-            }
-            s.clone()
-        };
-        let main = self.step(run, StepKind::Main, dir, &salt);
-        let mut files = vec![(
-            PAYLOAD_FILE.to_string(),
-            serde_json::to_string_pretty(&main.payload).unwrap_or_default(),
-        )];
-        for (kind, hook, sub) in [
-            (StepKind::Pre, &run.pre_test, "pre_test"),
-            (StepKind::Post, &run.post_test, "post_test"),
-        ] {
-            for tr in hook.iter().flat_map(|h| h.test_runs.iter()) {
-                let hdir = dir.join(sub).join(&tr.test.name);
-                let s = self.step(tr, kind.clone(), &hdir, &salt);
-                files.push((
-                    format!("{sub}/{}/{PAYLOAD_FILE}", tr.test.name),
-                    serde_json::to_string_pretty(&s.payload).unwrap_or_default(),
-                ));
-            }
-        }
-        let spec = &main.payload;
-        let full = if main.distributed {
-            format!(
-                "{} {}",
-                spec["masterSpec"]["command"].as_str().unwrap_or(""),
-                spec["masterSpec"]["args"].as_str().unwrap_or("")
-            )
+        let steps = self.steps(run, dir);
+        let files = steps
+            .iter()
+            .map(|st| {
+                let rel = st
+                    .dir
+                    .strip_prefix(dir)
+                    .unwrap_or(Path::new(""))
+                    .join(PAYLOAD_FILE);
+                (
+                    rel.display().to_string(),
+                    serde_json::to_string_pretty(&st.payload).unwrap_or_default(),
+                )
+            })
+            .collect();
+        let main = steps
+            .iter()
+            .find(|st| st.kind == StepKind::Main)
+            .expect("a plan has its main step");
+        let spec = if main.distributed {
+            &main.payload["masterSpec"]
         } else {
-            format!(
-                "{} {}",
-                spec["spec"]["command"].as_str().unwrap_or(""),
-                spec["spec"]["args"].as_str().unwrap_or("")
-            )
+            &main.payload["spec"]
         };
+        let full = format!(
+            "{} {}",
+            spec["command"].as_str().unwrap_or(""),
+            spec["args"].as_str().unwrap_or("")
+        );
+        self.planned
+            .lock()
+            .unwrap()
+            .insert(dir.to_path_buf(), steps);
         Ok(Prepared {
             test_cmd: run.workload.command(&run.test),
             full_cmd: full,
@@ -521,25 +543,8 @@ impl System for RunAi {
         _job: &Prepared,
         dry_run: bool,
     ) -> Result<JobId, String> {
-        let salt = self.salt.lock().unwrap().clone();
-        let mut steps = Vec::new();
-        for tr in run.pre_test.iter().flat_map(|h| h.test_runs.iter()) {
-            steps.push(self.step(
-                tr,
-                StepKind::Pre,
-                &dir.join("pre_test").join(&tr.test.name),
-                &salt,
-            ));
-        }
-        steps.push(self.step(run, StepKind::Main, dir, &salt));
-        for tr in run.post_test.iter().flat_map(|h| h.test_runs.iter()) {
-            steps.push(self.step(
-                tr,
-                StepKind::Post,
-                &dir.join("post_test").join(&tr.test.name),
-                &salt,
-            ));
-        }
+        let planned = self.planned.lock().unwrap().remove(dir);
+        let steps = planned.unwrap_or_else(|| self.steps(run, dir));
         let main_name = steps
             .iter()
             .find(|s| s.kind == StepKind::Main)
