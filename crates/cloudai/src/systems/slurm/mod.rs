@@ -21,6 +21,9 @@ use crate::{debug, info, warn};
 
 /// A Slurm command that takes longer than this is treated as failed (the controller is overloaded or gone).
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+/// `scontrol show config` only decides the GPU directives, and an unreachable controller counts as "yes":
+/// do not let a dry-run wait on scontrol's own retries.
+const GRES_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 /// Polls after a job left the queue during which sacct may still lack its record (slurmdbd lags).
 const SACCT_PATIENCE: u32 = 30;
 
@@ -94,7 +97,7 @@ async fn run_cmd(program: &str, args: &[&str]) -> Out {
 }
 
 /// Blocking variant for preparation (node states, GPU support), with a short timeout.
-fn run_blocking(program: &str, args: &[&str]) -> Out {
+fn run_blocking(program: &str, args: &[&str], limit: Duration) -> Out {
     let mut child = match std::process::Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -105,7 +108,7 @@ fn run_blocking(program: &str, args: &[&str]) -> Out {
         Ok(c) => c,
         Err(e) => return Out::failed(format!("cannot run {program}: {e}")),
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + limit;
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
@@ -167,7 +170,7 @@ impl Slurm {
             if self.slurm().gpus_per_node.is_none() {
                 return false;
             }
-            let out = run_blocking("scontrol", &["show", "config"]);
+            let out = run_blocking("scontrol", &["show", "config"], GRES_CHECK_TIMEOUT);
             if !out.ok || !out.stderr.is_empty() {
                 debug!("Error checking GPU support: {}", out.stderr);
                 return true;
@@ -184,7 +187,11 @@ impl Slurm {
         }
         let needs_states = run.nodes.iter().any(|n| n.contains(':'));
         let states = if needs_states && !self.dry_run {
-            let out = run_blocking("sinfo", &["-h", "-N", "-o", "%N|%t"]);
+            let out = run_blocking(
+                "sinfo",
+                &["-h", "-N", "-o", "%N|%t"],
+                Duration::from_secs(10),
+            );
             if !out.ok {
                 return Err(format!(
                     "cannot read node states with sinfo: {}",
