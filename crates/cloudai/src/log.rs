@@ -65,9 +65,72 @@ pub fn log(level: Level, msg: &str) {
     };
     if level >= l.console {
         let mut out = std::io::stdout().lock();
+        let status = STATUS.lock().ok().and_then(|s| s.clone());
+        if status.is_some() {
+            let _ = write!(out, "\r\x1b[2K");
+        }
         let _ = writeln!(out, "[{}] {msg}", level.name());
+        if let Some(s) = status {
+            let _ = write!(out, "{s}");
+            let _ = out.flush();
+        }
     }
     log_file_only(level, msg);
+}
+
+/// The status line shown under the log on a terminal (redrawn in place); `None` when nothing is shown.
+static STATUS: Mutex<Option<String>> = Mutex::new(None);
+/// What the last status line said when stdout is not a terminal (a new line is printed only on change).
+static LAST_STATUS_KEY: Mutex<String> = Mutex::new(String::new());
+
+/// Shows a one-line status. On a terminal the line is redrawn in place under the log; otherwise `text` is logged
+/// as an INFO line whenever `key` (what matters in it, without clocks) changes.
+pub fn status(text: &str, key: &str) {
+    use std::io::IsTerminal;
+    let mut out = std::io::stdout();
+    if out.is_terminal() {
+        let line: String = text
+            .chars()
+            .take(terminal_width().saturating_sub(1))
+            .collect();
+        let _ = write!(out.lock(), "\r\x1b[2K{line}");
+        let _ = out.flush();
+        if let Ok(mut s) = STATUS.lock() {
+            *s = Some(line);
+        }
+        return;
+    }
+    let changed = LAST_STATUS_KEY.lock().is_ok_and(|mut last| {
+        let changed = *last != key;
+        if changed {
+            *last = key.to_string();
+        }
+        changed
+    });
+    if changed {
+        log(Level::Info, text);
+    }
+}
+
+/// Removes the status line (before the final table).
+pub fn clear_status() {
+    let had = STATUS.lock().ok().and_then(|mut s| s.take()).is_some();
+    if had {
+        let mut out = std::io::stdout();
+        let _ = write!(out, "\r\x1b[2K");
+        let _ = out.flush();
+    }
+}
+
+fn terminal_width() -> usize {
+    // SAFETY: TIOCGWINSZ fills a winsize struct; the result is only read on success.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        ws.ws_col as usize
+    } else {
+        80
+    }
 }
 
 /// Plain console text (CloudAI prints some lines without a level), mirrored to the log file.

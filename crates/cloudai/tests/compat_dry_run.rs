@@ -1,12 +1,12 @@
 //! `cloudai dry-run` writes the same results tree as CloudAI's for the reference cases in
-//! shared/compat/cloudai-dry-run, file for file and byte for byte after the same normalization.
+//! tests/data/compat/cloudai-dry-run, file for file and byte for byte after the same normalization.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{shared, stdout_of, Work};
+use common::{data, stdout_of, Work};
 
 fn files(root: &Path) -> BTreeMap<String, PathBuf> {
     fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, PathBuf>) {
@@ -60,7 +60,7 @@ fn normalize_timestamps(s: &str) -> String {
 
 /// Runs the case and compares the trees. Scenario-level files (reports, tarball) are not part of the reference.
 fn check_case(name: &str) {
-    let compat = shared().join("compat");
+    let compat = data().join("compat");
     let case = compat.join("cloudai-dry-run").join(name);
     let inp = input(&case);
     let w = Work::new();

@@ -8,10 +8,10 @@ use std::path::Path;
 use cloudai::config::args::ArgValue;
 use cloudai::config::system::{self, SystemKind};
 use cloudai::scenario::{self, Inputs};
-use common::{repo, shared, stdout_of, Work};
+use common::{data, repo, stdout_of, Work};
 
 fn compat(rel: &str) -> std::path::PathBuf {
-    shared().join("compat/conf").join(rel)
+    data().join("compat/conf").join(rel)
 }
 
 #[test]
@@ -184,7 +184,7 @@ fn verify_configs_passes_cloudai_examples_and_warns_on_unsupported_templates() {
     let out = w
         .cloudai()
         .arg("verify-configs")
-        .arg(shared().join("compat/conf"))
+        .arg(data().join("compat/conf"))
         .output()
         .unwrap();
     let text = stdout_of(&out);

@@ -7,11 +7,11 @@ use std::path::Path;
 
 use cloudai::workloads::nccl::grade::{failure, metrics};
 use cloudai::workloads::nccl::parse::{parse, ErrorKind, Output};
-use common::shared;
+use common::data;
 use proptest::prelude::*;
 
 fn sample(name: &str) -> (Output, std::path::PathBuf) {
-    let p = shared().join("nccl-samples").join(name);
+    let p = data().join("nccl-samples").join(name);
     (parse(&std::fs::read_to_string(&p).unwrap()), p)
 }
 
@@ -375,7 +375,7 @@ proptest! {
 
     #[test]
     fn mutated_real_output_never_panics(cut in 0usize..4435, junk in "[ -~\n#\\[\\]:]{0,80}") {
-        let text = std::fs::read_to_string(shared().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt")).unwrap();
+        let text = std::fs::read_to_string(data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt")).unwrap();
         let cut = cut.min(text.len());
         let cut = (0..=cut).rev().find(|i| text.is_char_boundary(*i)).unwrap();
         let mangled = format!("{}{}{}", &text[..cut], junk, &text[cut..]);

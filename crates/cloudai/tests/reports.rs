@@ -6,15 +6,15 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{shared, stdout_of, Work};
+use common::{assert_verdict_exit, data, stdout_of, Work};
 
-/// A standalone NCCL scenario whose stand-in binary prints `sample` (a file of shared/nccl-samples).
+/// A standalone NCCL scenario whose stand-in binary prints `sample` (a file of tests/data/nccl-samples).
 fn nccl_run(w: &Work, sample: &str, iterations: u32) -> PathBuf {
     let bin = w.file(
         "bin/all_reduce_perf_mpi",
         &format!(
             "#!/bin/bash\ncat {}\n",
-            shared().join("nccl-samples").join(sample).display()
+            data().join("nccl-samples").join(sample).display()
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -42,8 +42,9 @@ fn nccl_run(w: &Work, sample: &str, iterations: u32) -> PathBuf {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
-    w.results_root()
+    let root = w.results_root();
+    assert_verdict_exit(&out, &root);
+    root
 }
 
 fn summary(root: &Path) -> serde_json::Value {
@@ -56,7 +57,7 @@ fn run_writes_cloudai_csv_html_and_summary() {
     let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 1);
     let csv = std::fs::read_to_string(root.join("ar/0/cloudai_nccl_test_csv_report.csv")).unwrap();
     let reference = std::fs::read_to_string(
-        shared().join("compat/cloudai-reports/single-node-8gpu-a100-allreduce-v2.19.4.csv"),
+        data().join("compat/cloudai-reports/single-node-8gpu-a100-allreduce-v2.19.4.csv"),
     )
     .unwrap();
     assert_eq!(csv, reference);
@@ -125,7 +126,7 @@ fn generate_report_regrades_and_compares_without_rerunning() {
     )
     .unwrap();
     std::fs::copy(
-        shared().join("nccl-samples/single-node-2gpu-nccl-failure-with-debug-info.txt"),
+        data().join("nccl-samples/single-node-2gpu-nccl-failure-with-debug-info.txt"),
         root.join("ar/0/stdout.txt"),
     )
     .unwrap();
@@ -141,7 +142,8 @@ fn generate_report_regrades_and_compares_without_rerunning() {
         .output()
         .unwrap();
     let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    // re-graded as failed: generate-report's exit code says so too
+    assert_eq!(out.status.code(), Some(3), "{text}");
     let s = summary(&root);
     assert_eq!(s["tests"][0]["status"], "FAILED", "{s}");
     assert!(s["tests"][0]["message"]

@@ -60,7 +60,7 @@ test_name = "bash"
 "#,
     );
     let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
     let root = w.results_root();
     assert_eq!(
         std::fs::read_to_string(root.join("ok/0/stdout.txt")).unwrap(),
@@ -102,7 +102,7 @@ time_limit = "2s"
 "#,
     );
     let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "the job was not killed at its limit"
@@ -247,7 +247,12 @@ fn hooks_run_around_the_test_and_a_failed_pre_test_skips_it() {
             .args(["--output-dir", &format!("out-{hook}")])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(if hook == "ok" { 0 } else { 3 }),
+            "{}",
+            stdout_of(&out)
+        );
         let root = std::fs::read_dir(w.path().join(format!("out-{hook}")))
             .unwrap()
             .next()

@@ -7,14 +7,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
-use common::{record, shared, stdout_of, Work};
+use common::{data, record, stdout_of, Work};
 use runai_mock::{Config, Faults, MockServer, Timing};
 use serde_json::Value;
 
 const SECRET: &str = "s3cr3t-do-not-log";
 
 fn sample(name: &str) -> String {
-    std::fs::read_to_string(shared().join("nccl-samples").join(name)).unwrap()
+    std::fs::read_to_string(data().join("nccl-samples").join(name)).unwrap()
 }
 
 fn timing(run_s: f64) -> Timing {
@@ -241,7 +241,7 @@ async fn failed_workload_reports_phase_and_last_event() {
         "name = \"runai\"\n[[Tests]]\nid = \"bad\"\ntest_name = \"nccl\"\n",
     );
     let out = run(&w, RUN, &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
     let r = record(&w.results_root(), "bad", 0);
     assert_eq!(r.status, Status::Failed);
     assert!(
@@ -357,7 +357,7 @@ async fn pre_and_post_hooks_run_as_their_own_workloads() {
     );
     w.file("hooks/test/hook.toml", "name = \"hook_nccl\"\ndescription = \"h\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img\"\n");
     let out = run(&w, &args, &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
     let r = record(&w.results_root(), "main", 0);
     assert_eq!(r.status, Status::Failed);
     assert!(
@@ -486,7 +486,7 @@ async fn a_control_plane_that_keeps_refusing_fails_the_job_with_the_reason() {
         f.error_status = 403;
     });
     let out = run(&w, RUN, &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
     let r = record(&w.results_root(), "a", 0);
     assert_eq!(r.status, Status::Failed);
     assert!(

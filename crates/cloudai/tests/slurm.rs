@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
-use common::{check_dependencies, record, shared, stdout_of, Work, DEPENDENCY_SCENARIO};
+use common::{check_dependencies, data, record, stdout_of, Work, DEPENDENCY_SCENARIO};
 
 fn cluster_up() -> bool {
     let up = Command::new("scontrol")
@@ -162,7 +162,7 @@ fn nccl_without_container_runs_the_binary_from_path() {
         return;
     }
     let w = Work::new();
-    let sample = shared().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt");
+    let sample = data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt");
     // A stand-in for nccl-tests: rank 0 prints a real output, like the MPI binary does.
     let bin = w.file(
         "bin/all_reduce_perf_mpi",
@@ -213,7 +213,7 @@ test_name = "sleep"
     };
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
     let root = w.results_root();
     let r = record(&root, "fails", 0);
     assert_eq!((r.status, r.exit_code), (Status::Failed, Some(3)), "{text}");
@@ -238,7 +238,7 @@ test_name = "sleep"
     );
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
     let r = record(&w.results_root(), "x", 0);
     assert_eq!(
         (r.status, r.end_reason),
@@ -264,7 +264,7 @@ fn time_limit_cancels_the_job() {
     let started = Instant::now();
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "took {:?}",

@@ -1,4 +1,4 @@
-//! `runai-mock --listen 127.0.0.1:18080 --stdout ../shared/nccl-samples/….txt`
+//! `runai-mock --listen 127.0.0.1:18080 --stdout crates/cloudai/tests/data/nccl-samples/….txt`
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

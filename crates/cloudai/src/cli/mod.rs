@@ -72,6 +72,9 @@ pub struct RunArgs {
     /// Slurm only: run the whole scenario in one sbatch job
     #[arg(long)]
     single_sbatch: bool,
+    /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -102,6 +105,44 @@ pub fn main() -> i32 {
             }
         }
     }
+}
+
+/// Writes `--junit` when asked; an error is reported and makes the exit code 1.
+pub fn write_junit(
+    path: Option<&std::path::Path>,
+    scenario: &str,
+    records: &[crate::results::IterationRecord],
+) -> bool {
+    let Some(path) = path else { return true };
+    match crate::report::junit::write(path, scenario, records) {
+        Ok(()) => {
+            crate::info!("JUnit report written to {}", path.display());
+            true
+        }
+        Err(e) => {
+            crate::error!("Cannot write the JUnit report {}: {e}", path.display());
+            false
+        }
+    }
+}
+
+/// The closing verdict of a scenario that ran to its end: a summary line and the exit code (0 or 3).
+pub fn verdict(records: &[crate::results::IterationRecord]) -> i32 {
+    let code = crate::results::record::exit_code(records);
+    if code != 0 {
+        let bad: Vec<String> = records
+            .iter()
+            .filter(|r| !r.status.is_success())
+            .map(|r| format!("{} #{} {}", r.test_id, r.iteration, r.status.as_str()))
+            .collect();
+        crate::warn!(
+            "{} of {} test iterations did not pass: {} (exit code {code})",
+            bad.len(),
+            records.len(),
+            bad.join(", ")
+        );
+    }
+    code
 }
 
 /// Reports config errors: one `[ERROR]` record per problem, each with its location and hint.

@@ -18,6 +18,9 @@ pub struct ReportArgs {
     /// Allowed busbw drop per size, in percent
     #[arg(long, default_value_t = 5.0)]
     tolerance: f64,
+    /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
     /// Accepted for CloudAI compatibility (the results tree holds what is needed)
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
@@ -71,7 +74,10 @@ pub fn generate(args: &ReportArgs) -> i32 {
             let records: Vec<_> = summary.tests.iter().map(|e| e.record.clone()).collect();
             info!("Scenario results");
             log::print(&crate::report::status_table::render(&records));
-            0
+            if !super::write_junit(args.junit.as_deref(), &summary.scenario, &records) {
+                return 1;
+            }
+            super::verdict(&records)
         }
         Err(e) => {
             error!("Cannot write reports in {}: {e}", args.result_dir.display());

@@ -94,6 +94,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         } else {
             system.monitor_interval.max(1)
         }),
+        max_pending_time: system.max_pending_time,
         submissions: Default::default(),
     };
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -129,6 +130,11 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     }
     info!("Scenario results");
     log::print(&crate::report::status_table::render(&outcome.records));
+    let junit_ok = super::write_junit(
+        args.junit.as_deref(),
+        &runner.scenario.name,
+        &outcome.records,
+    );
     if outcome.interrupted {
         crate::warn!(
             "Run interrupted: every submitted job was cancelled. Results so far are in {}",
@@ -137,7 +143,10 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         return 130;
     }
     info!("All jobs are complete.");
-    0
+    if !junit_ok {
+        return 1;
+    }
+    super::verdict(&outcome.records)
 }
 
 /// The scenario outline CloudAI prints before running.

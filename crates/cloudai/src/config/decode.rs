@@ -209,6 +209,24 @@ impl<'a> View<'a> {
             .and_then(|n| as_bool(ctx, n, &self.field(key)))
     }
 
+    /// A duration in CloudAI's time-limit syntax (`30m`, `2h`, `HH:MM:SS`, …), in seconds.
+    pub fn duration(&self, ctx: &mut Ctx, key: &str) -> Option<u64> {
+        let s = self.opt_str(ctx, key)?;
+        match super::time_limit::parse(&s) {
+            Ok(secs) => Some(secs),
+            Err(msg) => {
+                let loc = self.get(key)?.loc.clone();
+                ctx.err(
+                    &loc,
+                    &self.field(key),
+                    msg,
+                    Some(super::time_limit::FORMS_HINT.into()),
+                );
+                None
+            }
+        }
+    }
+
     /// A non-negative integer with a default.
     pub fn count(&self, ctx: &mut Ctx, key: &str, default: u64) -> u64 {
         match self.get(key) {

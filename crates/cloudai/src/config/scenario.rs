@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use super::decode::{as_int, Ctx, View};
 use super::error::{did_you_mean, ConfigErrors};
 use super::node::{self, Kind, Loc, Node, Table};
-use super::time_limit;
 
 #[derive(Clone, Debug)]
 pub struct ScenarioFile {
@@ -35,6 +34,8 @@ pub struct TestEntry {
     pub sol: Option<f64>,
     pub ideal_perf: f64,
     pub time_limit: Option<u64>,
+    /// Seconds a job of this test may wait in the queue (our field; the system's value otherwise).
+    pub max_pending_time: Option<u64>,
     pub dependencies: Vec<Dependency>,
     pub extra_srun_args: Option<String>,
     /// Test-definition fields set in this entry, to merge over the referenced test (or the whole inline test).
@@ -88,6 +89,7 @@ const RUN_FIELDS: &[&str] = &[
     "sol",
     "ideal_perf",
     "time_limit",
+    "max_pending_time",
     "dependencies",
     "extra_srun_args",
 ];
@@ -232,21 +234,8 @@ fn decode_entry(ctx: &mut Ctx, v: &View, index: usize) -> Option<TestEntry> {
             },
         },
     };
-    let time_limit = v
-        .opt_str(ctx, "time_limit")
-        .and_then(|s| match time_limit::parse(&s) {
-            Ok(secs) => Some(secs),
-            Err(msg) => {
-                let loc = v.get("time_limit").unwrap().loc.clone();
-                ctx.err(
-                    &loc,
-                    &v.field("time_limit"),
-                    msg,
-                    Some(time_limit::FORMS_HINT.into()),
-                );
-                None
-            }
-        });
+    let time_limit = v.duration(ctx, "time_limit");
+    let max_pending_time = v.duration(ctx, "max_pending_time");
     let iterations = v.count(ctx, "iterations", 1);
     if iterations == 0 {
         let loc = v.get("iterations").unwrap().loc.clone();
@@ -274,6 +263,7 @@ fn decode_entry(ctx: &mut Ctx, v: &View, index: usize) -> Option<TestEntry> {
         sol: v.opt_float(ctx, "sol"),
         ideal_perf: v.opt_float(ctx, "ideal_perf").unwrap_or(1.0),
         time_limit,
+        max_pending_time,
         dependencies,
         extra_srun_args: v.opt_str(ctx, "extra_srun_args"),
         overrides: Node {

@@ -40,6 +40,8 @@ pub struct SystemConfig {
     pub hf_home_path: PathBuf,
     pub global_env_vars: IndexMap<String, ArgValue>,
     pub monitor_interval: u64,
+    /// Seconds any job may wait in the queue before it is cancelled (our field; off when unset).
+    pub max_pending_time: Option<u64>,
     pub kind: SystemKind,
 }
 
@@ -153,6 +155,7 @@ const BASE_FIELDS: &[&str] = &[
     "hf_home_path",
     "global_env_vars",
     "monitor_interval",
+    "max_pending_time",
 ];
 
 /// The system used when none is given: conf/common/system/standalone_system.toml, built in.
@@ -220,6 +223,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
     let hf_home_path = v.opt_str(&mut ctx, "hf_home_path").map(PathBuf::from);
     let global_env_vars = env_table(&mut ctx, &v, "global_env_vars");
     let monitor_interval = v.count(&mut ctx, "monitor_interval", default_interval);
+    let max_pending_time = v.duration(&mut ctx, "max_pending_time");
 
     let kind = match scheduler.as_str() {
         "standalone" => Some(SystemKind::Standalone),
@@ -243,6 +247,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
                 hf_home_path,
                 global_env_vars,
                 monitor_interval,
+                max_pending_time,
                 kind,
             })
         }

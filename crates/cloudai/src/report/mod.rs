@@ -1,6 +1,7 @@
 //! Reports over a scenario's results: per-iteration files, the scenario page and summary, the status table.
 
 pub mod html;
+pub mod junit;
 pub mod nccl;
 pub mod scenario;
 pub mod status_table;

@@ -158,6 +158,7 @@ fn entry(
             signal: None,
             status: Status::Skipped,
             message: "no run record in this directory".into(),
+            ..Default::default()
         });
     let gradable = matches!(
         record.end_reason,
@@ -461,7 +462,7 @@ fn body(s: &Summary, sections: &str) -> String {
             esc(&r.test_id),
             r.iteration,
             r.status.as_str(),
-            esc(&format!("{:?}", r.end_reason)),
+            esc(&r.end_reason.as_str()),
             esc(r.job_id.as_deref().unwrap_or("")),
             esc(&r.nodes.join(",")),
             num("peak_busbw_gbps", "GB/s"),

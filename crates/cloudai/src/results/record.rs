@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 pub const RECORD_FILE: &str = "cloudai-run.json";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     Passed,
@@ -17,7 +17,11 @@ pub enum Status {
     /// Stopped on purpose by an `end_post_comp` dependency; not a failure.
     Stopped,
     /// Never started (the run was cancelled first, or submission was impossible).
+    #[default]
     Skipped,
+    /// Dry-run: every file was written, nothing ran, nothing was graded.
+    #[serde(rename = "DRY-RUN")]
+    DryRun,
 }
 
 impl Status {
@@ -29,20 +33,55 @@ impl Status {
             Status::Cancelled => "CANCELLED",
             Status::Stopped => "STOPPED",
             Status::Skipped => "SKIPPED",
+            Status::DryRun => "DRY-RUN",
         }
+    }
+
+    /// Whether this status lets the scenario count as a success (exit code 0): passed, stopped on purpose by an
+    /// `end_post_comp` dependency, or a dry-run.
+    pub fn is_success(self) -> bool {
+        matches!(self, Status::Passed | Status::Stopped | Status::DryRun)
     }
 }
 
+/// Exit code of a scenario that ran to its end (not interrupted): 0 when every iteration succeeded, else
+/// [`EXIT_TEST_FAILURES`]. Documented in the README; other tools build on it.
+pub fn exit_code(records: &[IterationRecord]) -> i32 {
+    if records.iter().all(|r| r.status.is_success()) {
+        0
+    } else {
+        EXIT_TEST_FAILURES
+    }
+}
+
+/// The scenario ran, but an iteration failed, timed out, was cancelled by the scheduler or was skipped.
+pub const EXIT_TEST_FAILURES: i32 = 3;
+
 /// Why the job stopped running, independent of grading.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EndReason {
     /// The job ran to its end (its grade says whether it passed).
     Exited,
     /// We (or the scheduler) killed it at its time limit.
     TimeLimit,
-    /// The user interrupted the run.
+    /// The user interrupted the run (Ctrl-C, SIGTERM): we cancelled the job.
     Cancelled,
+    /// Someone else cancelled the job on the scheduler (an admin's or the user's own `scancel`).
+    CancelledByScheduler,
+    /// The scheduler can never start the job as submitted (more nodes than the partition has, bad account,
+    /// nodes down or drained): we cancelled it instead of waiting forever.
+    Unschedulable,
+    /// The job waited in the queue longer than `max_pending_time`; we cancelled it.
+    PendingTooLong,
+    /// A node of the job failed (Slurm NODE_FAIL) and the job was not requeued.
+    NodeFail,
+    /// The job ran out of memory (OUT_OF_MEMORY).
+    OutOfMemory,
+    /// The scheduler preempted the job for another.
+    Preempted,
+    /// The job left the scheduler's queue and the scheduler kept no final state for it.
+    Lost,
     /// An `end_post_comp` dependency completed.
     StoppedByDependency,
     /// The scheduler refused the job.
@@ -50,10 +89,21 @@ pub enum EndReason {
     /// Nothing ran: dry-run.
     DryRun,
     /// Never submitted.
+    #[default]
     NotStarted,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+impl EndReason {
+    /// The documented snake_case name (`time_limit`, `unschedulable`, …), as in `cloudai-run.json`.
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IterationRecord {
     pub test_id: String,
     pub test_name: String,
@@ -74,6 +124,39 @@ pub struct IterationRecord {
     pub signal: Option<i32>,
     pub status: Status,
     pub message: String,
+    /// The scheduler's own final state (`COMPLETED`, `NODE_FAIL`, `CANCELLED by 1000`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_state: Option<String>,
+    /// Every queue state the job was seen in, with the scheduler's reason (`PENDING` / `Resources`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue_states: Vec<QueueState>,
+    /// Each time the scheduler started the job: more than one when it was requeued (after a node failure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// A change of the job's queue state as seen by polling.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueState {
+    /// When it was first seen (RFC 3339).
+    pub at: String,
+    pub state: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// One run of the job on the scheduler (Slurm runs a requeued job again under the same id).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub nodes: Vec<String>,
+    /// The scheduler's state for this attempt (`NODE_FAIL`, `REQUEUED`, `COMPLETED`, …).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
 }
 
 impl IterationRecord {

@@ -5,6 +5,9 @@
 //! until the dependency's job is running; `start_post_comp` waits until all its iterations are done;
 //! `end_post_comp` stops this run when the dependency is done.
 
+mod progress;
+mod queue;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +34,8 @@ pub struct Runner {
     pub scheduler: &'static str,
     pub dry_run: bool,
     pub interval: Duration,
+    /// The system's `max_pending_time` (a test's own value wins), seconds.
+    pub max_pending_time: Option<u64>,
     /// Counts submissions, so the loop polls a freshly submitted job before it sleeps.
     pub submissions: std::cell::Cell<u64>,
 }
@@ -47,6 +52,12 @@ struct Active {
     submitted_at: DateTime<Local>,
     started: Option<(DateTime<Local>, Instant)>,
     kill: Option<EndReason>,
+    /// Why we ended it, when the end reason alone does not say (unschedulable, pending too long).
+    kill_msg: Option<String>,
+    /// Since when the job waits in the queue (reset when it runs; a requeued job waits again).
+    pending_since: Option<Instant>,
+    /// Every queue state seen, with the scheduler's reason.
+    queue: Vec<crate::results::record::QueueState>,
     dry_polls: u8,
 }
 
@@ -116,6 +127,9 @@ impl Runner {
             if slots.iter().all(Slot::done) {
                 break;
             }
+            if !self.dry_run {
+                progress::show(&slots);
+            }
             if self.dry_run {
                 continue;
             }
@@ -135,6 +149,7 @@ impl Runner {
                 break;
             }
         }
+        crate::log::clear_status();
         if interrupted {
             self.cancel_all(&mut slots, &mut records).await;
         }
@@ -207,6 +222,9 @@ impl Runner {
                     submitted_at,
                     started: None,
                     kill: None,
+                    kill_msg: None,
+                    pending_since: Some(Instant::now()),
+                    queue: Vec::new(),
                     dry_polls: 0,
                 }))
             }
@@ -240,19 +258,10 @@ impl Runner {
             iteration,
             iterations: run.iterations,
             scheduler: self.scheduler.to_string(),
-            job_id: None,
-            nodes: Vec::new(),
             output_path: dir.display().to_string(),
             test_cmd: p.test_cmd.clone(),
-            submitted_at: None,
-            started_at: None,
-            ended_at: None,
             time_limit_secs: run.effective_time_limit(),
-            end_reason: EndReason::NotStarted,
-            exit_code: None,
-            signal: None,
-            status: Status::Skipped,
-            message: String::new(),
+            ..Default::default()
         }
     }
 
@@ -307,11 +316,16 @@ impl Runner {
                 continue;
             };
             match state {
-                JobState::Pending => {}
+                JobState::Pending(q) => self.pending(&slot.run, a, q).await,
                 JobState::Running => {
                     if a.started.is_none() {
                         a.started = Some((Local::now(), Instant::now()));
                     }
+                    a.pending_since = None;
+                    if a.queue.last().is_some_and(|l| l.state != "RUNNING") {
+                        info!("job {} ({}) running", a.id, slot.run.id);
+                    }
+                    queue::note_state(&mut a.queue, "RUNNING", "");
                     slot.started = true;
                 }
                 JobState::Finished(outcome) => {
@@ -332,11 +346,14 @@ impl Runner {
             return;
         };
         let run = slot.run.clone();
-        let end_reason = a.kill.or(outcome.end).unwrap_or(if self.dry_run {
-            EndReason::DryRun
-        } else {
-            EndReason::Exited
-        });
+        let end_reason = match (a.kill, outcome.end) {
+            (Some(k), _) => k,
+            // the job says cancelled, and we did not ask for it
+            (None, Some(EndReason::Cancelled)) => EndReason::CancelledByScheduler,
+            (None, Some(e)) => e,
+            (None, None) if self.dry_run => EndReason::DryRun,
+            (None, None) => EndReason::Exited,
+        };
         if !self.dry_run {
             self.system.collect(&a.id).await;
         }
@@ -349,12 +366,19 @@ impl Runner {
                 Status::Timeout,
                 format!("killed at its time limit of {limit}"),
             ),
-            EndReason::Cancelled if a.kill.is_none() => (
+            EndReason::CancelledByScheduler => (
                 Status::Cancelled,
                 outcome
                     .failure
                     .clone()
                     .unwrap_or_else(|| "cancelled outside cloudai".into()),
+            ),
+            EndReason::Unschedulable | EndReason::PendingTooLong => {
+                (Status::Failed, a.kill_msg.clone().unwrap_or_default())
+            }
+            EndReason::DryRun => (
+                Status::DryRun,
+                "dry-run: files written, nothing ran".to_string(),
             ),
             EndReason::Cancelled => (Status::Cancelled, "cancelled by the user".to_string()),
             EndReason::StoppedByDependency => (
@@ -388,6 +412,13 @@ impl Runner {
         rec.end_reason = end_reason;
         rec.exit_code = outcome.exit_code;
         rec.signal = outcome.signal;
+        rec.scheduler_state = outcome.state.clone();
+        rec.queue_states = a.queue.clone();
+        rec.attempts = if self.dry_run {
+            Vec::new()
+        } else {
+            self.system.attempts(&a.id)
+        };
         (rec.status, rec.message) = verdict;
         self.save(&rec, &a.dir);
         crate::log::log_file_only(
@@ -406,6 +437,14 @@ impl Runner {
                 end_reason,
                 EndReason::Cancelled | EndReason::StoppedByDependency
             );
+        if end_reason == EndReason::Unschedulable && more {
+            // the next iteration asks for the same resources: it cannot start either
+            info!(
+                "Skipping the remaining iterations of {}: the scheduler cannot start them either",
+                run.id
+            );
+        }
+        let more = more && end_reason != EndReason::Unschedulable;
         if more {
             slot.iteration += 1;
             self.submit(slot, records).await;

@@ -45,6 +45,9 @@ pub struct TestRun {
     pub iterations: u64,
     /// Seconds, as written in the scenario.
     pub time_limit: Option<u64>,
+    /// Seconds a job may wait in the queue before it is cancelled (`pending_too_long`); the scenario entry's
+    /// value, else the system's.
+    pub max_pending_time: Option<u64>,
     pub dependencies: Vec<Dependency>,
     pub extra_srun_args: Option<String>,
     pub weight: i64,
@@ -243,6 +246,7 @@ fn resolve_entry(
         exclude_nodes: entry.exclude_nodes.clone(),
         iterations: entry.iterations,
         time_limit: entry.time_limit,
+        max_pending_time: entry.max_pending_time,
         dependencies: entry.dependencies.clone(),
         extra_srun_args: entry.extra_srun_args.clone(),
         weight: entry.weight,

@@ -33,9 +33,30 @@ pub struct Prepared {
 
 #[derive(Clone, Debug)]
 pub enum JobState {
-    Pending,
+    Pending(Queued),
     Running,
     Finished(JobOutcome),
+}
+
+/// A job waiting in the scheduler's queue, in the scheduler's own words.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Queued {
+    /// The scheduler's state name (`PENDING`, `Pending`, …).
+    pub state: String,
+    /// Why it waits (`Resources`, `Priority`, `ReqNodeNotAvail, UnavailableNodes:node003`, …).
+    pub reason: String,
+    /// Set when waiting cannot help: why the scheduler can never start the job as submitted.
+    pub hopeless: Option<String>,
+}
+
+impl Queued {
+    pub fn new(state: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            state: state.into(),
+            reason: reason.into(),
+            hopeless: None,
+        }
+    }
 }
 
 #[async_trait]
@@ -64,6 +85,10 @@ pub trait System: Send + Sync {
     }
     /// Hosts the job ran on, once known.
     fn nodes(&self, _id: &JobId) -> Vec<String> {
+        Vec::new()
+    }
+    /// Every time the scheduler started the job, once it is collected (several when it was requeued).
+    fn attempts(&self, _id: &JobId) -> Vec<crate::results::record::Attempt> {
         Vec::new()
     }
     /// Signalled when a job's state may have changed, so the runner need not wait a full monitor interval.
@@ -106,7 +131,7 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
 pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
     match &cfg.kind {
         SystemKind::Standalone => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
-                SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
+        SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
         SystemKind::RunAi(_) => Ok(Arc::new(runai::RunAi::new(cfg.clone(), dry_run)?)),
         other => Err(format!(
             "running on a {} system is not implemented in this version of cloudai (configs are validated)",

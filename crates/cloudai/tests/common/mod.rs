@@ -62,19 +62,10 @@ impl Work {
     }
 }
 
-/// The shared folder with CloudAI's reference material (beside the repository checkout).
-pub fn shared() -> PathBuf {
-    if let Ok(p) = std::env::var("CLOUDAI_SHARED_DIR") {
-        return PathBuf::from(p);
-    }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = here.join("../../../shared");
-    assert!(
-        p.is_dir(),
-        "the shared reference folder is missing at {} (set CLOUDAI_SHARED_DIR)",
-        p.display()
-    );
-    p.canonicalize().unwrap()
+/// Reference material copied from CloudAI and real clusters (see tests/data/README.md): part of the repository, so
+/// the tests pass from a plain clone.
+pub fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 /// The repository root.
@@ -163,5 +154,25 @@ pub fn check_dependencies(root: &Path, start: fn(&IterationRecord) -> &Option<St
     assert!(
         delay < chrono::Duration::seconds(10),
         "stopped {delay} after the dependency completed"
+    );
+}
+
+/// The exit code promised for a scenario that ran to its end: 0 when every iteration in summary.json PASSED or was
+/// STOPPED on purpose, 3 otherwise.
+pub fn assert_verdict_exit(out: &std::process::Output, root: &Path) {
+    let summary: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("summary.json")).expect("summary.json written"),
+    )
+    .unwrap();
+    let ok = summary["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["status"] == "PASSED" || t["status"] == "STOPPED");
+    assert_eq!(
+        out.status.code(),
+        Some(if ok { 0 } else { 3 }),
+        "{}",
+        stdout_of(out)
     );
 }

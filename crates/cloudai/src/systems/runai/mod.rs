@@ -366,7 +366,7 @@ impl RunAi {
             )
         };
         let Some(wid) = wid else {
-            return JobState::Pending;
+            return JobState::Pending(super::Queued::new("Submitting", ""));
         };
         let client = match self.client() {
             Ok(c) => c,
@@ -423,7 +423,9 @@ impl RunAi {
             return JobState::Running; // waiting for it to be gone (404)
         }
         let failed = match phase.as_str() {
-            "Creating" | "Pending" | "Initializing" | "Resuming" => return JobState::Pending,
+            "Creating" | "Pending" | "Initializing" | "Resuming" => {
+                return JobState::Pending(super::Queued::new(phase, ""))
+            }
             "Completed" => false,
             "Failed" | "Stopped" => true,
             "Degraded" => {

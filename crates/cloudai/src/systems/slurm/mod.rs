@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobId, JobState, Prepared, System};
+use super::{JobId, JobState, Prepared, Queued, System};
 use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
+use crate::results::record::Attempt;
+use crate::results::EndReason;
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
 use crate::{debug, info, warn};
@@ -45,6 +47,10 @@ struct Tracked {
     /// Polls since the job left squeue without a final sacct state.
     misses: u32,
     nodes: Vec<String>,
+    /// The node list (compressed) while it was last seen running: a job that goes back to PENDING was requeued.
+    running_on: Option<String>,
+    /// Every run of the job, from `sacct --duplicates` once it ended.
+    attempts: Vec<Attempt>,
 }
 
 /// Output of a finished command.
@@ -161,7 +167,7 @@ impl Slurm {
     }
 
     /// `--gpus-per-node`/`--gres` only where the cluster has a gpu GresType. An unreachable `scontrol` counts as
-    /// yes, as in CloudAI.
+    /// yes, as in CloudAI; so does a dry-run (`supports_gpu_directives_cache` decides there). Asked once per process.
     fn gpu_directives(&self) -> bool {
         *self.gpu_directives.get_or_init(|| {
             if let Some(v) = self.slurm().supports_gpu_directives_cache {
@@ -169,6 +175,10 @@ impl Slurm {
             }
             if self.slurm().gpus_per_node.is_none() {
                 return false;
+            }
+            // A dry-run takes its facts from the system TOML only: it must not wait on a controller.
+            if self.dry_run {
+                return true;
             }
             let out = run_blocking("scontrol", &["show", "config"], GRES_CHECK_TIMEOUT);
             if !out.ok || !out.stderr.is_empty() {
@@ -220,12 +230,70 @@ impl Slurm {
         crate::util::fsx::write_atomic(&path, METADATA_SCRIPT.as_bytes())
     }
 
-    async fn sacct(&self, ids: &[&str], allocations_only: bool) -> Option<Vec<state::AcctRow>> {
-        let joined = ids.join(",");
-        let mut args = vec!["-n", "-P", "-j", &joined, "-o", state::SACCT_FORMAT];
-        if allocations_only {
-            args.insert(0, "-X");
+    /// Down, drained or failed nodes among those that pending jobs wait for (`ReqNodeNotAvail`): one `sinfo` call,
+    /// only when such a job exists.
+    async fn broken_nodes<'a>(
+        &self,
+        live: impl Iterator<Item = &'a state::Live>,
+    ) -> Vec<(String, String, String)> {
+        let lists: Vec<&str> = live
+            .filter_map(|l| match l {
+                state::Live::Pending(_, r) => state::unavailable_nodes(r),
+                _ => None,
+            })
+            .collect();
+        if lists.is_empty() {
+            return Vec::new();
         }
+        let out = run_cmd(
+            "sinfo",
+            &["-h", "-N", "-n", &lists.join(","), "-o", "%N|%t|%E"],
+        )
+        .await;
+        if !out.ok {
+            debug!("sinfo failed: {}", out.stderr);
+            return Vec::new();
+        }
+        nodes::broken_nodes(&out.stdout)
+    }
+
+    /// Jobs seen running before and pending now: Slurm requeued them (a node failure, a preemption). Returns the
+    /// run that ended, as sacct recorded it.
+    async fn requeued(&self, live: &HashMap<String, state::Live>) -> Vec<(String, Attempt)> {
+        let back: Vec<(String, String)> = {
+            let mut jobs = self.jobs.lock().unwrap();
+            live.iter()
+                .filter(|(_, l)| matches!(l, state::Live::Pending(..)))
+                .filter_map(|(id, _)| Some((id.clone(), jobs.get_mut(id)?.running_on.take()?)))
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (id, nodes) in back {
+            let rows = self.sacct(&[&id], &["-X", "-D"]).await.unwrap_or_default();
+            // the last finished run of this id is the one that just ended
+            let row = rows
+                .iter()
+                .rev()
+                .find(|r| r.job_id == id && state::is_terminal(&r.state));
+            out.push((
+                id,
+                Attempt {
+                    nodes: crate::util::nodelist::expand(row.map_or(&nodes, |r| &r.nodes))
+                        .unwrap_or_default(),
+                    state: row.map_or("REQUEUED".into(), |r| r.state.clone()),
+                    reason: String::new(),
+                    start: row.map(|r| r.start.clone()),
+                    end: row.map(|r| r.end.clone()),
+                },
+            ));
+        }
+        out
+    }
+
+    async fn sacct(&self, ids: &[&str], flags: &[&str]) -> Option<Vec<state::AcctRow>> {
+        let joined = ids.join(",");
+        let mut args = flags.to_vec();
+        args.extend(["-n", "-P", "-j", &joined, "-o", state::SACCT_FORMAT]);
         let out = run_cmd("sacct", &args).await;
         if !out.ok {
             warn!("sacct failed: {}", out.stderr);
@@ -233,6 +301,32 @@ impl Slurm {
         }
         Some(state::parse_sacct(&out.stdout))
     }
+}
+
+/// Why a pending job can never start, if that is so: a reason waiting cannot fix, or nodes it needs that are down,
+/// drained or failed.
+fn hopeless(reason: &str, broken: &[(String, String, String)]) -> Option<String> {
+    if let Some(why) = state::hopeless_reason(reason) {
+        return Some(format!("{why} (Slurm: {reason})"));
+    }
+    let wanted = crate::util::nodelist::expand(state::unavailable_nodes(reason)?)?;
+    let bad: Vec<String> = broken
+        .iter()
+        .filter(|(n, _, _)| wanted.contains(n))
+        .map(|(n, st, why)| {
+            if why.is_empty() {
+                format!("{n} is {st}")
+            } else {
+                format!("{n} is {st}: {why}")
+            }
+        })
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "nodes the job requires are out of service ({}); resume them or exclude them (Slurm: {reason})",
+            bad.join("; ")
+        )
+    })
 }
 
 #[async_trait]
@@ -304,6 +398,8 @@ impl System for Slurm {
                 test_cmd: job.test_cmd.clone(),
                 misses: 0,
                 nodes: Vec::new(),
+                running_on: None,
+                attempts: Vec::new(),
             },
         );
         Ok(id)
@@ -313,7 +409,12 @@ impl System for Slurm {
         let joined = ids.join(",");
         let out = run_cmd(
             "squeue",
-            &["-h", "-o", "%i|%T|%r", &format!("--jobs={joined}")],
+            &[
+                "-h",
+                "-o",
+                state::SQUEUE_FORMAT,
+                &format!("--jobs={joined}"),
+            ],
         )
         .await;
         // squeue fails with "Invalid job id" when none of the ids is known any more: all have left the queue.
@@ -335,9 +436,26 @@ impl System for Slurm {
         let rows = if gone.is_empty() {
             Vec::new()
         } else {
-            self.sacct(&gone, true).await.unwrap_or_default()
+            self.sacct(&gone, &["-X"]).await.unwrap_or_default()
         };
+        let broken = self.broken_nodes(live.values()).await;
+        let requeued = self.requeued(&live).await;
         let mut jobs = self.jobs.lock().unwrap();
+        for (id, attempt) in requeued {
+            warn!(
+                "Slurm job {id} was requeued: its run on {} ended {}{}; it will run again, maybe elsewhere",
+                attempt.nodes.join(","),
+                attempt.state,
+                if attempt.state == "NODE_FAIL" {
+                    " (a node failed: check its health)"
+                } else {
+                    ""
+                }
+            );
+            if let Some(t) = jobs.get_mut(&id) {
+                t.attempts.push(attempt);
+            }
+        }
         let finals: HashMap<String, state::AcctRow> = rows
             .into_iter()
             .filter(|r| state::is_terminal(&r.state))
@@ -349,11 +467,19 @@ impl System for Slurm {
             .collect();
         ids.iter()
             .map(|id| match live.get(id) {
-                Some(state::Live::Pending(reason)) => {
-                    debug!("Slurm job {id} is pending ({reason})");
-                    JobState::Pending
+                Some(state::Live::Pending(st, reason)) => {
+                    let mut q = Queued::new(st.as_str(), reason.as_str());
+                    q.hopeless = hopeless(reason, &broken);
+                    JobState::Pending(q)
                 }
-                Some(state::Live::Running) => JobState::Running,
+                Some(state::Live::Running(nodes)) => {
+                    if let Some(t) = jobs.get_mut(id) {
+                        if !nodes.is_empty() {
+                            t.running_on = Some(nodes.clone());
+                        }
+                    }
+                    JobState::Running
+                }
                 None => match finals.get(id) {
                     Some(row) => {
                         debug!("Slurm job {id} ended: {row:?}");
@@ -369,6 +495,7 @@ impl System for Slurm {
                         });
                         if misses >= SACCT_PATIENCE {
                             JobState::Finished(JobOutcome {
+                                end: Some(EndReason::Lost),
                                 failure: Some(format!(
                                     "job {id} left the queue but sacct has no final state for it"
                                 )),
@@ -406,7 +533,7 @@ impl System for Slurm {
         // slurmdbd may still be writing the job's final record: give it a moment.
         let mut rows = Vec::new();
         for attempt in 0..5 {
-            rows = self.sacct(&[id], false).await.unwrap_or_default();
+            rows = self.sacct(&[id], &[]).await.unwrap_or_default();
             if rows
                 .iter()
                 .any(|r| r.job_id == *id && (name.is_empty() || r.name == name))
@@ -425,6 +552,26 @@ impl System for Slurm {
             );
             return;
         };
+        // Every run of the job (Slurm keeps one id across requeues; --duplicates lists each run).
+        let runs: Vec<Attempt> = self
+            .sacct(&[id], &["-X", "-D"])
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.job_id == *id && (name.is_empty() || r.name == name))
+            .map(|r| Attempt {
+                nodes: crate::util::nodelist::expand(&r.nodes).unwrap_or_default(),
+                state: r.state_raw,
+                reason: String::new(),
+                start: Some(r.start),
+                end: Some(r.end),
+            })
+            .collect();
+        if let Some(t) = self.jobs.lock().unwrap().get_mut(id) {
+            if runs.len() >= t.attempts.len() {
+                t.attempts = runs;
+            }
+        }
         // The allocation's final node list (the one seen at poll time can be partial right at completion).
         if let (Some(nodes), Some(t)) = (
             crate::util::nodelist::expand(&alloc.nodes),
@@ -469,6 +616,15 @@ impl System for Slurm {
             .unwrap()
             .get(id)
             .map(|t| t.nodes.clone())
+            .unwrap_or_default()
+    }
+
+    fn attempts(&self, id: &JobId) -> Vec<Attempt> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .get(id)
+            .map(|t| t.attempts.clone())
             .unwrap_or_default()
     }
 

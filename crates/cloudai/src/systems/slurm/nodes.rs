@@ -42,6 +42,38 @@ pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
     out
 }
 
+/// Nodes that cannot run jobs until someone acts (down, drained or draining, failed, not responding), from
+/// `sinfo -h -N -o '%N|%t|%E'`: (node, state, Slurm's reason).
+pub fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    for line in text.lines() {
+        let mut it = line.trim().splitn(3, '|');
+        let (Some(node), Some(state)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let reason = it.next().unwrap_or("").trim();
+        let base = state.trim_end_matches(|c: char| "+~#!%$@^-*".contains(c));
+        let broken = state.ends_with('*')
+            || matches!(
+                base.to_ascii_lowercase().as_str(),
+                "down"
+                    | "drain"
+                    | "drng"
+                    | "draining"
+                    | "drained"
+                    | "fail"
+                    | "failg"
+                    | "failing"
+                    | "inval"
+            );
+        if broken && !out.iter().any(|(n, _, _)| n == node) {
+            let reason = if reason == "none" { "" } else { reason };
+            out.push((node.to_string(), state.to_string(), reason.to_string()));
+        }
+    }
+    out
+}
+
 /// Resolves node specs to host names, without duplicates. `states` is `None` in dry-run: then a group request takes
 /// the group's first nodes.
 pub fn resolve(
@@ -165,6 +197,16 @@ mod tests {
             reports: None,
             supports_gpu_directives_cache: None,
         }
+    }
+
+    #[test]
+    fn broken_nodes_are_down_drained_failed_or_not_responding() {
+        let b = broken_nodes(
+            "node001|idle|none\nnode002|drain|bad gpu\nnode003|down*|Not responding\nnode004|alloc|none\nnode005|resv|none\nnode006|drng|x\nnode007|idle*|none\n",
+        );
+        let names: Vec<&str> = b.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(names, ["node002", "node003", "node006", "node007"]);
+        assert_eq!(b[0].2, "bad gpu");
     }
 
     #[test]

@@ -5,25 +5,70 @@ use crate::workloads::JobOutcome;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Live {
-    Pending(String),
-    Running,
+    /// State name and Slurm's reason.
+    Pending(String, String),
+    /// Hosts (`%N`, compressed).
+    Running(String),
 }
 
-/// `squeue -h -o '%i|%T|%r'` → job id → live state (with the pending reason).
+/// `squeue --format` for [`parse_squeue`].
+pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%N";
+
+/// `squeue -h -o '%i|%T|%r|%N'` → job id → live state (with the pending reason, or the nodes).
 pub fn parse_squeue(text: &str) -> Vec<(String, Live)> {
     text.lines()
         .filter_map(|l| {
-            let mut it = l.trim().split('|');
-            let (id, state, reason) = (it.next()?, it.next()?, it.next().unwrap_or(""));
+            let mut it = l.trim().splitn(4, '|');
+            let (id, state) = (it.next()?, it.next()?);
+            let (reason, nodes) = (it.next().unwrap_or(""), it.next().unwrap_or(""));
             let live = match state {
                 "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => {
-                    Live::Pending(reason.to_string())
+                    Live::Pending(state.to_string(), reason.to_string())
                 }
-                _ => Live::Running,
+                _ => Live::Running(nodes.to_string()),
             };
             Some((id.to_string(), live))
         })
         .collect()
+}
+
+/// Pending reasons that waiting cannot resolve: the job as submitted does not fit the partition, account, QOS or
+/// constraints (squeue(1) "JOB REASON CODES"). Group limits (`AssocGrp*`, `QOSGrp*`) and per-user limits clear when
+/// other jobs end, so they are not here; `ReqNodeNotAvail` depends on the nodes' state (see [`unavailable_nodes`]).
+pub fn hopeless_reason(reason: &str) -> Option<&'static str> {
+    let code = reason.split([',', ' ', '(']).next().unwrap_or("");
+    Some(match code {
+        "PartitionNodeLimit" => "the job asks for more nodes than its partition has or allows",
+        "PartitionConfig" => {
+            "the partition cannot provide what the job asks for (nodes, CPUs, GPUs, memory)"
+        }
+        "PartitionTimeLimit" => "the job's time limit is longer than its partition allows",
+        "PartitionDown" => "the job's partition is DOWN",
+        "PartitionInactive" => "the job's partition is INACTIVE",
+        "BadConstraints" => "no node can satisfy the job's constraints (features, GPUs, memory)",
+        "InvalidAccount" => "the job's account is not valid on this cluster",
+        "InvalidQOS" => "the job's QOS is not valid for its account",
+        "AccountNotAllowed" => "the job's account may not use its partition",
+        "QOSNotAllowed" => "the job's QOS may not use its partition",
+        "DependencyNeverSatisfied" => "the job's dependency can never be satisfied",
+        "NodeDown" => "a node the job requires is DOWN",
+        "MaxMemPerLimit" => "the job asks for more memory per CPU or node than allowed",
+        "InvalidReservation" | "ReservationDeleted" => "the job's reservation does not exist",
+        c if (c.starts_with("QOSMax") || c.starts_with("AssocMax")) && c.contains("PerJob") => {
+            "the job alone exceeds a per-job limit of its QOS or association"
+        }
+        _ => return None,
+    })
+}
+
+/// `ReqNodeNotAvail, UnavailableNodes:node[003-004]` → `node[003-004]` (the nodes the job needs that are not
+/// available; whether they can become available is up to their state).
+pub fn unavailable_nodes(reason: &str) -> Option<&str> {
+    if !reason.starts_with("ReqNodeNotAvail") {
+        return None;
+    }
+    let list = reason.split_once("UnavailableNodes:")?.1.trim();
+    (!list.is_empty()).then_some(list)
 }
 
 /// One `sacct -P` row of `JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw`.
@@ -32,6 +77,8 @@ pub struct AcctRow {
     pub job_id: String,
     pub name: String,
     pub state: String,
+    /// The state as sacct printed it (`CANCELLED by 1000`).
+    pub state_raw: String,
     pub exit_code: String,
     pub nodes: String,
     pub start: String,
@@ -53,6 +100,7 @@ pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
                 name: f[1].into(),
                 // "CANCELLED by 0" → "CANCELLED"
                 state: f[2].split_whitespace().next().unwrap_or("").into(),
+                state_raw: f[2].trim().into(),
                 exit_code: f[3].into(),
                 nodes: f[4].into(),
                 start: f[5].into(),
@@ -95,8 +143,15 @@ pub fn outcome(row: &AcctRow) -> JobOutcome {
             Some("Slurm stopped the job at its time limit (TIMEOUT)".to_string()),
         ),
         "CANCELLED" => (
-            Some(EndReason::Cancelled),
-            Some("the Slurm job was cancelled (CANCELLED)".to_string()),
+            Some(EndReason::CancelledByScheduler),
+            Some(format!(
+                "the Slurm job was cancelled outside cloudai ({}{})",
+                row.state_raw,
+                match row.state_raw.strip_prefix("CANCELLED by ") {
+                    Some(uid) => format!(", uid {uid}: scancel by a user or an admin"),
+                    None => String::new(),
+                }
+            )),
         ),
         "FAILED" => (
             None,
@@ -105,19 +160,19 @@ pub fn outcome(row: &AcctRow) -> JobOutcome {
                 row.exit_code
             )),
         ),
-        "NODE_FAIL" => (
-            None,
+        "NODE_FAIL" | "BOOT_FAIL" => (
+            Some(EndReason::NodeFail),
             Some(format!(
-                "a node of the job failed (NODE_FAIL on {}); check the node's health",
-                row.nodes
+                "a node of the job failed ({} on {}); check the node's health",
+                row.state, row.nodes
             )),
         ),
         "OUT_OF_MEMORY" => (
-            None,
+            Some(EndReason::OutOfMemory),
             Some("the job ran out of memory (OUT_OF_MEMORY)".to_string()),
         ),
         "PREEMPTED" => (
-            None,
+            Some(EndReason::Preempted),
             Some("the job was preempted by a higher-priority job (PREEMPTED)".to_string()),
         ),
         other => (None, Some(format!("the Slurm job ended in state {other}"))),
@@ -125,7 +180,7 @@ pub fn outcome(row: &AcctRow) -> JobOutcome {
     JobOutcome {
         exit_code,
         signal,
-        state: Some(row.state.clone()),
+        state: Some(row.state_raw.clone()),
         end,
         failure,
     }
@@ -137,10 +192,18 @@ mod tests {
 
     #[test]
     fn parses_squeue_and_sacct() {
-        let q = parse_squeue("12|PENDING|Resources\n13|RUNNING|None\n14|COMPLETING|None\n");
-        assert_eq!(q[0], ("12".into(), Live::Pending("Resources".into())));
-        assert_eq!(q[1].1, Live::Running);
-        assert_eq!(q[2].1, Live::Running);
+        let q = parse_squeue(
+            "12|PENDING|Resources|\n13|RUNNING|None|node[001-002]\n14|COMPLETING|None|node003\n",
+        );
+        assert_eq!(
+            q[0],
+            (
+                "12".into(),
+                Live::Pending("PENDING".into(), "Resources".into())
+            )
+        );
+        assert_eq!(q[1].1, Live::Running("node[001-002]".into()));
+        assert_eq!(q[2].1, Live::Running("node003".into()));
         let rows = parse_sacct(
             "7|job|CANCELLED by 0|0:15|node[001-002]|2026-12-02T10:00:00|2026-12-02T10:00:05|5\n7.batch|batch|CANCELLED|0:15|node001|a|b|5\n",
         );
@@ -149,8 +212,9 @@ mod tests {
         let o = outcome(&rows[0]);
         assert_eq!(
             (o.exit_code, o.signal, o.end),
-            (Some(0), Some(15), Some(EndReason::Cancelled))
+            (Some(0), Some(15), Some(EndReason::CancelledByScheduler))
         );
+        assert!(o.failure.unwrap().contains("CANCELLED by 0, uid 0"));
         let t = outcome(&AcctRow {
             state: "TIMEOUT".into(),
             exit_code: "0:0".into(),
@@ -165,5 +229,43 @@ mod tests {
         });
         assert!(n.failure.unwrap().contains("node003"));
         assert!(is_terminal("OUT_OF_MEMORY") && !is_terminal("RUNNING"));
+    }
+
+    #[test]
+    fn hopeless_reasons_are_the_ones_waiting_cannot_fix() {
+        for r in [
+            "PartitionNodeLimit",
+            "PartitionConfig",
+            "BadConstraints",
+            "InvalidAccount",
+            "InvalidQOS",
+            "QOSMaxNodePerJobLimit",
+            "AssocMaxGRESPerJob",
+            "DependencyNeverSatisfied",
+        ] {
+            assert!(hopeless_reason(r).is_some(), "{r}");
+        }
+        for r in [
+            "Resources",
+            "Priority",
+            "BeginTime",
+            "Dependency",
+            "AssocGrpNodeLimit",
+            "QOSMaxJobsPerUserLimit",
+            "ReqNodeNotAvail, UnavailableNodes:node003",
+            "None",
+            "",
+        ] {
+            assert!(hopeless_reason(r).is_none(), "{r}");
+        }
+        assert_eq!(
+            unavailable_nodes("ReqNodeNotAvail, UnavailableNodes:node[003-004]"),
+            Some("node[003-004]")
+        );
+        assert_eq!(
+            unavailable_nodes("ReqNodeNotAvail, Reserved for maintenance"),
+            None
+        );
+        assert_eq!(unavailable_nodes("Resources"), None);
     }
 }
