@@ -2,6 +2,7 @@
 
 pub mod grade;
 pub mod parse;
+mod prefix;
 
 use std::path::Path;
 

@@ -80,6 +80,16 @@ pub struct Row {
     pub timestamp: Option<String>,
 }
 
+impl Run {
+    /// A run first seen at this line (an excerpt without its `# nThread` header starts at its table).
+    fn at(line: usize) -> Self {
+        Run {
+            line,
+            ..Default::default()
+        }
+    }
+}
+
 impl Row {
     /// The larger busbw of the two sides.
     pub fn busbw(&self) -> f64 {
@@ -136,33 +146,6 @@ pub struct ErrorLine {
     pub text: String,
 }
 
-/// Strips `[1,0]<stdout>:` (mpirun --tag-output) and `0: ` (srun --label) prefixes.
-fn strip_prefix(line: &str) -> &str {
-    let t = line;
-    if let Some(rest) = t.strip_prefix('[') {
-        if let Some(end) = rest.find(']') {
-            let inside = &rest[..end];
-            let after = &rest[end + 1..];
-            if inside
-                .split(',')
-                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            {
-                for tag in ["<stdout>:", "<stderr>:"] {
-                    if let Some(r) = after.strip_prefix(tag) {
-                        return r;
-                    }
-                }
-            }
-        }
-    }
-    // srun --label: "12: " — digits, colon, space (NCCL log lines have "host:pid:tid", no space after the colon)
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 && t[digits..].starts_with(": ") {
-        return &t[digits + 2..];
-    }
-    t
-}
-
 fn classify_error(line: &str) -> Option<ErrorKind> {
     let has = |s: &str| line.contains(s);
     Some(if has("Test NCCL failure") {
@@ -213,6 +196,76 @@ fn uint(tok: &str) -> Option<u64> {
         None
     }
 }
+
+/// Table layouts of other versions and flags, tried in order for rows with no header line above them (the
+/// v2.13+ default is tried first): `-S` timestamps, `-I` per-iteration columns, and the ≤ v2.12 per-test layouts
+/// (4- or 3-column preambles, a float `error` column).
+const HEADERLESS_LAYOUTS: &[&[&str]] = &[
+    &[
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "timestamp",
+    ],
+    &[
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "i_min",
+        "i_max", "i_p99", "i_cv%", "time", "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99",
+        "i_cv%",
+    ],
+    &[
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "i_min",
+        "i_max",
+        "i_p99",
+        "i_cv%",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "i_min",
+        "i_max",
+        "i_p99",
+        "i_cv%",
+        "timestamp",
+    ],
+    &[
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "error", "time", "algbw",
+        "busbw", "error",
+    ],
+    &[
+        "size", "count", "type", "root", "time", "algbw", "busbw", "error", "time", "algbw",
+        "busbw", "error",
+    ],
+    &[
+        "size", "count", "type", "time", "algbw", "busbw", "error", "time", "algbw", "busbw",
+        "error",
+    ],
+    &[
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "error", "time",
+        "algbw", "busbw", "error",
+    ],
+];
+
+/// Tokens looked at on a line that may be a data row (longer lines are not rows).
+const MAX_TOKENS: usize = 48;
 
 /// Default (v2.13+) columns, used when a table has no header line.
 const DEFAULT_COLUMNS: &[&str] = &[
@@ -378,58 +431,165 @@ fn parse_rank(body: &str) -> Option<Rank> {
 
 /// Parses a whole stdout file.
 pub fn parse(text: &str) -> Output {
-    let mut out = Output::default();
-    let mut run: Option<Run> = None;
-    let mut pending_version: Option<String> = None;
-    let mut pending_test: Option<String> = None;
-    // a row cut in two by a log line written in the middle of it
-    let mut partial: Option<(usize, Vec<String>)> = None;
-    let default_cols: Vec<String> = DEFAULT_COLUMNS.iter().map(|s| s.to_string()).collect();
-    let mut tokens: Vec<&str> = Vec::with_capacity(32);
-    let mut last_line = 0;
+    let mut p = Parser::new();
+    for (idx, raw) in text.split('\n').enumerate() {
+        p.physical(idx + 1, raw);
+    }
+    p.finish()
+}
 
-    fn finish(out: &mut Output, run: &mut Option<Run>) {
+/// The parser's state between lines: it reads one physical line at a time, so a caller may feed a file as a
+/// stream.
+pub struct Parser {
+    out: Output,
+    run: Option<Run>,
+    pending_version: Option<String>,
+    pending_test: Option<String>,
+    /// A row cut in two by a log line written in the middle of it: (its line, the first half's tokens).
+    partial: Option<(usize, Vec<String>)>,
+    default_cols: Vec<String>,
+    last_line: usize,
+    /// Unfinished lines of tagged streams (`mpirun --tag-output` writes a tag before every chunk it forwards,
+    /// so a line printed in several writes carries the tag again in its middle, possibly after another rank's
+    /// text): (tag, first line number, text so far).
+    open: Vec<(String, usize, String)>,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Parser {
+    pub fn new() -> Self {
+        Parser {
+            out: Output::default(),
+            run: None,
+            pending_version: None,
+            pending_test: None,
+            partial: None,
+            default_cols: DEFAULT_COLUMNS.iter().map(|s| s.to_string()).collect(),
+            last_line: 0,
+            open: Vec::new(),
+        }
+    }
+
+    /// One line of the file as written (without its `\n`), with its 1-based number.
+    pub fn physical(&mut self, lineno: usize, raw: &str) {
+        if !raw.is_empty() {
+            self.last_line = lineno;
+        }
+        let raw = raw.trim_end_matches('\r');
+        // most lines carry no launcher tag: one byte scan decides
+        if self.open.is_empty() && !raw.as_bytes().contains(&b'<') {
+            self.line(lineno, super::prefix::leading_untagged(raw));
+            return;
+        }
+        let (mut tag, mut rest) = super::prefix::leading(raw);
+        if self.open.is_empty() && super::prefix::find_tag(rest).is_none() {
+            self.line(lineno, rest);
+            return;
+        }
+        // a tagged stream: text up to the next tag belongs to the current tag's unfinished line
+        while let Some((start, end, next)) = super::prefix::find_tag(rest) {
+            if start > 0 || tag.is_some() {
+                let key = tag.unwrap_or("");
+                match self.open.iter_mut().find(|(t, _, _)| t == key) {
+                    Some((_, _, text)) => text.push_str(&rest[..start]),
+                    None => self
+                        .open
+                        .push((key.to_string(), lineno, rest[..start].to_string())),
+                }
+            }
+            tag = Some(next);
+            rest = &rest[end..];
+        }
+        let key = tag.unwrap_or("");
+        match self.open.iter().position(|(t, _, _)| t == key) {
+            Some(i) => {
+                let (_, first, mut text) = self.open.swap_remove(i);
+                text.push_str(rest);
+                self.line(first, &text);
+            }
+            None => self.line(lineno, rest),
+        }
+    }
+
+    /// Ends the file: unfinished tagged lines count as written, the last run is closed.
+    pub fn finish(mut self) -> Output {
+        for (_, first, text) in std::mem::take(&mut self.open) {
+            self.line(first, &text);
+        }
+        self.out.lines = self.last_line;
+        Self::close_run(&mut self.out, &mut self.run);
+        self.out
+    }
+
+    fn close_run(out: &mut Output, run: &mut Option<Run>) {
         if let Some(r) = run.take() {
             out.runs.push(r);
         }
     }
 
-    for (idx, raw) in text.split('\n').enumerate() {
-        let lineno = idx + 1;
-        if !raw.is_empty() {
-            last_line = lineno;
-        }
-        let line = strip_prefix(raw.trim_end_matches('\r')).trim();
+    /// One logical line of nccl-tests output, launcher prefixes removed.
+    #[inline]
+    fn line(&mut self, lineno: usize, text: &str) {
+        let line = text.trim();
         if line.is_empty() {
-            continue;
+            return;
         }
+        let out = &mut self.out;
+        let run = &mut self.run;
+        let partial = &mut self.partial;
+        let pending_version = &mut self.pending_version;
+        let pending_test = &mut self.pending_test;
+        let default_cols = &self.default_cols;
+        let finish = Self::close_run;
         let first = line.as_bytes()[0];
         // Data rows are most lines: try them first (cheap to reject, never error text).
         if first.is_ascii_digit() {
-            tokens.clear();
-            tokens.extend(line.split_ascii_whitespace());
+            // on the stack: a row has at most ~25 tokens, and millions of rows must not allocate
+            let mut buf: [&str; MAX_TOKENS] = [""; MAX_TOKENS];
+            let mut n = 0;
+            for t in line.split_ascii_whitespace() {
+                if n == MAX_TOKENS {
+                    break;
+                }
+                buf[n] = t;
+                n += 1;
+            }
+            let tokens = &buf[..n];
             let cols: &[String] = match &run {
                 Some(r) if !r.columns.is_empty() => &r.columns,
-                _ => &default_cols,
+                _ => default_cols,
             };
             let ncols = cols.len();
-            if let Some(row) = parse_row(&tokens, cols, lineno) {
-                partial = None;
-                run.get_or_insert_with(|| Run {
-                    line: lineno,
-                    ..Default::default()
-                })
-                .rows
-                .push(row);
-                continue;
+            if let Some(row) = parse_row(tokens, cols, lineno) {
+                *partial = None;
+                run.get_or_insert_with(|| Run::at(lineno)).rows.push(row);
+                return;
+            }
+            // no header seen (an excerpt that starts below it): another version's layout may fit the row
+            if run.as_ref().is_none_or(|r| r.columns.is_empty()) {
+                for layout in HEADERLESS_LAYOUTS {
+                    let cols: Vec<String> = layout.iter().map(|s| s.to_string()).collect();
+                    if let Some(row) = parse_row(tokens, &cols, lineno) {
+                        *partial = None;
+                        let r = run.get_or_insert_with(|| Run::at(lineno));
+                        r.columns = cols;
+                        r.rows.push(row);
+                        return;
+                    }
+                }
             }
             // the second half of a row split by a log line: join it with the pending first half
             if let Some((pline, head)) = partial.take() {
                 let mut joined: Vec<&str> = head.iter().map(String::as_str).collect();
                 joined.extend(tokens.iter());
                 if let Some(row) = parse_row(&joined, cols, pline) {
-                    run.get_or_insert_with(Run::default).rows.push(row);
-                    continue;
+                    run.get_or_insert_with(|| Run::at(lineno)).rows.push(row);
+                    return;
                 }
             }
             // the first half: size, count and a type, then something else (a log line written into the row)
@@ -445,7 +605,7 @@ pub fn parse(text: &str) -> Output {
                     .map(|s| s.to_string())
                     .collect();
                 if head.len() < ncols {
-                    partial = Some((lineno, head));
+                    *partial = Some((lineno, head));
                 }
             }
         }
@@ -458,67 +618,67 @@ pub fn parse(text: &str) -> Output {
         // Keywords, with or without the leading '#' (copies through Markdown lose it).
         if hashed || matches!(first, b'n' | b'O' | b'A' | b'C' | b's') {
             if let Some(v) = body.strip_prefix("nccl-tests version ") {
-                finish(&mut out, &mut run);
-                pending_version = Some(v.split_whitespace().next().unwrap_or("").to_string());
-                continue;
+                finish(out, run);
+                *pending_version = Some(v.split_whitespace().next().unwrap_or("").to_string());
+                return;
             }
             if let Some(t) = body.strip_prefix("Collective test starting:") {
                 if run
                     .as_ref()
                     .is_some_and(|r| r.n_thread.is_some() || !r.rows.is_empty())
                 {
-                    finish(&mut out, &mut run);
+                    finish(out, run);
                 }
-                pending_test = Some(t.trim().to_string());
-                continue;
+                *pending_test = Some(t.trim().to_string());
+                return;
             }
             if body.starts_with("nThread ") {
                 if run
                     .as_ref()
                     .is_some_and(|r| r.n_thread.is_some() || !r.rows.is_empty())
                 {
-                    finish(&mut out, &mut run);
+                    finish(out, run);
                 }
-                let r = run.get_or_insert_with(Run::default);
+                let r = run.get_or_insert_with(|| Run::at(lineno));
                 r.line = lineno;
                 r.version = pending_version.take().or(r.version.take());
                 r.test = pending_test.take().or(r.test.take());
                 parse_header_params(r, body);
-                continue;
+                return;
             }
             if let Some(rest) = body.strip_prefix("Out of bounds values") {
                 let t = footer_values(rest);
-                let r = run.get_or_insert_with(Run::default);
+                let r = run.get_or_insert_with(|| Run::at(lineno));
                 let n = t.first().and_then(|x| uint(x)).unwrap_or(0);
                 r.out_of_bounds = Some((n, t.get(1).is_none_or(|s| *s == "OK") && n == 0));
-                continue;
+                return;
             }
             if let Some(rest) = body.strip_prefix("Avg bus bandwidth") {
                 let t = footer_values(rest);
-                let r = run.get_or_insert_with(Run::default);
+                let r = run.get_or_insert_with(|| Run::at(lineno));
                 r.avg_busbw = t.first().and_then(|x| num(x));
                 r.avg_ok = t.get(1).map(|s| *s == "OK");
-                continue;
+                return;
             }
             if body.starts_with("Collective test concluded") {
                 if let Some(r) = run.as_mut() {
                     r.concluded = true;
                 }
-                continue;
+                return;
             }
             if body.starts_with("size") {
                 let tokens: Vec<&str> = body.split_ascii_whitespace().collect();
                 if is_header(&tokens) {
-                    run.get_or_insert_with(Run::default).columns =
+                    run.get_or_insert_with(|| Run::at(lineno)).columns =
                         tokens.iter().map(|s| s.to_string()).collect();
-                    continue;
+                    return;
                 }
             }
         }
         if hashed {
             if body.starts_with("Rank ") {
                 if let Some(rank) = parse_rank(body) {
-                    run.get_or_insert_with(Run::default).ranks.push(rank);
+                    run.get_or_insert_with(|| Run::at(lineno)).ranks.push(rank);
                 }
             } else if let Some(msg) = body.strip_prefix("error:") {
                 out.errors.push(ErrorLine {
@@ -527,10 +687,10 @@ pub fn parse(text: &str) -> Output {
                     text: msg.trim().to_string(),
                 });
             }
-            continue; // other comment lines: "Using devices", units, GPU memory usage …
+            return; // other comment lines: "Using devices", units, GPU memory usage …
         }
         if line.contains("NCCL INFO") {
-            continue;
+            return;
         }
         if let Some(kind) = classify_error(line) {
             out.errors.push(ErrorLine {
@@ -540,7 +700,4 @@ pub fn parse(text: &str) -> Output {
             });
         }
     }
-    out.lines = last_line;
-    finish(&mut out, &mut run);
-    out
 }
