@@ -15,6 +15,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release", "cloudai")
+DATA = os.path.join(ROOT, "crates", "cloudai", "tests", "data")
 
 
 def peak_rss_mb(cmd, cwd):
@@ -36,7 +37,7 @@ def measure(cmd, runs, cwd):
 
 def report_1000(work):
     """generate-report over 1,000 iteration directories, each with a 28-row nccl-tests table."""
-    sample = os.path.join(os.path.dirname(ROOT), "shared", "nccl-samples", "seed-h100-1gpu-allreduce-runai.txt")
+    sample = os.path.join(DATA, "nccl-samples", "seed-h100-1gpu-allreduce-runai.txt")
     tests = os.path.join(work, "rtests")
     os.makedirs(tests, exist_ok=True)
     with open(os.path.join(tests, "nccl.toml"), "w") as f:
@@ -88,7 +89,7 @@ def runai_200(work, jobs=200, run_s=30):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    sample = os.path.join(os.path.dirname(ROOT), "shared", "nccl-samples", "single-node-8gpu-a100-allreduce-v2.19.4.txt")
+    sample = os.path.join(DATA, "nccl-samples", "single-node-8gpu-a100-allreduce-v2.19.4.txt")
     mock = subprocess.Popen([os.path.join(ROOT, "target", "release", "runai-mock"), "--listen", f"127.0.0.1:{port}",
                              "--stdout", sample, "--durations", f"0.5,0,0.5,{run_s},0.5"], stdout=subprocess.DEVNULL)
     try:
@@ -130,7 +131,7 @@ def main():
     dry = [BIN, "dry-run", "--system-config", os.path.join(conf, "system", "standalone_system.toml"),
            "--tests-dir", os.path.join(conf, "test"), "--test-scenario",
            os.path.join(conf, "test_scenario", "sleep.toml"), "--output-dir", os.path.join(work, "out")]
-    shared = os.path.join(os.path.dirname(ROOT), "shared", "compat")
+    shared = os.path.join(DATA, "compat")
     nccl_case = [BIN, "dry-run", "--system-config", os.path.join(shared, "conf/common/system/example_slurm_cluster.toml"),
                  "--tests-dir", os.path.join(shared, "conf/common/test"), "--test-scenario",
                  os.path.join(shared, "conf/common/test_scenario/nccl_test.toml"), "--hook-dir",
@@ -142,12 +143,26 @@ def main():
     def many_cmd(out):
         return [BIN, "dry-run", "--system-config", os.path.join(ROOT, "conf/common/system/example_slurm_cluster.toml"),
                 "--tests-dir", os.path.join(conf, "test"), "--test-scenario", many, "--output-dir", out]
+    # a controller that does not answer: a scontrol that hangs 3 s (dry-run must not ask it)
+    down = os.path.join(work, "down-bin")
+    os.makedirs(down)
+    with open(os.path.join(down, "scontrol"), "w") as f:
+        f.write("#!/bin/sh\nsleep 3\n")
+    os.chmod(os.path.join(down, "scontrol"), 0o755)
+    hundred = os.path.join(work, "hundred.toml")
+    with open(hundred, "w") as f:
+        f.write('name = "hundred"\n' + "".join(
+            f'[[Tests]]\nid = "t{i}"\ntest_name = "nccl_test_all_reduce"\nnum_nodes = 2\n' for i in range(100)))
+    hundred_cmd = ["env", f"PATH={down}:{os.environ['PATH']}", BIN, "dry-run", "--system-config",
+                   os.path.join(ROOT, "conf/common/system/example_slurm_cluster.toml"), "--tests-dir",
+                   os.path.join(conf, "test"), "--test-scenario", hundred, "--output-dir", os.path.join(work, "h")]
     shm = tempfile.mkdtemp(prefix="cloudai-bench-", dir="/dev/shm") if os.path.isdir("/dev/shm") else work
     rows = [
         ("cloudai --help", [BIN, "--help"], "< 5 ms", args.runs),
         ("cloudai dry-run (sleep scenario, standalone)", dry, "< 30 ms", args.runs),
         ("cloudai verify-configs conf/", [BIN, "verify-configs", os.path.join(ROOT, "conf")], "", args.runs),
         ("dry-run slurm-nccl case (5 tests + hooks)", nccl_case, "< 50 ms (CloudAI: 22 s)", args.runs),
+        ("dry-run 100 NCCL tests, Slurm controller down", hundred_cmd, "< 100 ms (was 3.05 s)", 10),
         ("dry-run 1,000 iterations, Slurm, disk", many_cmd(os.path.join(work, "many")), "< 1 s", 5),
         ("dry-run 1,000 iterations, Slurm, tmpfs", many_cmd(os.path.join(shm, "many")), "< 1 s", 5),
     ]

@@ -4,102 +4,12 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
+use common::slurm::{cloudai_run, cluster_up, setup, slurm_work, squeue_ids};
 use common::{check_dependencies, data, record, stdout_of, Work, DEPENDENCY_SCENARIO};
-
-fn cluster_up() -> bool {
-    let up = Command::new("scontrol")
-        .arg("ping")
-        .output()
-        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("UP"));
-    if !up {
-        assert!(
-            std::env::var("CLOUDAI_REQUIRE_SLURM").is_err(),
-            "no Slurm cluster reachable: start it with scripts/slurm-cluster.sh start"
-        );
-        eprintln!("skipped: no Slurm cluster (scripts/slurm-cluster.sh start)");
-    }
-    up
-}
-
-const SYSTEM: &str = r#"
-name = "local-slurm"
-scheduler = "slurm"
-install_path = "install"
-output_path = "out"
-default_partition = "debug"
-mpi = "pmix"
-gpus_per_node = 8
-ntasks_per_node = 2
-monitor_interval = 1
-[[partitions]]
-name = "debug"
-  [[partitions.groups]]
-  name = "all"
-  nodes = ["node[001-004]"]
-"#;
-
-const TESTS: &[(&str, &str)] = &[
-    ("sleep.toml", "name = \"sleep\"\ndescription = \"sleep\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n"),
-    ("bash.toml", "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n"),
-    (
-        "nccl.toml",
-        "name = \"nccl\"\ndescription = \"bare-metal nccl\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\nsubtest_name = \"all_reduce_perf_mpi\"\n",
-    ),
-];
-
-/// A scratch directory with the system, tests and scenario, or `None` (test skipped) without a cluster.
-fn slurm_work(system_extra: &str, scenario: &str) -> Option<Work> {
-    if !cluster_up() {
-        return None;
-    }
-    let w = Work::new();
-    setup(&w, system_extra, scenario);
-    Some(w)
-}
-
-fn setup(w: &Work, system_extra: &str, scenario: &str) -> std::path::PathBuf {
-    w.file("system.toml", &format!("{SYSTEM}{system_extra}"));
-    for (name, text) in TESTS {
-        w.file(&format!("tests/{name}"), text);
-    }
-    w.file("scenario.toml", scenario)
-}
-
-fn cloudai_run(w: &Work, path_prefix: Option<&Path>) -> std::process::Output {
-    let mut c = w.cloudai();
-    c.args([
-        "run",
-        "--system-config",
-        "system.toml",
-        "--tests-dir",
-        "tests",
-        "--test-scenario",
-        "scenario.toml",
-    ]);
-    if let Some(p) = path_prefix {
-        c.env(
-            "PATH",
-            format!("{}:{}", p.display(), std::env::var("PATH").unwrap()),
-        );
-    }
-    c.timeout(Duration::from_secs(180)).output().unwrap()
-}
-
-fn squeue_ids() -> Vec<String> {
-    let o = Command::new("squeue")
-        .args(["-h", "-o", "%i"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect()
-}
 
 #[test]
 fn sleep_scenario_with_dependencies() {
@@ -293,15 +203,7 @@ fn sigint_leaves_no_job_in_the_queue() {
     };
     let child = Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
         .current_dir(w.path())
-        .args([
-            "run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "scenario.toml",
-        ])
+        .args(common::slurm::RUN_ARGS)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

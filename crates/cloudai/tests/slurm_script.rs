@@ -238,3 +238,58 @@ fn unmeetable_group_request_fails_the_test_with_a_reason() {
     );
     assert!(text.contains("FAILED"), "{text}");
 }
+
+/// A dry-run contacts no controller: with Slurm commands on PATH that hang for 30 s and leave a mark, a dry-run of
+/// 100 NCCL entries on the example Slurm system (GPUs per node set, no gres cache) finishes at once, untouched.
+#[test]
+fn dry_run_never_calls_slurm_commands() {
+    let w = Work::new();
+    let marker = w.path().join("called");
+    for cmd in ["scontrol", "sinfo", "squeue", "sbatch", "sacct", "scancel"] {
+        let p = w.file(
+            &format!("bin/{cmd}"),
+            &format!("#!/bin/sh\necho {cmd} >> {}\nsleep 30\n", marker.display()),
+        );
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let repo = common::repo();
+    let mut scenario = String::from("name = \"many\"\n");
+    for i in 0..100 {
+        scenario.push_str(&format!(
+            "[[Tests]]\nid = \"t{i}\"\ntest_name = \"nccl_test_all_reduce\"\nnum_nodes = 2\n"
+        ));
+    }
+    w.file("many.toml", &scenario);
+    let started = std::time::Instant::now();
+    let out = w
+        .cloudai()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                w.path().join("bin").display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .arg("dry-run")
+        .arg("--system-config")
+        .arg(repo.join("conf/common/system/example_slurm_cluster.toml"))
+        .arg("--tests-dir")
+        .arg(repo.join("conf/common/test"))
+        .args(["--test-scenario", "many.toml", "--output-dir", "out"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        !marker.exists(),
+        "a dry-run called {} (after {:?})",
+        std::fs::read_to_string(&marker).unwrap_or_default(),
+        started.elapsed()
+    );
+    let root = w.results_root();
+    let script = std::fs::read_to_string(root.join("t99/0/cloudai_sbatch_script.sh")).unwrap();
+    // no controller to ask: GPU directives as when the controller is unreachable (CloudAI's default)
+    assert!(script.contains("#SBATCH --gpus-per-node="), "{script}");
+}

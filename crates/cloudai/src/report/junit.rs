@@ -13,22 +13,13 @@ use chrono::DateTime;
 
 use crate::results::{IterationRecord, Status};
 
-/// XML text: escaped, without the control characters XML 1.0 forbids.
+/// XML text: escaped as in HTML, without the control characters XML 1.0 forbids (a log may hold any byte).
 fn xml(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            '\t' | '\n' | '\r' => o.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => o.push(c),
-        }
-    }
-    o
+    let allowed = |c: &char| {
+        (!c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+            && !matches!(c, '\u{FFFE}' | '\u{FFFF}')
+    };
+    super::html::esc(&s.chars().filter(allowed).collect::<String>())
 }
 
 fn seconds(r: &IterationRecord) -> f64 {

@@ -468,7 +468,7 @@ fn body(s: &Summary, sections: &str) -> String {
             num("peak_busbw_gbps", "GB/s"),
             num("avg_busbw_gbps", "GB/s"),
             num("small_latency_us", "us"),
-            esc(&r.message),
+            reason_cell(r),
             links.join(" ")
         ));
     }
@@ -478,6 +478,35 @@ fn body(s: &Summary, sections: &str) -> String {
         b.push_str(sections);
     }
     b
+}
+
+/// The reason, then what the scheduler did on the way: every run of a requeued job, and the last pending reason
+/// of a job that never started.
+fn reason_cell(r: &IterationRecord) -> String {
+    let mut out = esc(&r.message);
+    if r.attempts.len() > 1 {
+        let runs: Vec<String> = r
+            .attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("#{} {} on {}", i + 1, a.state, a.nodes.join(",")))
+            .collect();
+        out.push_str(&format!(
+            "<br><span class=\"muted\">requeued, {} runs: {}</span>",
+            r.attempts.len(),
+            esc(&runs.join("; "))
+        ));
+    }
+    if r.started_at.is_none() {
+        if let Some(q) = r.queue_states.iter().rev().find(|q| !q.reason.is_empty()) {
+            out.push_str(&format!(
+                "<br><span class=\"muted\">last queue state: {} ({})</span>",
+                esc(&q.state),
+                esc(&q.reason)
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

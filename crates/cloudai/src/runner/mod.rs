@@ -322,7 +322,7 @@ impl Runner {
                         a.started = Some((Local::now(), Instant::now()));
                     }
                     a.pending_since = None;
-                    if a.queue.last().is_some_and(|l| l.state != "RUNNING") {
+                    if a.queue.last().is_none_or(|l| l.state != "RUNNING") {
                         info!("job {} ({}) running", a.id, slot.run.id);
                     }
                     queue::note_state(&mut a.queue, "RUNNING", "");

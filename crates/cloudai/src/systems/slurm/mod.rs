@@ -49,6 +49,8 @@ struct Tracked {
     nodes: Vec<String>,
     /// The node list (compressed) while it was last seen running: a job that goes back to PENDING was requeued.
     running_on: Option<String>,
+    /// Slurm's restart count when last seen: it grows with every requeue.
+    restarts: u32,
     /// Every run of the job, from `sacct --duplicates` once it ended.
     attempts: Vec<Attempt>,
 }
@@ -257,14 +259,31 @@ impl Slurm {
         nodes::broken_nodes(&out.stdout)
     }
 
-    /// Jobs seen running before and pending now: Slurm requeued them (a node failure, a preemption). Returns the
-    /// run that ended, as sacct recorded it.
-    async fn requeued(&self, live: &HashMap<String, state::Live>) -> Vec<(String, Attempt)> {
+    /// Jobs Slurm requeued since the last poll (a node failure, a preemption): their restart count grew, or they
+    /// were running and are pending again. Returns the run that ended, as sacct recorded it.
+    async fn requeued(
+        &self,
+        queue: &[(String, state::Live, Option<u32>)],
+    ) -> Vec<(String, Attempt)> {
         let back: Vec<(String, String)> = {
             let mut jobs = self.jobs.lock().unwrap();
-            live.iter()
-                .filter(|(_, l)| matches!(l, state::Live::Pending(..)))
-                .filter_map(|(id, _)| Some((id.clone(), jobs.get_mut(id)?.running_on.take()?)))
+            queue
+                .iter()
+                .filter_map(|(id, live, restarts)| {
+                    let t = jobs.get_mut(id)?;
+                    let pending = matches!(live, state::Live::Pending(..));
+                    let counted = restarts.is_some_and(|r| r > t.restarts);
+                    if let Some(r) = restarts {
+                        t.restarts = t.restarts.max(*r);
+                    }
+                    let was_running = pending && t.running_on.is_some();
+                    let nodes = if pending {
+                        t.running_on.take()
+                    } else {
+                        t.running_on.clone()
+                    };
+                    (counted || was_running).then(|| (id.clone(), nodes.unwrap_or_default()))
+                })
                 .collect()
         };
         let mut out = Vec::new();
@@ -399,6 +418,7 @@ impl System for Slurm {
                 misses: 0,
                 nodes: Vec::new(),
                 running_on: None,
+                restarts: 0,
                 attempts: Vec::new(),
             },
         );
@@ -411,16 +431,15 @@ impl System for Slurm {
             "squeue",
             &[
                 "-h",
-                "-o",
+                "-O",
                 state::SQUEUE_FORMAT,
                 &format!("--jobs={joined}"),
             ],
         )
         .await;
         // squeue fails with "Invalid job id" when none of the ids is known any more: all have left the queue.
-        let live: HashMap<String, state::Live> = if out.ok || out.stderr.contains("Invalid job id")
-        {
-            state::parse_squeue(&out.stdout).into_iter().collect()
+        let queue = if out.ok || out.stderr.contains("Invalid job id") {
+            state::parse_squeue(&out.stdout)
         } else {
             warn!(
                 "squeue failed ({}); keeping the last known job states",
@@ -428,6 +447,9 @@ impl System for Slurm {
             );
             return ids.iter().map(|_| JobState::Running).collect();
         };
+        let requeued = self.requeued(&queue).await;
+        let live: HashMap<String, state::Live> =
+            queue.into_iter().map(|(id, l, _)| (id, l)).collect();
         let gone: Vec<&str> = ids
             .iter()
             .filter(|id| !live.contains_key(*id))
@@ -439,7 +461,6 @@ impl System for Slurm {
             self.sacct(&gone, &["-X"]).await.unwrap_or_default()
         };
         let broken = self.broken_nodes(live.values()).await;
-        let requeued = self.requeued(&live).await;
         let mut jobs = self.jobs.lock().unwrap();
         for (id, attempt) in requeued {
             warn!(

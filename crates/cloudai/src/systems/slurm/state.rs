@@ -11,23 +11,29 @@ pub enum Live {
     Running(String),
 }
 
-/// `squeue --format` for [`parse_squeue`].
-pub const SQUEUE_FORMAT: &str = "%i|%T|%r|%N";
+/// `squeue --Format` for [`parse_squeue`]: `:|` ends each field with `|` and no padding. RestartCnt counts
+/// requeues, so a requeue is seen even when the job ran again between two polls.
+pub const SQUEUE_FORMAT: &str = "JobID:|,State:|,Reason:|,NodeList:|,RestartCnt:|";
 
-/// `squeue -h -o '%i|%T|%r|%N'` → job id → live state (with the pending reason, or the nodes).
-pub fn parse_squeue(text: &str) -> Vec<(String, Live)> {
+/// `squeue -h -O <SQUEUE_FORMAT>` → (job id, live state with the pending reason or the nodes, restart count).
+pub fn parse_squeue(text: &str) -> Vec<(String, Live, Option<u32>)> {
     text.lines()
         .filter_map(|l| {
-            let mut it = l.trim().splitn(4, '|');
-            let (id, state) = (it.next()?, it.next()?);
-            let (reason, nodes) = (it.next().unwrap_or(""), it.next().unwrap_or(""));
+            let mut it = l.trim().split('|');
+            let (id, state) = (it.next()?.trim(), it.next()?.trim());
+            let reason = it.next().unwrap_or("").trim();
+            let nodes = it.next().unwrap_or("").trim();
+            let restarts = it.next().and_then(|r| r.trim().parse().ok());
+            if id.is_empty() {
+                return None;
+            }
             let live = match state {
                 "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => {
                     Live::Pending(state.to_string(), reason.to_string())
                 }
                 _ => Live::Running(nodes.to_string()),
             };
-            Some((id.to_string(), live))
+            Some((id.to_string(), live, restarts))
         })
         .collect()
 }
@@ -193,16 +199,11 @@ mod tests {
     #[test]
     fn parses_squeue_and_sacct() {
         let q = parse_squeue(
-            "12|PENDING|Resources|\n13|RUNNING|None|node[001-002]\n14|COMPLETING|None|node003\n",
+            "12|PENDING|Resources||0|\n13|RUNNING|None|node[001-002]|2|\n14|COMPLETING|None|node003\n",
         );
-        assert_eq!(
-            q[0],
-            (
-                "12".into(),
-                Live::Pending("PENDING".into(), "Resources".into())
-            )
-        );
-        assert_eq!(q[1].1, Live::Running("node[001-002]".into()));
+        assert_eq!((q[0].2, q[1].2, q[2].2), (Some(0), Some(2), None));
+        assert_eq!(q[0].0, "12");
+        assert_eq!(q[0].1, Live::Pending("PENDING".into(), "Resources".into()));
         assert_eq!(q[2].1, Live::Running("node003".into()));
         let rows = parse_sacct(
             "7|job|CANCELLED by 0|0:15|node[001-002]|2026-12-02T10:00:00|2026-12-02T10:00:05|5\n7.batch|batch|CANCELLED|0:15|node001|a|b|5\n",

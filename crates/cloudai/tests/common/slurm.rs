@@ -1,0 +1,101 @@
+//! The real local Slurm cluster of the tests (scripts/slurm-cluster.sh: node[001-004] on localhost, fake GPUs):
+//! a scratch directory with a system for it, and `cloudai run` there.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use super::Work;
+
+pub fn cluster_up() -> bool {
+    let up = Command::new("scontrol")
+        .arg("ping")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("UP"));
+    if !up {
+        assert!(
+            std::env::var("CLOUDAI_REQUIRE_SLURM").is_err(),
+            "no Slurm cluster reachable: start it with scripts/slurm-cluster.sh start"
+        );
+        eprintln!("skipped: no Slurm cluster (scripts/slurm-cluster.sh start)");
+    }
+    up
+}
+
+pub const SYSTEM: &str = r#"
+name = "local-slurm"
+scheduler = "slurm"
+install_path = "install"
+output_path = "out"
+default_partition = "debug"
+mpi = "pmix"
+gpus_per_node = 8
+ntasks_per_node = 2
+monitor_interval = 1
+[[partitions]]
+name = "debug"
+  [[partitions.groups]]
+  name = "all"
+  nodes = ["node[001-004]"]
+"#;
+
+pub const TESTS: &[(&str, &str)] = &[
+    ("sleep.toml", "name = \"sleep\"\ndescription = \"sleep\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n"),
+    ("bash.toml", "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n"),
+    (
+        "nccl.toml",
+        "name = \"nccl\"\ndescription = \"bare-metal nccl\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\nsubtest_name = \"all_reduce_perf_mpi\"\n",
+    ),
+];
+
+/// A scratch directory with the system, tests and scenario, or `None` (test skipped) without a cluster.
+pub fn slurm_work(system_extra: &str, scenario: &str) -> Option<Work> {
+    if !cluster_up() {
+        return None;
+    }
+    let w = Work::new();
+    setup(&w, system_extra, scenario);
+    Some(w)
+}
+
+pub fn setup(w: &Work, system_extra: &str, scenario: &str) -> std::path::PathBuf {
+    w.file("system.toml", &format!("{SYSTEM}{system_extra}"));
+    for (name, text) in TESTS {
+        w.file(&format!("tests/{name}"), text);
+    }
+    w.file("scenario.toml", scenario)
+}
+
+/// `cloudai run` on the files [`setup`] writes.
+pub const RUN_ARGS: [&str; 7] = [
+    "run",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test-scenario",
+    "scenario.toml",
+];
+
+pub fn cloudai_run(w: &Work, path_prefix: Option<&Path>) -> std::process::Output {
+    let mut c = w.cloudai();
+    c.args(RUN_ARGS);
+    if let Some(p) = path_prefix {
+        c.env(
+            "PATH",
+            format!("{}:{}", p.display(), std::env::var("PATH").unwrap()),
+        );
+    }
+    c.timeout(Duration::from_secs(180)).output().unwrap()
+}
+
+pub fn squeue_ids() -> Vec<String> {
+    let o = Command::new("squeue")
+        .args(["-h", "-o", "%i"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}

@@ -1,0 +1,226 @@
+//! Exit codes and JUnit for CI: `run` and `generate-report` exit 0 only when every iteration passed (or was stopped
+//! on purpose), 3 when the scenario ran but an iteration failed, timed out or was skipped; `--junit FILE` writes
+//! one testcase per iteration that JUnit consumers (GitLab, Jenkins) read.
+
+mod common;
+
+use common::{stdout_of, Work};
+
+const TESTS: &str = "name = \"bash\"\ndescription = \"b\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n";
+
+fn run(w: &Work, scenario: &str, extra: &[&str]) -> std::process::Output {
+    w.standalone();
+    w.file("tests/bash.toml", TESTS);
+    w.file("s.toml", scenario);
+    w.cloudai()
+        .args([
+            "run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn case(name: &str, cmd: &str, extra: &str) -> String {
+    format!("[[Tests]]\nid = \"{name}\"\ntest_name = \"bash\"\n{extra}[Tests.cmd_args]\ncmd = \"{cmd}\"\n")
+}
+
+#[test]
+fn all_passed_exits_0_and_any_failure_exits_3() {
+    let w = Work::new();
+    let ok = format!(
+        "name = \"ok\"\n{}{}",
+        case("a", "true", ""),
+        case("b", "sleep 1.2", "")
+    );
+    let out = run(&w, &ok, &[]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // not a terminal: the status line is printed when what it says changes
+    assert!(
+        text.contains("[INFO] Status: 0 pending, 1 running, 1 done"),
+        "{text}"
+    );
+
+    for (scenario, what) in [
+        (
+            format!(
+                "name = \"f\"\n{}{}",
+                case("a", "true", ""),
+                case("b", "exit 4", "")
+            ),
+            "a failure",
+        ),
+        (
+            format!(
+                "name = \"t\"\n{}",
+                case("slow", "sleep 30", "time_limit = \"1s\"\n")
+            ),
+            "a timeout",
+        ),
+    ] {
+        let w = Work::new();
+        let out = run(&w, &scenario, &[]);
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(3), "{what}: {text}");
+        assert!(
+            text.contains("did not pass") && text.contains("(exit code 3)"),
+            "{text}"
+        );
+        // generate-report re-grades the same tree to the same verdict
+        let root = w.results_root();
+        let again = w
+            .cloudai()
+            .arg("generate-report")
+            .arg("--result-dir")
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert_eq!(
+            again.status.code(),
+            Some(3),
+            "{what}: {}",
+            stdout_of(&again)
+        );
+    }
+}
+
+#[test]
+fn junit_has_one_testcase_per_iteration_with_reasons_and_timings() {
+    let w = Work::new();
+    let scenario = format!(
+        "name = \"ci\"\n{}{}{}",
+        case("good", "sleep 0.3", "iterations = 2\n"),
+        case("bad", "echo broken >&2; exit 4", ""),
+        case("slow", "sleep 30", "time_limit = \"1s\"\n"),
+    );
+    let junit = w.path().join("reports/junit.xml");
+    let out = run(&w, &scenario, &["--junit", junit.to_str().unwrap()]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let suites = doc.root_element();
+    assert_eq!(suites.tag_name().name(), "testsuites");
+    assert_eq!(
+        (suites.attribute("tests"), suites.attribute("failures")),
+        (Some("4"), Some("2"))
+    );
+    let suite = suites
+        .children()
+        .find(|n| n.has_tag_name("testsuite"))
+        .unwrap();
+    assert_eq!(suite.attribute("name"), Some("ci"));
+    assert!(suite.attribute("timestamp").is_some());
+    let cases: Vec<_> = suite
+        .children()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let names: Vec<_> = cases.iter().map(|c| c.attribute("name").unwrap()).collect();
+    assert_eq!(names, ["good #0", "good #1", "bad", "slow"]);
+    assert!(cases
+        .iter()
+        .all(|c| c.attribute("classname").unwrap().starts_with("ci.")));
+    let time = |i: usize| cases[i].attribute("time").unwrap().parse::<f64>().unwrap();
+    assert!(time(0) >= 0.25 && time(0) < 10.0, "{xml}");
+    assert!(time(3) >= 0.9, "{xml}");
+    let failure = |i: usize| cases[i].children().find(|n| n.has_tag_name("failure"));
+    assert!(failure(0).is_none() && failure(1).is_none());
+    let bad = failure(2).expect("bad has a failure");
+    assert_eq!(bad.attribute("type"), Some("FAILED"));
+    assert!(
+        bad.attribute("message")
+            .unwrap()
+            .contains("exited with status 4"),
+        "{xml}"
+    );
+    assert!(bad.text().unwrap().contains("end reason: exited"), "{xml}");
+    let slow = failure(3).expect("slow has a failure");
+    assert_eq!(slow.attribute("type"), Some("TIMEOUT"));
+    assert!(
+        slow.text().unwrap().contains("end reason: time_limit"),
+        "{xml}"
+    );
+    let out_of = |i: usize| {
+        cases[i]
+            .children()
+            .find(|n| n.has_tag_name("system-out"))
+            .unwrap()
+            .text()
+            .unwrap()
+            .to_string()
+    };
+    let root = w.results_root();
+    assert!(
+        out_of(2).contains(&format!(
+            "[[ATTACHMENT|{}]]",
+            root.join("bad/0/stdout.txt").display()
+        )),
+        "{xml}"
+    );
+
+    // generate-report writes the same cases from the tree on disk
+    let again = w.path().join("again.xml");
+    let o = w
+        .cloudai()
+        .arg("generate-report")
+        .arg("--result-dir")
+        .arg(&root)
+        .arg("--junit")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stdout_of(&o));
+    let doc2 = std::fs::read_to_string(&again).unwrap();
+    let d2 = roxmltree::Document::parse(&doc2).unwrap();
+    let names2: Vec<_> = d2
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|c| c.attribute("name").unwrap().to_string())
+        .collect();
+    // a tree on disk lists its tests in directory order
+    let (mut a, mut b) = (
+        names2,
+        names.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+    );
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn junit_escapes_what_xml_cannot_hold() {
+    let w = Work::new();
+    let scenario = format!(
+        "name = \"esc\"\n{}",
+        case("amp", "printf '\\\\033[31m<&>\\\\n' >&2; exit 2", "")
+    );
+    let junit = w.path().join("j.xml");
+    let out = run(&w, &scenario, &["--junit", junit.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+}
+
+#[test]
+fn an_unwritable_junit_path_is_an_error() {
+    let w = Work::new();
+    w.file("blocker", "a file, not a directory");
+    let out = run(
+        &w,
+        &format!("name = \"x\"\n{}", case("a", "true", "")),
+        &["--junit", "blocker/j.xml"],
+    );
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("Cannot write the JUnit report blocker/j.xml"),
+        "{text}"
+    );
+}

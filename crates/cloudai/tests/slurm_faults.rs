@@ -1,0 +1,341 @@
+//! Slurm under faults, on the real local cluster: jobs that can never start, jobs that wait too long, a node that
+//! fails under a running job (Slurm requeues it), and a job cancelled by someone else. Tests here change node
+//! states, so they run one at a time.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use cloudai::results::{EndReason, Status};
+use common::slurm::{cloudai_run, slurm_work};
+use common::{record, stdout_of, t, Work};
+
+/// Node states are shared by every test of this binary.
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn scontrol(args: &[&str]) {
+    let _ = Command::new("scontrol").args(args).output();
+}
+
+/// Puts a node back in service whatever happened to the test.
+struct Resume(&'static str);
+impl Drop for Resume {
+    fn drop(&mut self) {
+        scontrol(&["update", &format!("nodename={}", self.0), "state=resume"]);
+    }
+}
+
+/// `squeue` state, reason and nodes of a job (`None` once it left the queue).
+fn job(id: &str) -> Option<(String, String, String)> {
+    let o = Command::new("squeue")
+        .args(["-h", "-j", id, "-o", "%T|%r|%N"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let mut it = text.splitn(3, '|');
+    Some((
+        it.next()?.to_string(),
+        it.next()?.to_string(),
+        it.next().unwrap_or("").to_string(),
+    ))
+}
+
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `cloudai run` in the background, its console going to `console.txt`.
+fn spawn(w: &Work) -> Child {
+    let log = std::fs::File::create(w.path().join("console.txt")).unwrap();
+    Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(common::slurm::RUN_ARGS)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// The job id cloudai submitted, from its debug log.
+fn submitted(w: &Work) -> String {
+    wait_for("the submission", Duration::from_secs(60), || {
+        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| l.split("Submitted slurm job: ").nth(1))
+            .map(|id| id.trim().to_string())
+            .next()
+    })
+}
+
+fn finish(w: &Work, mut child: Child) -> (i32, String) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("cloudai did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (
+        code,
+        std::fs::read_to_string(w.path().join("console.txt")).unwrap(),
+    )
+}
+
+#[test]
+fn a_job_asking_more_nodes_than_exist_ends_unschedulable() {
+    let _g = lock();
+    let scenario = "name = \"big\"\n[[Tests]]\nid = \"big\"\ntest_name = \"sleep\"\nnum_nodes = 8\niterations = 2\n";
+    let Some(w) = slurm_work("", scenario) else {
+        return;
+    };
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let root = w.results_root();
+    let r = record(&root, "big", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Failed, EndReason::Unschedulable),
+        "{text}"
+    );
+    // Slurm says PartitionNodeLimit or PartitionConfig (with GPUs per node asked), in its own words
+    let reason = r
+        .queue_states
+        .iter()
+        .find(|q| q.state == "PENDING" && q.reason.starts_with("Partition"))
+        .map(|q| q.reason.clone())
+        .unwrap_or_else(|| panic!("no pending reason kept: {r:?}"));
+    assert!(
+        r.message.contains(&format!("(Slurm: {reason})")),
+        "{}",
+        r.message
+    );
+    // monitor_interval = 1: judged and cancelled within two intervals of the submission (debug.log's clock)
+    let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap();
+    let at = |needle: &str| {
+        let line = log
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}: {log}"));
+        chrono::NaiveDateTime::parse_from_str(&line[..23], "%Y-%m-%d %H:%M:%S,%3f").unwrap()
+    };
+    let decided = at("cancelling it") - at("Submitted slurm job");
+    assert!(
+        decided <= chrono::Duration::milliseconds(2200),
+        "decided after {decided}"
+    );
+    assert!(t(&r.ended_at) > t(&r.submitted_at));
+    assert!(
+        text.contains(&format!(
+            "job {} (big) pending: {reason}",
+            r.job_id.as_ref().unwrap()
+        )),
+        "{text}"
+    );
+    assert!(
+        job(r.job_id.as_ref().unwrap()).is_none(),
+        "the job is still queued"
+    );
+    // the second iteration asks for the same 8 nodes: not submitted
+    assert!(!root.join("big/1").exists(), "{text}");
+    let summary = std::fs::read_to_string(root.join("summary.json")).unwrap();
+    assert!(
+        summary.contains("\"end_reason\": \"unschedulable\""),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_job_waiting_for_a_drained_node_ends_unschedulable() {
+    let _g = lock();
+    let scenario = "name = \"pinned\"\n[[Tests]]\nid = \"pinned\"\ntest_name = \"sleep\"\nnodes = [\"node004\"]\n";
+    let Some(w) = slurm_work("", scenario) else {
+        return;
+    };
+    let _resume = Resume("node004");
+    scontrol(&[
+        "update",
+        "nodename=node004",
+        "state=drain",
+        "reason=bad-gpu-cloudai-test",
+    ]);
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "pinned", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Failed, EndReason::Unschedulable),
+        "{text}"
+    );
+    assert!(
+        r.message.contains("node004 is drain") && r.message.contains("bad-gpu-cloudai-test"),
+        "{}",
+        r.message
+    );
+}
+
+#[test]
+fn a_job_pending_past_max_pending_time_is_cancelled() {
+    let _g = lock();
+    // a begin time an hour away: Slurm keeps it PENDING (BeginTime), a reason that waiting does resolve
+    let scenario = "name = \"later\"\n[[Tests]]\nid = \"later\"\ntest_name = \"sleep\"\nmax_pending_time = \"3s\"\n";
+    let Some(w) = slurm_work("", scenario) else {
+        return;
+    };
+    w.file(
+        "system.toml",
+        &format!(
+            "extra_sbatch_args = [\"--begin=now+3600\"]\n{}",
+            common::slurm::SYSTEM
+        ),
+    );
+    let started = Instant::now();
+    let out = cloudai_run(&w, None);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    let r = record(&w.results_root(), "later", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Failed, EndReason::PendingTooLong),
+        "{text}"
+    );
+    assert!(
+        r.message.contains("max_pending_time (00:00:03)") && r.message.contains("BeginTime"),
+        "{}",
+        r.message
+    );
+    assert!(
+        job(r.job_id.as_ref().unwrap()).is_none(),
+        "the job is still queued"
+    );
+}
+
+#[test]
+fn a_node_failing_under_a_running_job_is_recorded_as_an_attempt() {
+    let _g = lock();
+    let scenario = "name = \"requeue\"\n[[Tests]]\nid = \"long\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 5\n";
+    let Some(w) = slurm_work("", scenario) else {
+        return;
+    };
+    let child = spawn(&w);
+    let id = submitted(&w);
+    let node = wait_for("the job to run", Duration::from_secs(60), || {
+        job(&id)
+            .filter(|(st, _, n)| st == "RUNNING" && !n.is_empty())
+            .map(|(_, _, n)| n)
+    });
+    let node: &'static str = Box::leak(node.into_boxed_str());
+    // cloudai has seen it running too
+    wait_for(
+        "cloudai to see the job run",
+        Duration::from_secs(30),
+        || {
+            let console = std::fs::read_to_string(w.path().join("console.txt")).unwrap_or_default();
+            console
+                .contains(&format!("job {id} (long) running"))
+                .then_some(())
+        },
+    );
+    let _resume = Resume(node);
+    scontrol(&[
+        "update",
+        &format!("nodename={node}"),
+        "state=down",
+        "reason=cloudai-test-node-failure",
+    ]);
+    // Slurm requeues the job with a begin time two minutes away; let it start again now
+    wait_for("the requeue", Duration::from_secs(60), || {
+        job(&id).filter(|(st, _, _)| st == "PENDING").map(|_| ())
+    });
+    scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
+    // long enough for two polls (monitor_interval = 1) to see it pending
+    std::thread::sleep(Duration::from_millis(2500));
+    wait_for("the job to run again", Duration::from_secs(60), || {
+        scontrol(&["update", &format!("jobid={id}"), "starttime=now"]);
+        job(&id).filter(|(st, _, _)| st == "RUNNING").map(|_| ())
+    });
+    let (code, text) = finish(&w, child);
+    assert_eq!(code, 0, "{text}");
+    let root = w.results_root();
+    let r = record(&root, "long", 0);
+    assert_eq!(r.status, Status::Passed, "{text}");
+    assert!(
+        text.contains(&format!(
+            "Slurm job {id} was requeued: its run on {node} ended NODE_FAIL"
+        )),
+        "{text}"
+    );
+    assert_eq!(r.attempts.len(), 2, "{:?}", r.attempts);
+    assert_eq!(
+        (r.attempts[0].state.as_str(), r.attempts[0].nodes.as_slice()),
+        ("NODE_FAIL", [node.to_string()].as_slice())
+    );
+    assert_eq!(r.attempts[1].state, "COMPLETED");
+    let states: Vec<&str> = r.queue_states.iter().map(|q| q.state.as_str()).collect();
+    assert!(
+        states
+            .windows(3)
+            .any(|w| w == ["RUNNING", "PENDING", "RUNNING"]),
+        "{states:?}\n{text}"
+    );
+    let html = std::fs::read_to_string(root.join("requeue.html")).unwrap();
+    assert!(
+        html.contains("requeued, 2 runs") && html.contains(&format!("#1 NODE_FAIL on {node}")),
+        "{html}"
+    );
+}
+
+#[test]
+fn a_job_cancelled_outside_cloudai_ends_cancelled_by_scheduler() {
+    let _g = lock();
+    let scenario = "name = \"ext\"\n[[Tests]]\nid = \"victim\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n";
+    let Some(w) = slurm_work("", scenario) else {
+        return;
+    };
+    let child = spawn(&w);
+    let id = submitted(&w);
+    wait_for("the job to run", Duration::from_secs(60), || {
+        job(&id).filter(|(st, _, _)| st == "RUNNING").map(|_| ())
+    });
+    let o = Command::new("scancel").arg(&id).output().unwrap();
+    assert!(o.status.success());
+    let (code, text) = finish(&w, child);
+    assert_eq!(code, 3, "{text}");
+    let r = record(&w.results_root(), "victim", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Cancelled, EndReason::CancelledByScheduler),
+        "{text}"
+    );
+    assert!(r.message.contains("CANCELLED by 0"), "{}", r.message);
+    assert_eq!(
+        r.scheduler_state
+            .as_deref()
+            .map(|s| s.starts_with("CANCELLED")),
+        Some(true)
+    );
+}
