@@ -10,38 +10,8 @@ use common::{assert_verdict_exit, data, stdout_of, Work};
 
 /// A standalone NCCL scenario whose stand-in binary prints `sample` (a file of tests/data/nccl-samples).
 fn nccl_run(w: &Work, sample: &str, iterations: u32) -> PathBuf {
-    let bin = w.file(
-        "bin/all_reduce_perf_mpi",
-        &format!(
-            "#!/bin/bash\ncat {}\n",
-            data().join("nccl-samples").join(sample).display()
-        ),
-    );
-    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    w.standalone();
-    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
-    w.file("s.toml", &format!("name = \"nccl-local\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = {iterations}\n"));
-    let out = w
-        .cloudai()
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                w.path().join("bin").display(),
-                std::env::var("PATH").unwrap()
-            ),
-        )
-        .args([
-            "run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
-        .output()
-        .unwrap();
+    let text = std::fs::read_to_string(data().join("nccl-samples").join(sample)).unwrap();
+    let out = common::nccl_standalone(w, &text, iterations, &[]);
     let root = w.results_root();
     assert_verdict_exit(&out, &root);
     root

@@ -1,5 +1,6 @@
 //! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
 
+mod baseline;
 mod list;
 mod report;
 mod run;
@@ -41,6 +42,8 @@ enum Command {
     List(list::ListArgs),
     /// Re-grade and re-render the reports of an existing results directory (nothing is re-run)
     GenerateReport(report::ReportArgs),
+    /// Baselines of known-good results, to grade later runs against (`--baseline`)
+    Baseline(baseline::BaselineCmd),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -75,6 +78,56 @@ pub struct RunArgs {
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    #[command(flatten)]
+    baseline: BaselineArgs,
+}
+
+/// Grading against a baseline (`cloudai baseline create`).
+#[derive(Args, Debug, Clone)]
+pub struct BaselineArgs {
+    /// Fail iterations whose busbw falls below this baseline file by more than --tolerance
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Allowed busbw drop per size, in percent (baseline and --compare)
+    #[arg(long, default_value_t = 5.0, value_parser = parse_pct)]
+    tolerance: f64,
+    /// Smallest message size a baseline drop fails (bytes, or with K/M/G)
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    baseline_min_size: u64,
+}
+
+impl BaselineArgs {
+    fn load(&self) -> Result<Option<crate::baseline::Grading>, crate::config::ConfigErrors> {
+        self.baseline
+            .as_deref()
+            .map(|p| {
+                crate::baseline::Grading::load(p, self.tolerance / 100.0, self.baseline_min_size)
+            })
+            .transpose()
+    }
+}
+
+fn parse_pct(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..100.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s} is not a percentage between 0 and 100")),
+    }
+}
+
+/// `1048576`, `1M`, `512K`, `2G` (binary, as nccl-tests reads sizes).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s} is not a size (bytes, or a number with K, M or G)"))
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -101,6 +154,7 @@ pub fn main() -> i32 {
                 Command::DryRun(args) => run::run(&args, true),
                 Command::VerifyConfigs(args) => verify::verify(&args),
                 Command::GenerateReport(args) => report::generate(&args),
+                Command::Baseline(args) => baseline::baseline(&args),
                 Command::List(_) => unreachable!(),
             }
         }

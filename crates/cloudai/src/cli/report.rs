@@ -15,9 +15,8 @@ pub struct ReportArgs {
     /// Other results trees to compare against; busbw drops beyond --tolerance are flagged per size
     #[arg(long, num_args = 1..)]
     compare: Vec<PathBuf>,
-    /// Allowed busbw drop per size, in percent
-    #[arg(long, default_value_t = 5.0)]
-    tolerance: f64,
+    #[command(flatten)]
+    baseline: super::BaselineArgs,
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
@@ -39,18 +38,19 @@ pub fn generate(args: &ReportArgs) -> i32 {
             return 1;
         }
     }
-    if !(0.0..100.0).contains(&args.tolerance) {
-        error!(
-            "--tolerance {} is not a percentage between 0 and 100",
-            args.tolerance
-        );
-        return 1;
-    }
+    let grading = match args.baseline.load() {
+        Ok(g) => g,
+        Err(e) => {
+            super::report_errors(&e);
+            return 1;
+        }
+    };
     let opts = Options {
         compare: args.compare.clone(),
-        tolerance: args.tolerance / 100.0,
+        tolerance: args.baseline.tolerance / 100.0,
         regrade: true,
         summary: true,
+        baseline: grading,
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {

@@ -1,5 +1,6 @@
 //! Reports over a scenario's results: per-iteration files, the scenario page and summary, the status table.
 
+pub mod baseline;
 pub mod html;
 pub mod junit;
 pub mod nccl;

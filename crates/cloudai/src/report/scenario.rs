@@ -23,6 +23,8 @@ pub struct Options {
     pub regrade: bool,
     /// Write summary.json. A dry-run leaves it out, so its tree holds exactly CloudAI's files.
     pub summary: bool,
+    /// Grade against a baseline (`--baseline`).
+    pub baseline: Option<crate::baseline::Grading>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -34,6 +36,11 @@ pub struct Entry {
     pub reports: Vec<String>,
     #[serde(skip)]
     pub curve: Vec<(u64, f64)>,
+    #[serde(skip)]
+    pub points: Vec<workloads::Point>,
+    /// The comparison with `--baseline`, per size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<crate::baseline::Check>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -59,6 +66,16 @@ pub struct Summary {
     pub tests: Vec<Entry>,
     pub compared_with: Vec<String>,
     pub drops: Vec<Flag>,
+    /// The baseline graded against (`--baseline`), with its tolerance and minimum size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineInfo>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BaselineInfo {
+    pub file: String,
+    pub tolerance_pct: f64,
+    pub min_size_bytes: u64,
 }
 
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -177,6 +194,38 @@ fn entry(
             }
         }
     }
+    let points = report
+        .as_ref()
+        .map(|r| r.points.clone())
+        .unwrap_or_default();
+    let check = opts
+        .baseline
+        .as_ref()
+        .filter(|_| !points.is_empty())
+        .map(|g| {
+            g.baseline
+                .check(&record.template, &points, g.tolerance, g.min_size)
+        });
+    if let Some(c) = &check {
+        let mut changed = false;
+        if c.failed && record.status == Status::Passed {
+            record.status = Status::Failed;
+            record.message = c.message.clone();
+            changed = true;
+        }
+        if !c.not_in_baseline.is_empty() && !record.message.contains("not in baseline") {
+            let note = format!("not in baseline: {}", c.not_in_baseline.join("; "));
+            record.message = if record.message.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", record.message)
+            };
+            changed = true;
+        }
+        if changed && write && dir.join(crate::results::record::RECORD_FILE).exists() {
+            let _ = record.write(dir);
+        }
+    }
     let mut reports = Vec::new();
     let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
     if let Some(r) = report {
@@ -198,6 +247,8 @@ fn entry(
         metrics,
         reports,
         curve,
+        points,
+        baseline: check,
     })
 }
 
@@ -208,6 +259,7 @@ pub fn read_tree(root: &Path) -> Vec<Entry> {
         tolerance: 0.0,
         regrade: false,
         summary: false,
+        baseline: None,
     };
     iteration_dirs(root)
         .iter()
@@ -274,6 +326,8 @@ pub fn generate(
                     metrics: Default::default(),
                     reports: Vec::new(),
                     curve: Vec::new(),
+                    points: Vec::new(),
+                    baseline: None,
                 })
             })
             .collect(),
@@ -384,6 +438,9 @@ pub fn generate(
         }
     }
 
+    if let Some(g) = &opts.baseline {
+        sections.push_str(&super::baseline::section(&entries, g, &mut charts));
+    }
     let mut counts = std::collections::BTreeMap::new();
     for e in &entries {
         *counts
@@ -403,6 +460,11 @@ pub fn generate(
             .map(|p| p.display().to_string())
             .collect(),
         drops: flags,
+        baseline: opts.baseline.as_ref().map(|g| BaselineInfo {
+            file: g.baseline.file.display().to_string(),
+            tolerance_pct: g.tolerance * 100.0,
+            min_size_bytes: g.min_size,
+        }),
     };
     let json = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
     if opts.summary {

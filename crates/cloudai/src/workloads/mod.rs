@@ -68,6 +68,23 @@ pub struct IterationReport {
     pub curve: Vec<(u64, f64)>,
     /// The grade from the same reading of the output (used when re-grading).
     pub verdict: Option<Verdict>,
+    /// Measured points, keyed for baselines.
+    pub points: Vec<Point>,
+}
+
+/// One measured row of a benchmark, with what identifies it across runs (collective, data type, shape, size).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Point {
+    pub collective: String,
+    pub dtype: String,
+    /// Nodes × GPUs per node of the run that measured it (0 when the output does not say).
+    pub nodes: u64,
+    pub gpus_per_node: u64,
+    pub size: u64,
+    pub busbw_oop: f64,
+    pub busbw_ip: Option<f64>,
+    pub time_oop_us: f64,
+    pub time_ip_us: Option<f64>,
 }
 
 pub trait Workload: Send + Sync {

@@ -178,3 +178,43 @@ pub fn assert_verdict_exit(out: &std::process::Output, root: &Path) {
         stdout_of(out)
     );
 }
+
+/// `cloudai run` of an NCCL test on the built-in-like Standalone system (results under `out/`), whose stand-in
+/// `all_reduce_perf_mpi` on PATH prints `stdout`.
+pub fn nccl_standalone(
+    w: &Work,
+    stdout: &str,
+    iterations: u32,
+    extra: &[&str],
+) -> std::process::Output {
+    let printed = w.file("nccl-stdout.txt", stdout);
+    let bin = w.file(
+        "bin/all_reduce_perf_mpi",
+        &format!("#!/bin/bash\ncat {}\n", printed.display()),
+    );
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w.standalone();
+    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
+    w.file("s.toml", &format!("name = \"nccl-local\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = {iterations}\n"));
+    w.cloudai()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                w.path().join("bin").display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .args([
+            "run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}

@@ -253,8 +253,46 @@ impl Workload for NcclTest {
             metrics,
             curve,
             verdict: Some(v),
+            points: points(&out, test),
         })
     }
+}
+
+/// Every row as a baseline point: the collective (`all_reduce_perf`, `_mpi` dropped so MPI and single-process
+/// builds compare), the data type and the shape from the Rank lines (distinct hosts × ranks per host).
+fn points(out: &parse::Output, test: &TestDefinition) -> Vec<crate::workloads::Point> {
+    let mut pts = Vec::new();
+    for run in &out.runs {
+        let collective = run
+            .test
+            .as_deref()
+            .unwrap_or(NcclTest::subtest(test))
+            .trim_end_matches("_mpi")
+            .to_string();
+        let mut hosts: Vec<&str> = run.ranks.iter().map(|r| r.host.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let nodes = hosts.len() as u64;
+        let gpus_per_node = if nodes > 0 {
+            run.ranks.len() as u64 / nodes
+        } else {
+            0
+        };
+        for r in &run.rows {
+            pts.push(crate::workloads::Point {
+                collective: collective.clone(),
+                dtype: r.dtype.to_string(),
+                nodes,
+                gpus_per_node,
+                size: r.size,
+                busbw_oop: r.out_of_place.busbw,
+                busbw_ip: r.in_place.as_ref().map(|s| s.busbw),
+                time_oop_us: r.out_of_place.time_us,
+                time_ip_us: r.in_place.as_ref().map(|s| s.time_us),
+            });
+        }
+    }
+    pts
 }
 
 /// The grade of parsed output, with CloudAI's `min_busbw` threshold when set.

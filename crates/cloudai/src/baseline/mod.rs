@@ -1,0 +1,355 @@
+//! Baselines: what known-good runs measured, per (test template, collective, data type, nodes × GPUs shape, message
+//! size), and the check of a new run against them. `cloudai baseline create` writes one from results trees; `run`
+//! and `generate-report` grade against it with `--baseline`.
+
+mod file;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::report::html::human_size;
+use crate::workloads::Point;
+
+pub use file::{load, write};
+
+/// What a baseline value is known by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Key {
+    pub template: String,
+    pub collective: String,
+    pub dtype: String,
+    pub nodes: u64,
+    pub gpus_per_node: u64,
+    pub size: u64,
+}
+
+impl Key {
+    fn of(template: &str, p: &Point) -> Self {
+        Key {
+            template: template.to_string(),
+            collective: p.collective.clone(),
+            dtype: p.dtype.clone(),
+            nodes: p.nodes,
+            gpus_per_node: p.gpus_per_node,
+            size: p.size,
+        }
+    }
+
+    /// `all_reduce_perf float 2x8` (the shape without the size).
+    pub fn shape(&self) -> String {
+        format!(
+            "{} {} {}x{}",
+            self.collective, self.dtype, self.nodes, self.gpus_per_node
+        )
+    }
+}
+
+/// Medians of the known-good measurements of one key.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Entry {
+    #[serde(flatten)]
+    pub key: Key,
+    pub busbw_oop: f64,
+    pub busbw_ip: Option<f64>,
+    pub time_oop_us: f64,
+    pub time_ip_us: Option<f64>,
+    /// How many iterations measured it, and which (iteration directories).
+    pub iterations: usize,
+    pub from: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Baseline {
+    pub file: PathBuf,
+    pub created_at: String,
+    pub sources: Vec<String>,
+    pub entries: Vec<Entry>,
+    index: HashMap<Key, usize>,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+impl Baseline {
+    pub fn new(created_at: String, sources: Vec<String>, entries: Vec<Entry>) -> Self {
+        let index = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.key.clone(), i))
+            .collect();
+        Baseline {
+            file: PathBuf::new(),
+            created_at,
+            sources,
+            entries,
+            index,
+        }
+    }
+
+    /// From passed iterations: (template, iteration directory, its points).
+    pub fn from_iterations<'a>(
+        sources: Vec<String>,
+        iterations: impl IntoIterator<Item = (&'a str, String, &'a [Point])>,
+    ) -> Self {
+        #[derive(Default)]
+        struct Acc {
+            oop: Vec<f64>,
+            ip: Vec<f64>,
+            t_oop: Vec<f64>,
+            t_ip: Vec<f64>,
+            from: Vec<String>,
+        }
+        let mut acc: BTreeMap<Key, Acc> = BTreeMap::new();
+        for (template, dir, points) in iterations {
+            for p in points {
+                let a = acc.entry(Key::of(template, p)).or_default();
+                a.oop.push(p.busbw_oop);
+                a.t_oop.push(p.time_oop_us);
+                a.ip.extend(p.busbw_ip);
+                a.t_ip.extend(p.time_ip_us);
+                if a.from.last() != Some(&dir) {
+                    a.from.push(dir.clone());
+                }
+            }
+        }
+        let entries = acc
+            .into_iter()
+            .filter_map(|(key, a)| {
+                Some(Entry {
+                    key,
+                    busbw_oop: median(a.oop)?,
+                    busbw_ip: median(a.ip),
+                    time_oop_us: median(a.t_oop)?,
+                    time_ip_us: median(a.t_ip),
+                    iterations: a.from.len(),
+                    from: a.from,
+                })
+            })
+            .collect();
+        Self::new(chrono::Local::now().to_rfc3339(), sources, entries)
+    }
+
+    pub fn get(&self, key: &Key) -> Option<&Entry> {
+        self.index.get(key).map(|&i| &self.entries[i])
+    }
+
+    /// Checks an iteration's points. Sizes below `min_size` are shown but cannot fail it.
+    pub fn check(&self, template: &str, points: &[Point], tolerance: f64, min_size: u64) -> Check {
+        let mut rows = Vec::new();
+        let mut missing: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for p in points {
+            let key = Key::of(template, p);
+            let Some(b) = self.get(&key) else {
+                missing.entry(key.shape()).or_default().push(p.size);
+                continue;
+            };
+            let sides = [
+                ("out-of-place", Some(p.busbw_oop), Some(b.busbw_oop)),
+                ("in-place", p.busbw_ip, b.busbw_ip),
+            ];
+            for (side, cur, base) in sides {
+                let (Some(cur), Some(base)) = (cur, base) else {
+                    continue;
+                };
+                if !cur.is_finite() || base <= 0.0 {
+                    continue;
+                }
+                let drop = (base - cur) / base;
+                let status = if p.size < min_size {
+                    "below min size"
+                } else if drop > tolerance {
+                    "drop"
+                } else {
+                    "ok"
+                };
+                rows.push(CheckRow {
+                    shape: key.shape(),
+                    size: p.size,
+                    side,
+                    busbw: cur,
+                    baseline: base,
+                    drop_pct: (drop * 1000.0).round() / 10.0,
+                    status,
+                });
+            }
+        }
+        let not_in_baseline: Vec<String> = missing
+            .into_iter()
+            .map(|(shape, sizes)| {
+                let (lo, hi) = (
+                    sizes.iter().min().copied().unwrap_or(0),
+                    sizes.iter().max().copied().unwrap_or(0),
+                );
+                format!(
+                    "{shape} at {} size(s) ({}..{})",
+                    sizes.len(),
+                    human_size(lo),
+                    human_size(hi)
+                )
+            })
+            .collect();
+        let drops: Vec<&CheckRow> = rows.iter().filter(|r| r.status == "drop").collect();
+        let failed = !drops.is_empty();
+        let message =
+            if failed {
+                let shown: Vec<String> = drops
+                    .iter()
+                    .take(6)
+                    .map(|r| {
+                        format!(
+                            "{} {}: {:.2} GB/s vs baseline {:.2} (-{}%)",
+                            human_size(r.size),
+                            r.side,
+                            r.busbw,
+                            r.baseline,
+                            r.drop_pct
+                        )
+                    })
+                    .collect();
+                format!(
+                "busbw more than {}% below the baseline at {} size(s) >= {}: {}{} (baseline {})",
+                tolerance * 100.0,
+                drops.len(),
+                human_size(min_size),
+                shown.join("; "),
+                if drops.len() > shown.len() { "; …" } else { "" },
+                self.file.display()
+            )
+            } else {
+                String::new()
+            };
+        Check {
+            compared: rows.len(),
+            rows,
+            not_in_baseline,
+            failed,
+            message,
+        }
+    }
+}
+
+/// One iteration against the baseline.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Check {
+    /// Values compared (sizes × sides).
+    pub compared: usize,
+    pub failed: bool,
+    pub message: String,
+    /// Shapes and sizes measured here that the baseline has no value for (never passed silently).
+    pub not_in_baseline: Vec<String>,
+    pub rows: Vec<CheckRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckRow {
+    pub shape: String,
+    pub size: u64,
+    pub side: &'static str,
+    pub busbw: f64,
+    pub baseline: f64,
+    /// Positive: below the baseline.
+    pub drop_pct: f64,
+    /// `ok`, `drop` or `below min size`.
+    pub status: &'static str,
+}
+
+/// `--baseline-min-size` default: smaller messages are latency-bound and noisy.
+pub const DEFAULT_MIN_SIZE: u64 = 1 << 20;
+
+/// The baseline a command was given, with how it grades.
+#[derive(Clone, Debug)]
+pub struct Grading {
+    pub baseline: std::sync::Arc<Baseline>,
+    pub tolerance: f64,
+    pub min_size: u64,
+}
+
+impl Grading {
+    pub fn load(
+        path: &Path,
+        tolerance: f64,
+        min_size: u64,
+    ) -> Result<Self, crate::config::ConfigErrors> {
+        Ok(Grading {
+            baseline: std::sync::Arc::new(load(path)?),
+            tolerance,
+            min_size,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(size: u64, oop: f64, ip: f64) -> Point {
+        Point {
+            collective: "all_reduce_perf".into(),
+            dtype: "float".into(),
+            nodes: 1,
+            gpus_per_node: 8,
+            size,
+            busbw_oop: oop,
+            busbw_ip: Some(ip),
+            time_oop_us: 10.0,
+            time_ip_us: Some(11.0),
+        }
+    }
+
+    #[test]
+    fn medians_per_key_and_checks() {
+        let a = [pt(1 << 20, 100.0, 90.0), pt(1 << 30, 200.0, 190.0)];
+        let b = [pt(1 << 20, 110.0, 95.0), pt(1 << 30, 180.0, 170.0)];
+        let c = [pt(1 << 20, 90.0, 85.0), pt(1 << 30, 220.0, 200.0)];
+        let base = Baseline::from_iterations(
+            vec!["x".into()],
+            [
+                ("NcclTest", "a".to_string(), &a[..]),
+                ("NcclTest", "b".to_string(), &b[..]),
+                ("NcclTest", "c".to_string(), &c[..]),
+            ],
+        );
+        assert_eq!(base.entries.len(), 2);
+        assert_eq!(
+            (
+                base.entries[0].busbw_oop,
+                base.entries[0].busbw_ip,
+                base.entries[0].iterations
+            ),
+            (100.0, Some(90.0), 3)
+        );
+        let ok = base.check("NcclTest", &a, 0.05, 1 << 20);
+        assert!(!ok.failed && ok.not_in_baseline.is_empty(), "{ok:?}");
+        let slow = [
+            pt(1 << 20, 100.0, 90.0),
+            pt(1 << 30, 150.0, 190.0),
+            pt(1 << 31, 1.0, 1.0),
+        ];
+        let c = base.check("NcclTest", &slow, 0.05, 1 << 20);
+        assert!(c.failed, "{c:?}");
+        assert!(
+            c.message
+                .contains("1GB out-of-place: 150.00 GB/s vs baseline 200.00 (-25%)"),
+            "{}",
+            c.message
+        );
+        assert_eq!(c.not_in_baseline.len(), 1, "{c:?}");
+        // below the minimum size a drop is shown, not failed
+        let small = [pt(1 << 20, 10.0, 9.0)];
+        let c = base.check("NcclTest", &small, 0.05, 1 << 21);
+        assert!(!c.failed && c.rows[0].status == "below min size");
+    }
+}

@@ -1,0 +1,212 @@
+//! Baselines: built from known-good trees, then grading: the same results pass, busbw lowered 20% at large sizes
+//! fails naming those sizes, and a shape the baseline lacks is reported as such.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{data, nccl_standalone, stdout_of, Work};
+
+const SAMPLE: &str = "single-node-8gpu-a100-allreduce-v2.19.4.txt";
+
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(data().join("nccl-samples").join(name)).unwrap()
+}
+
+/// The nccl-tests output with both busbw columns scaled by `factor` on rows of at least `from` bytes, printed in
+/// the same widths.
+fn scaled(text: &str, from: u64, factor: f64) -> String {
+    text.lines()
+        .map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let size = t.first().and_then(|s| s.parse::<u64>().ok());
+            match size {
+                Some(s) if t.len() == 13 && s >= from => {
+                    let mut t: Vec<String> = t.iter().map(|x| x.to_string()).collect();
+                    for i in [7, 11] {
+                        t[i] = format!("{:.2}", t[i].parse::<f64>().unwrap() * factor);
+                    }
+                    format!(
+                        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}",
+                        t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12]
+                    )
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn tree(w: &Work, stdout: &str, iterations: u32) -> PathBuf {
+    let out = nccl_standalone(w, stdout, iterations, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    w.results_root()
+}
+
+fn create(w: &Work, trees: &[&Path]) -> PathBuf {
+    let file = w.path().join("baseline.toml");
+    let out = w
+        .cloudai()
+        .args(["baseline", "create", "--output"])
+        .arg(&file)
+        .arg("--result-dir")
+        .args(trees)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    file
+}
+
+fn report(w: &Work, root: &Path, baseline: &Path) -> (i32, String, serde_json::Value) {
+    let out = w
+        .cloudai()
+        .arg("generate-report")
+        .arg("--result-dir")
+        .arg(root)
+        .arg("--baseline")
+        .arg(baseline)
+        .output()
+        .unwrap();
+    let summary =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    (out.status.code().unwrap(), stdout_of(&out), summary)
+}
+
+#[test]
+fn a_known_good_tree_passes_its_own_baseline() {
+    let w = Work::new();
+    let good = tree(&w, &sample(SAMPLE), 2);
+    let b = create(&w, &[&good]);
+    let text = std::fs::read_to_string(&b).unwrap();
+    // one value per size of the 1x8 all_reduce float run, from both iterations
+    assert!(
+        text.contains("collective = \"all_reduce_perf\"") && text.contains("gpus_per_node = 8"),
+        "{text}"
+    );
+    assert!(
+        text.contains("size = 134217728\nbusbw_oop = 181.32\nbusbw_ip = 182.9"),
+        "{text}"
+    );
+    assert!(text.contains("iterations = 2"), "{text}");
+    let (code, out, s) = report(&w, &good, &b);
+    assert_eq!(code, 0, "{out}");
+    let t = &s["tests"][0];
+    assert_eq!(t["status"], "PASSED", "{t}");
+    assert!(t["baseline"]["compared"].as_u64().unwrap() > 20, "{t}");
+    assert_eq!(t["baseline"]["failed"], false);
+    assert_eq!(s["baseline"]["tolerance_pct"], 5.0);
+}
+
+#[test]
+fn busbw_lowered_at_large_sizes_fails_naming_them() {
+    let w = Work::new();
+    let good = tree(&w, &sample(SAMPLE), 1);
+    let b = create(&w, &[&good]);
+    let w2 = Work::new();
+    let slow = tree(&w2, &scaled(&sample(SAMPLE), 32 << 20, 0.8), 1);
+    let (code, out, s) = report(&w2, &slow, &b);
+    assert_eq!(code, 3, "{out}");
+    let t = &s["tests"][0];
+    assert_eq!(t["status"], "FAILED", "{t}");
+    let msg = t["message"].as_str().unwrap();
+    // 32, 64 and 128 MiB, both sides
+    assert!(msg.contains("at 6 size(s)"), "{msg}");
+    assert!(
+        msg.contains("128MB out-of-place: 145.06 GB/s vs baseline 181.32 (-20%)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("32MB") && msg.contains("64MB") && !msg.contains("16MB"),
+        "{msg}"
+    );
+    let rows = t["baseline"]["rows"].as_array().unwrap();
+    let drops: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["status"] == "drop")
+        .map(|r| r["size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        drops,
+        [32 << 20, 32 << 20, 64 << 20, 64 << 20, 128 << 20, 128 << 20]
+    );
+    let html = std::fs::read_to_string(slow.join("nccl-local.html")).unwrap();
+    assert!(
+        html.contains("<h2>Baseline</h2>") && html.contains("out-of-place busbw vs baseline"),
+        "no baseline section"
+    );
+    // run --baseline grades the same way at the end of the run
+    let w3 = Work::new();
+    let out = nccl_standalone(
+        &w3,
+        &scaled(&sample(SAMPLE), 32 << 20, 0.8),
+        1,
+        &["--baseline", b.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    let rec = common::record(&w3.results_root(), "ar", 0);
+    assert!(
+        rec.message.contains("below the baseline"),
+        "{}",
+        rec.message
+    );
+    // within the tolerance: a 3% drop passes
+    let w4 = Work::new();
+    let out = nccl_standalone(
+        &w4,
+        &scaled(&sample(SAMPLE), 1 << 20, 0.97),
+        1,
+        &["--baseline", b.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+}
+
+#[test]
+fn a_shape_missing_from_the_baseline_is_reported() {
+    let w = Work::new();
+    let good = tree(&w, &sample(SAMPLE), 1);
+    let b = create(&w, &[&good]);
+    let w2 = Work::new();
+    let other = tree(
+        &w2,
+        &sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt"),
+        1,
+    );
+    let (code, out, s) = report(&w2, &other, &b);
+    let t = &s["tests"][0];
+    let msg = t["message"].as_str().unwrap();
+    assert!(
+        msg.contains("not in baseline: all_reduce_perf float 2x8"),
+        "{msg}"
+    );
+    assert!(!t["baseline"]["not_in_baseline"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(t["baseline"]["compared"], 0);
+    assert_eq!(code, 0, "{out}");
+    let html = std::fs::read_to_string(other.join("nccl-local.html")).unwrap();
+    assert!(html.contains("not in baseline (not graded)"));
+}
+
+#[test]
+fn a_broken_baseline_file_is_one_clear_error() {
+    let w = Work::new();
+    let good = tree(&w, &sample(SAMPLE), 1);
+    let bad = w.file("bad.toml", "sources = []\n[[entry]]\ntemplate = \"NcclTest\"\ncollective = \"all_reduce_perf\"\ndtype = \"float\"\nnodes = 1\ngpus_per_node = 8\nsize = \"big\"\nbusbw_oop = 1.0\ntime_oop_us = 1.0\n");
+    let out = w
+        .cloudai()
+        .arg("generate-report")
+        .arg("--result-dir")
+        .arg(&good)
+        .arg("--baseline")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("bad.toml:8:8") && text.contains("entry.0.size"),
+        "{text}"
+    );
+}
