@@ -273,11 +273,7 @@ fn points(out: &parse::Output, test: &TestDefinition) -> Vec<crate::workloads::P
         hosts.sort_unstable();
         hosts.dedup();
         let nodes = hosts.len() as u64;
-        let gpus_per_node = if nodes > 0 {
-            run.ranks.len() as u64 / nodes
-        } else {
-            0
-        };
+        let gpus_per_node = (run.ranks.len() as u64).checked_div(nodes).unwrap_or(0);
         for r in &run.rows {
             pts.push(crate::workloads::Point {
                 collective: collective.clone(),
