@@ -210,3 +210,39 @@ fn a_broken_baseline_file_is_one_clear_error() {
         "{text}"
     );
 }
+
+#[test]
+fn busbw_above_the_physical_peak_is_flagged_as_suspect() {
+    let w = Work::new();
+    let root = tree(&w, &sample(SAMPLE), 1);
+    for (peak, flagged) in [(150.0, true), (300.0, false)] {
+        let sys = w.file(
+            "peaks.toml",
+            &format!("name = \"p\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\nnvlink_peak_gbps = {peak}\nnet_peak_gbps = 50.0\n"),
+        );
+        let out = w
+            .cloudai()
+            .arg("generate-report")
+            .arg("--result-dir")
+            .arg(&root)
+            .arg("--system-config")
+            .arg(&sys)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+        let suspect = s["tests"][0]["suspect"].as_str().unwrap_or("");
+        assert_eq!(!suspect.is_empty(), flagged, "peak {peak}: {suspect}");
+        if flagged {
+            // a 1-node run is held to the NVLink peak, not the network's
+            assert!(
+                suspect.contains("above the physical peak: measurement suspect")
+                    && suspect.contains("NVLink peak of 150"),
+                "{suspect}"
+            );
+            let html = std::fs::read_to_string(root.join("nccl-local.html")).unwrap();
+            assert!(html.contains("measurement suspect"));
+        }
+    }
+}

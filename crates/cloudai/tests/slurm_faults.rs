@@ -339,3 +339,56 @@ fn a_job_cancelled_outside_cloudai_ends_cancelled_by_scheduler() {
         Some(true)
     );
 }
+
+#[test]
+fn a_node_failing_the_preflight_check_stops_the_test_before_it_runs() {
+    let _g = lock();
+    let scenario = "name = \"pre\"\n[[Tests]]\nid = \"nccl\"\ntest_name = \"nccl\"\nnodes = [\"node[001-002]\"]\n";
+    let Some(w) = slurm_work("", scenario) else {
+        return;
+    };
+    let sys = std::fs::read_to_string(w.path().join("system.toml")).unwrap();
+    w.file(
+        "system.toml",
+        &sys.replacen(
+            "[[partitions]]",
+            "[preflight]\nenable = true\n\n[[partitions]]",
+            1,
+        ),
+    );
+    let marker = w.path().join("main-command-ran");
+    // node002 shows 7 of its 8 GPUs
+    let smi = w.file(
+        "bin/nvidia-smi",
+        "#!/bin/bash\nn=8; [ \"$SLURMD_NODENAME\" = node002 ] && n=7\nfor i in $(seq 0 $((n-1))); do echo \"$i, NVIDIA H100 80GB HBM3\"; done\n",
+    );
+    let nccl = w.file(
+        "bin/all_reduce_perf_mpi",
+        &format!("#!/bin/bash\ntouch {}\n", marker.display()),
+    );
+    for p in [&smi, &nccl] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let out = cloudai_run(&w, Some(&w.path().join("bin")));
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let root = w.results_root();
+    let r = record(&root, "nccl", 0);
+    assert_eq!(
+        (r.status, r.end_reason),
+        (Status::Failed, EndReason::PreflightFailed),
+        "{text}"
+    );
+    assert!(
+        r.message.contains("node002 (7 of 8 GPUs)") && !r.message.contains("node001"),
+        "{}",
+        r.message
+    );
+    assert!(
+        !marker.exists(),
+        "the main command ran after a failed pre-flight"
+    );
+    let kept = std::fs::read_to_string(root.join("nccl/0/preflight/node002.out")).unwrap();
+    assert_eq!(kept.lines().count(), 7);
+    assert!(root.join("nccl/0/preflight/node001.out").is_file());
+}

@@ -20,7 +20,7 @@ pub struct ReportArgs {
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Accepted for CloudAI compatibility (the results tree holds what is needed)
+    /// System TOML: only its link peaks (nvlink_peak_gbps, net_peak_gbps) are used, to flag implausible busbw
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
     /// Accepted for CloudAI compatibility
@@ -38,6 +38,19 @@ pub fn generate(args: &ReportArgs) -> i32 {
             return 1;
         }
     }
+    // the system file only matters for its link peaks (a busbw above them is flagged)
+    let peaks = match args
+        .system_config
+        .as_deref()
+        .map(crate::config::system::load)
+    {
+        Some(Ok(sys)) => crate::report::scenario::Peaks::of(&sys),
+        Some(Err(e)) => {
+            super::report_errors(&e);
+            return 1;
+        }
+        None => Default::default(),
+    };
     let grading = match args.baseline.load() {
         Ok(g) => g,
         Err(e) => {
@@ -51,6 +64,7 @@ pub fn generate(args: &ReportArgs) -> i32 {
         regrade: true,
         summary: true,
         baseline: grading,
+        peaks,
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {

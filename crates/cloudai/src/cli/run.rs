@@ -121,6 +121,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         regrade: false,
         summary: !dry_run,
         baseline: if dry_run { None } else { grading },
+        peaks: crate::report::scenario::Peaks::of(&system),
     };
     match crate::report::scenario::generate(&runner.layout.root, Some(&outcome.records), &opts) {
         Ok(summary) => {

@@ -42,6 +42,9 @@ pub struct SystemConfig {
     pub monitor_interval: u64,
     /// Seconds any job may wait in the queue before it is cancelled (our field; off when unset).
     pub max_pending_time: Option<u64>,
+    /// Physical link peaks per GPU, GB/s (our fields): a busbw above them is flagged as a suspect measurement.
+    pub nvlink_peak_gbps: Option<f64>,
+    pub net_peak_gbps: Option<f64>,
     pub kind: SystemKind,
 }
 
@@ -82,7 +85,19 @@ pub struct SlurmConfig {
     pub data_repository: Option<DataRepository>,
     pub reports: Option<Node>,
     pub supports_gpu_directives_cache: Option<bool>,
+    /// A per-node check before each test's main command (`[preflight]`, a cloudai table; off unless enabled).
+    pub preflight: Option<Preflight>,
 }
+
+/// The pre-flight check: `command` runs once on every allocated node; a node where it fails, or that lists fewer
+/// than `min_gpus` lines (GPUs), stops the iteration before its main command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preflight {
+    pub command: String,
+    pub min_gpus: Option<u64>,
+}
+
+pub const DEFAULT_PREFLIGHT: &str = "nvidia-smi --query-gpu=index,name --format=csv,noheader";
 
 #[derive(Clone, Debug)]
 pub struct Partition {
@@ -156,6 +171,8 @@ const BASE_FIELDS: &[&str] = &[
     "global_env_vars",
     "monitor_interval",
     "max_pending_time",
+    "nvlink_peak_gbps",
+    "net_peak_gbps",
 ];
 
 /// The system used when none is given: conf/common/system/standalone_system.toml, built in.
@@ -224,6 +241,8 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
     let global_env_vars = env_table(&mut ctx, &v, "global_env_vars");
     let monitor_interval = v.count(&mut ctx, "monitor_interval", default_interval);
     let max_pending_time = v.duration(&mut ctx, "max_pending_time");
+    let nvlink_peak_gbps = v.opt_float(&mut ctx, "nvlink_peak_gbps");
+    let net_peak_gbps = v.opt_float(&mut ctx, "net_peak_gbps");
 
     let kind = match scheduler.as_str() {
         "standalone" => Some(SystemKind::Standalone),
@@ -248,6 +267,8 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
                 global_env_vars,
                 monitor_interval,
                 max_pending_time,
+                nvlink_peak_gbps,
+                net_peak_gbps,
                 kind,
             })
         }
@@ -283,6 +304,7 @@ const SLURM_FIELDS: &[&str] = &[
     "extra_sbatch_args",
     "extra_transient_status_errors",
     "status_retry_pause_seconds",
+    "preflight",
     "container_mount_home",
     "data_repository",
     "reports",
@@ -371,8 +393,34 @@ fn decode_slurm(ctx: &mut Ctx, v: &View) -> Option<SlurmConfig> {
         data_repository,
         reports,
         supports_gpu_directives_cache: v.opt_bool(ctx, "supports_gpu_directives_cache"),
+        preflight: None,
     };
-    Some(cfg)
+    let preflight = decode_preflight(ctx, v, cfg.gpus_per_node);
+    Some(SlurmConfig { preflight, ..cfg })
+}
+
+fn decode_preflight(ctx: &mut Ctx, v: &View, gpus_per_node: Option<u64>) -> Option<Preflight> {
+    let n = v.get("preflight")?;
+    let pv = ctx.table(n, "preflight")?;
+    let enable = pv.opt_bool(ctx, "enable").unwrap_or(false);
+    let command = pv
+        .opt_str(ctx, "command")
+        .unwrap_or_else(|| DEFAULT_PREFLIGHT.to_string());
+    if command.contains('\n') || command.trim().is_empty() {
+        let loc = pv.get("command").map_or(pv.loc.clone(), |c| c.loc.clone());
+        ctx.err(
+            &loc,
+            "preflight.command",
+            "must be one non-blank line",
+            None,
+        );
+    }
+    let min_gpus = pv
+        .get("min_gpus")
+        .map(|_| pv.count(ctx, "min_gpus", 0))
+        .or(gpus_per_node);
+    pv.done(ctx, &["enable", "command", "min_gpus"]);
+    enable.then_some(Preflight { command, min_gpus })
 }
 
 fn decode_partition(ctx: &mut Ctx, pv: &View) -> Option<Partition> {

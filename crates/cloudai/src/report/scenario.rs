@@ -25,6 +25,48 @@ pub struct Options {
     pub summary: bool,
     /// Grade against a baseline (`--baseline`).
     pub baseline: Option<crate::baseline::Grading>,
+    /// The system's link peaks per GPU (GB/s): NVLink for 1-node runs, the network for multi-node ones.
+    pub peaks: Peaks,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Peaks {
+    pub nvlink_gbps: Option<f64>,
+    pub net_gbps: Option<f64>,
+}
+
+impl Peaks {
+    pub fn of(sys: &crate::config::system::SystemConfig) -> Self {
+        Peaks {
+            nvlink_gbps: sys.nvlink_peak_gbps,
+            net_gbps: sys.net_peak_gbps,
+        }
+    }
+
+    /// A busbw no link of this shape can carry: the measurement is suspect (nccl-tests' 2-node tree busbw is known
+    /// to exceed the wire rate).
+    fn suspect(
+        &self,
+        metrics: &serde_json::Map<String, serde_json::Value>,
+        nodes: usize,
+    ) -> Option<String> {
+        let busbw = metrics.get("peak_busbw_gbps")?.as_f64()?;
+        let size = metrics
+            .get("peak_size_bytes")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        let (limit, link) = if nodes <= 1 {
+            (self.nvlink_gbps?, "NVLink")
+        } else {
+            (self.net_gbps?, "network")
+        };
+        (busbw > limit).then(|| {
+            format!(
+                "above the physical peak: measurement suspect (busbw {busbw:.2} GB/s at {} exceeds the {link} peak of {limit} GB/s for a {nodes}-node run)",
+                human_size(size)
+            )
+        })
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -41,6 +83,9 @@ pub struct Entry {
     /// The comparison with `--baseline`, per size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<crate::baseline::Check>,
+    /// Why the numbers are physically implausible, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -242,6 +287,12 @@ fn entry(
         metrics = r.metrics;
         curve = r.curve;
     }
+    let nodes = metrics
+        .get("nodes")
+        .and_then(|v| v.as_u64())
+        .filter(|n| *n > 0)
+        .map_or(record.nodes.len(), |n| n as usize);
+    let suspect = opts.peaks.suspect(&metrics, nodes);
     Some(Entry {
         record,
         metrics,
@@ -249,6 +300,7 @@ fn entry(
         curve,
         points,
         baseline: check,
+        suspect,
     })
 }
 
@@ -260,6 +312,7 @@ pub fn read_tree(root: &Path) -> Vec<Entry> {
         regrade: false,
         summary: false,
         baseline: None,
+        peaks: Peaks::default(),
     };
     iteration_dirs(root)
         .iter()
@@ -328,6 +381,7 @@ pub fn generate(
                     curve: Vec::new(),
                     points: Vec::new(),
                     baseline: None,
+                    suspect: None,
                 })
             })
             .collect(),
@@ -530,7 +584,7 @@ fn body(s: &Summary, sections: &str) -> String {
             num("peak_busbw_gbps", "GB/s"),
             num("avg_busbw_gbps", "GB/s"),
             num("small_latency_us", "us"),
-            reason_cell(r),
+            reason_cell(e),
             links.join(" ")
         ));
     }
@@ -544,8 +598,12 @@ fn body(s: &Summary, sections: &str) -> String {
 
 /// The reason, then what the scheduler did on the way: every run of a requeued job, and the last pending reason
 /// of a job that never started.
-fn reason_cell(r: &IterationRecord) -> String {
+fn reason_cell(e: &Entry) -> String {
+    let r = &e.record;
     let mut out = esc(&r.message);
+    if let Some(s) = &e.suspect {
+        out.push_str(&format!("<br><span class=\"fail\">{}</span>", esc(s)));
+    }
     if r.attempts.len() > 1 {
         let runs: Vec<String> = r
             .attempts

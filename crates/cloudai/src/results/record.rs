@@ -82,6 +82,8 @@ pub enum EndReason {
     Preempted,
     /// The job left the scheduler's queue and the scheduler kept no final state for it.
     Lost,
+    /// The pre-flight check failed on a node: the main command did not run.
+    PreflightFailed,
     /// An `end_post_comp` dependency completed.
     StoppedByDependency,
     /// The scheduler refused the job.

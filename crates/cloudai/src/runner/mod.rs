@@ -376,6 +376,9 @@ impl Runner {
             EndReason::Unschedulable | EndReason::PendingTooLong => {
                 (Status::Failed, a.kill_msg.clone().unwrap_or_default())
             }
+            EndReason::PreflightFailed => {
+                (Status::Failed, outcome.failure.clone().unwrap_or_default())
+            }
             EndReason::DryRun => (
                 Status::DryRun,
                 "dry-run: files written, nothing ran".to_string(),

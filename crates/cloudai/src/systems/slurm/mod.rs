@@ -322,6 +322,20 @@ impl Slurm {
     }
 }
 
+/// A pre-flight check that stopped the job (its `FAILED` file names the nodes) decides how the job ended.
+fn preflight_verdict(dir: &Path, outcome: &mut JobOutcome) {
+    let pdir = dir.join(script::PREFLIGHT_DIR);
+    let Ok(text) = std::fs::read_to_string(pdir.join(script::PREFLIGHT_FAILED)) else {
+        return;
+    };
+    outcome.end = Some(EndReason::PreflightFailed);
+    outcome.failure = Some(format!(
+        "{}; the test's command did not run (check outputs in {})",
+        text.trim(),
+        pdir.display()
+    ));
+}
+
 /// Why a pending job can never start, if that is so: a reason waiting cannot fix, or nodes it needs that are down,
 /// drained or failed.
 fn hopeless(reason: &str, broken: &[(String, String, String)]) -> Option<String> {
@@ -504,10 +518,12 @@ impl System for Slurm {
                 None => match finals.get(id) {
                     Some(row) => {
                         debug!("Slurm job {id} ended: {row:?}");
+                        let mut outcome = state::outcome(row);
                         if let Some(t) = jobs.get_mut(id) {
                             t.nodes = crate::util::nodelist::expand(&row.nodes).unwrap_or_default();
+                            preflight_verdict(&t.dir, &mut outcome);
                         }
-                        JobState::Finished(state::outcome(row))
+                        JobState::Finished(outcome)
                     }
                     None => {
                         let misses = jobs.get_mut(id).map_or(SACCT_PATIENCE, |t| {

@@ -196,6 +196,7 @@ mod tests {
             data_repository: None,
             reports: None,
             supports_gpu_directives_cache: None,
+            preflight: None,
         }
     }
 

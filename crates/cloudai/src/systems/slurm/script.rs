@@ -324,6 +324,9 @@ impl Ctx<'_> {
         meta.push(format!("bash {meta_dir}/slurm-metadata.sh"));
         lines.push(meta.join(" "));
         lines.push(String::new());
+        if let Some(pf) = &self.slurm.preflight {
+            lines.extend(preflight_lines(pf, dir, t.num_nodes(), &mut files));
+        }
         lines.push(exec);
         files.push((SCRIPT.into(), lines.join("\n")));
         files.push((
@@ -336,6 +339,53 @@ impl Ctx<'_> {
             files,
         }
     }
+}
+
+/// The pre-flight directory of an iteration; `FAILED` in it lists the nodes that failed (the main command did not run).
+pub const PREFLIGHT_DIR: &str = "preflight";
+pub const PREFLIGHT_FAILED: &str = "FAILED";
+/// The batch script's exit status when a pre-flight check failed.
+const PREFLIGHT_EXIT: u8 = 86;
+
+/// The check once per node (its output in `preflight/<node>.out`, its status in `<node>.rc`), then the verdict over
+/// every node of the allocation: a failed check or fewer GPU lines than `min_gpus` stops the job before its main
+/// command.
+fn preflight_lines(
+    pf: &crate::config::system::Preflight,
+    dir: &Path,
+    nodes: u64,
+    files: &mut Vec<(String, String)>,
+) -> Vec<String> {
+    let pdir = dir.join(PREFLIGHT_DIR);
+    let p = pdir.display();
+    files.push((
+        format!("{PREFLIGHT_DIR}/preflight.sh"),
+        format!(
+            "#!/bin/bash\n# cloudai pre-flight check, once per node; files named by Slurm's node name (hostnames can differ)\nnode=${{SLURMD_NODENAME:-$(hostname -s)}}\n( {} ) > \"{p}/$node.out\" 2> \"{p}/$node.err\"\necho $? > \"{p}/$node.rc\"\n",
+            pf.command
+        ),
+    ));
+    let min = pf.min_gpus.unwrap_or(0);
+    vec![
+        // one task per node whatever the test's hostfile says (it repeats nodes for their tasks)
+        "# cloudai pre-flight: the check on every node; the test runs only if each one passes".into(),
+        format!(
+            "(unset SLURM_HOSTFILE; srun --export=ALL --distribution=block --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --output={p}/srun.out --error={p}/srun.err bash {p}/preflight.sh)"
+        ),
+        "PREFLIGHT_FAILED=\"\"".into(),
+        "for node in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do".into(),
+        format!("    rc=$(cat \"{p}/$node.rc\" 2>/dev/null); rc=${{rc:-none}}"),
+        format!("    gpus=$(grep -c . \"{p}/$node.out\" 2>/dev/null); gpus=${{gpus:-0}}"),
+        "    if [ \"$rc\" != 0 ]; then PREFLIGHT_FAILED=\"$PREFLIGHT_FAILED $node (check exit status $rc)\";".into(),
+        format!(
+            "    elif [ \"$gpus\" -lt {min} ]; then PREFLIGHT_FAILED=\"$PREFLIGHT_FAILED $node ($gpus of {min} GPUs)\"; fi"
+        ),
+        "done".into(),
+        format!(
+            "if [ -n \"$PREFLIGHT_FAILED\" ]; then echo \"pre-flight failed on:$PREFLIGHT_FAILED\" | tee {p}/{PREFLIGHT_FAILED} >&2; exit {PREFLIGHT_EXIT}; fi"
+        ),
+        String::new(),
+    ]
 }
 
 pub const SCRIPT: &str = "cloudai_sbatch_script.sh";
