@@ -7,6 +7,7 @@ pub mod results;
 pub mod runner;
 pub mod systems;
 
+pub mod bad_nodes;
 pub mod baseline;
 pub mod config;
 pub mod scenario;

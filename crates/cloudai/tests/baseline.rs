@@ -5,37 +5,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{data, nccl_standalone, stdout_of, Work};
+use common::{data, nccl_standalone, scaled, stdout_of, Work};
 
 const SAMPLE: &str = "single-node-8gpu-a100-allreduce-v2.19.4.txt";
 
 fn sample(name: &str) -> String {
     std::fs::read_to_string(data().join("nccl-samples").join(name)).unwrap()
-}
-
-/// The nccl-tests output with both busbw columns scaled by `factor` on rows of at least `from` bytes, printed in
-/// the same widths.
-fn scaled(text: &str, from: u64, factor: f64) -> String {
-    text.lines()
-        .map(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            let size = t.first().and_then(|s| s.parse::<u64>().ok());
-            match size {
-                Some(s) if t.len() == 13 && s >= from => {
-                    let mut t: Vec<String> = t.iter().map(|x| x.to_string()).collect();
-                    for i in [7, 11] {
-                        t[i] = format!("{:.2}", t[i].parse::<f64>().unwrap() * factor);
-                    }
-                    format!(
-                        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}",
-                        t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12]
-                    )
-                }
-                _ => l.to_string(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn tree(w: &Work, stdout: &str, iterations: u32) -> PathBuf {

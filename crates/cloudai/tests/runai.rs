@@ -227,6 +227,46 @@ async fn dry_run_writes_payloads_and_makes_no_call() {
     no_secret_anywhere(w.path(), &stdout_of(&out));
 }
 
+/// `nodes = [...]` pins a workload to hosts (find-bad-nodes' pairs): node affinity on the hostname label, a field the
+/// official schemas take for training and distributed workloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_nodes_become_node_affinity() {
+    let m = mock(1.0, None).await;
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"pair\"\ntest_name = \"nccl\"\nnum_nodes = 2\nnodes = [\"gpu-[07-08]\"]\n\
+         [[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\nnodes = [\"gpu-03\"]\n",
+    );
+    let mut args = RUN.to_vec();
+    args[0] = "dry-run";
+    let out = run(&w, &args, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let schemas = runai_mock::schema::Schemas::default();
+    for (id, kind, hosts) in [
+        (
+            "pair",
+            "DistributedCreationRequest",
+            vec!["gpu-07", "gpu-08"],
+        ),
+        ("one", "TrainingCreationRequest", vec!["gpu-03"]),
+    ] {
+        let p: Value = serde_json::from_slice(
+            &std::fs::read(w.results_root().join(id).join("0/runai-workload.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            p["spec"]["nodeAffinityRequired"],
+            serde_json::json!({"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}
+            ]}]}),
+            "{p}"
+        );
+        assert_eq!(schemas.validate(&p, kind), vec![], "{p}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_workload_reports_phase_and_last_event() {
     let m = mock(0.5, None).await;

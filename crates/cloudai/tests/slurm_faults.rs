@@ -392,3 +392,124 @@ fn a_node_failing_the_preflight_check_stops_the_test_before_it_runs() {
     assert_eq!(kept.lines().count(), 7);
     assert!(root.join("nccl/0/preflight/node001.out").is_file());
 }
+
+/// `find-bad-nodes` on node[001-004] with a stand-in NCCL binary whose busbw is cut 5x whenever its allocation
+/// holds `slow` (rank 0 prints, like nccl-tests under MPI).
+fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) {
+    let w = slurm_work("", "name = \"unused\"\n").expect("cluster checked by the caller");
+    let sample = std::fs::read_to_string(
+        common::data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+    )
+    .unwrap();
+    let good = w.file("good.txt", &sample);
+    let bad = w.file("bad.txt", &common::scaled(&sample, 0, 0.2));
+    let check = slow.map_or("false".to_string(), |n| {
+        format!("scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx {n}")
+    });
+    let bin = w.file(
+        "bin/all_reduce_perf_mpi",
+        &format!(
+            "#!/bin/bash\n[ \"${{SLURM_PROCID:-0}}\" = 0 ] || exit 0\nif {check}; then cat {}; else cat {}; fi\n",
+            bad.display(),
+            good.display()
+        ),
+    );
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = w
+        .cloudai()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                w.path().join("bin").display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .args([
+            "find-bad-nodes",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test",
+            "nccl",
+        ])
+        .args(["--nodes", "node[001-004]", "--output-dir", "out"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    let root = w.results_root();
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("bad-nodes.json")).unwrap_or_else(|e| panic!("{e}: {text}")),
+    )
+    .unwrap();
+    (out.status.code().unwrap_or(-1), text, report, w)
+}
+
+#[test]
+fn find_bad_nodes_names_the_slow_node_and_clears_its_partner() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let (code, text, report, w) = find_bad_nodes(Some("node003"));
+    let root = w.results_root();
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(report["bad"], serde_json::json!(["node003"]), "{report}");
+    assert_eq!(report["suspect"], serde_json::json!([]), "{report}");
+    for v in report["verdicts"].as_array().unwrap() {
+        let want = if v["node"] == "node003" {
+            "bad"
+        } else {
+            "good"
+        };
+        assert_eq!(v["verdict"], want, "{v}");
+        assert!(!v["evidence"].as_array().unwrap().is_empty());
+    }
+    // 4 nodes, one bad: 2 pairs, then node003 and node004 each with a good node
+    let jobs = report["jobs"].as_u64().unwrap();
+    assert!(
+        jobs <= cloudai::bad_nodes::plan::Plan::bound(4, 1) as u64,
+        "{jobs} jobs"
+    );
+    assert_eq!(jobs, 4);
+    let node003 = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["node"] == "node003")
+        .unwrap();
+    let ev = node003["evidence"].as_array().unwrap();
+    assert!(
+        ev.iter().all(|e| e["passed"] == false
+            && e["job_id"].is_string()
+            && e["busbw"].as_f64().unwrap() < 40.0),
+        "{node003}"
+    );
+    assert!(text.contains("round 1 runs 2 pair job(s)"), "{text}");
+    let md = std::fs::read_to_string(root.join("bad-nodes.md")).unwrap();
+    assert!(md.contains("| node003 | bad |"), "{md}");
+    assert!(std::fs::read_to_string(root.join("bad-nodes.html"))
+        .unwrap()
+        .contains("bad: node003"));
+}
+
+#[test]
+fn find_bad_nodes_without_a_bad_node_names_none() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let (code, text, report, _) = find_bad_nodes(None);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        (
+            report["bad"].as_array().unwrap().len(),
+            report["suspect"].as_array().unwrap().len()
+        ),
+        (0, 0),
+        "{report}"
+    );
+    assert_eq!(report["jobs"], 2);
+}

@@ -1,6 +1,7 @@
 //! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
 
 mod baseline;
+mod find_bad_nodes;
 mod list;
 mod report;
 mod run;
@@ -44,6 +45,8 @@ enum Command {
     GenerateReport(report::ReportArgs),
     /// Baselines of known-good results, to grade later runs against (`--baseline`)
     Baseline(baseline::BaselineCmd),
+    /// Run an NCCL test on node pairs, round by round, and name the nodes to blame
+    FindBadNodes(find_bad_nodes::FindArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -155,6 +158,7 @@ pub fn main() -> i32 {
                 Command::VerifyConfigs(args) => verify::verify(&args),
                 Command::GenerateReport(args) => report::generate(&args),
                 Command::Baseline(args) => baseline::baseline(&args),
+                Command::FindBadNodes(args) => find_bad_nodes::find(&args),
                 Command::List(_) => unreachable!(),
             }
         }

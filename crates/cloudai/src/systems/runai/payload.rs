@@ -64,6 +64,24 @@ fn int_arg(run: &TestRun, k: &str, default: i64) -> i64 {
         .unwrap_or(default)
 }
 
+/// `nodes = [...]` of a test: the workload's pods may only run on those hosts (`nodeAffinityRequired` on the
+/// Kubernetes hostname label, which the Run:ai API takes for training and distributed workloads). Group specs
+/// (`partition:group:N`) are Slurm's and are not pinned here.
+fn pin(run: &TestRun) -> Option<Value> {
+    let hosts: Vec<String> = run
+        .nodes
+        .iter()
+        .filter(|n| !n.contains(':'))
+        .filter_map(|n| crate::util::nodelist::expand(n))
+        .flatten()
+        .collect();
+    (!hosts.is_empty()).then(|| {
+        json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}
+        ]}]})
+    })
+}
+
 /// The creation request and whether it is a distributed workload.
 pub fn nccl(
     run: &TestRun,
@@ -81,11 +99,15 @@ pub fn nccl(
     let img = image(run.test.cmd_args.str("docker_image_url").unwrap_or(""));
     let args = flags(run);
     let gpus_per_proc = (int_arg(run, "ngpus", 1) * int_arg(run, "nthreads", 1)).max(1) as u64;
+    let pinned = pin(run);
     let meta = |v: &mut Value| {
         v["name"] = name.into();
         v["projectId"] = project_id.into();
         v["clusterId"] = cluster_id.into();
         v["useGivenNameAsPrefix"] = false.into();
+        if let Some(p) = &pinned {
+            v["spec"]["nodeAffinityRequired"] = p.clone();
+        }
     };
     if run.num_nodes <= 1 {
         // one process drives the node's GPUs: the non-MPI binary
