@@ -54,7 +54,12 @@ def report_1000(work):
         with open(os.path.join(root, "ar", it, "stdout.txt"), "w") as f:
             f.write(text)
     med, lo, rss = measure([BIN, "generate-report", "--result-dir", root], 3, work)
-    return f"generate-report, 1,000 iterations x 28 rows (parse+grade+CSV+HTML+summary): median {med:.0f} ms, min {lo:.0f} ms, peak RSS {rss:.1f} MB (target < 1 s)"
+    base = os.path.join(work, "baseline.toml")
+    subprocess.run([BIN, "baseline", "create", "--result-dir", root, "--output", base], cwd=work,
+                   stdout=subprocess.DEVNULL, check=True)
+    bmed, blo, brss = measure([BIN, "generate-report", "--result-dir", root, "--baseline", base], 3, work)
+    return (f"generate-report, 1,000 iterations x 28 rows (parse+grade+CSV+HTML+summary): median {med:.0f} ms, min {lo:.0f} ms, peak RSS {rss:.1f} MB (target < 1 s)\n"
+            f"  ... with --baseline: median {bmed:.0f} ms, min {blo:.0f} ms (+{(blo / lo - 1) * 100:.0f}% on the minimum; target < +20%), peak RSS {brss:.1f} MB")
 
 
 def parser_throughput():

@@ -40,7 +40,7 @@ pub fn baseline(cmd: &BaselineCmd) -> i32 {
             );
             return 1;
         }
-        let entries = read_tree(dir);
+        let entries = read_tree(dir, true);
         let (passed, other): (Vec<_>, Vec<_>) = entries
             .into_iter()
             .partition(|e| e.record.status == Status::Passed);

@@ -4,5 +4,7 @@ pub mod baseline;
 pub mod html;
 pub mod junit;
 pub mod nccl;
+mod page;
+mod sanity;
 pub mod scenario;
 pub mod status_table;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::html::{chart, chart_spec, esc, human_size, page, series};
+pub use super::sanity::Peaks;
 use crate::config::node;
 use crate::config::test as tdef;
 use crate::results::{EndReason, IterationRecord, Status};
@@ -27,46 +28,6 @@ pub struct Options {
     pub baseline: Option<crate::baseline::Grading>,
     /// The system's link peaks per GPU (GB/s): NVLink for 1-node runs, the network for multi-node ones.
     pub peaks: Peaks,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Peaks {
-    pub nvlink_gbps: Option<f64>,
-    pub net_gbps: Option<f64>,
-}
-
-impl Peaks {
-    pub fn of(sys: &crate::config::system::SystemConfig) -> Self {
-        Peaks {
-            nvlink_gbps: sys.nvlink_peak_gbps,
-            net_gbps: sys.net_peak_gbps,
-        }
-    }
-
-    /// A busbw no link of this shape can carry: the measurement is suspect (nccl-tests' 2-node tree busbw is known
-    /// to exceed the wire rate).
-    fn suspect(
-        &self,
-        metrics: &serde_json::Map<String, serde_json::Value>,
-        nodes: usize,
-    ) -> Option<String> {
-        let busbw = metrics.get("peak_busbw_gbps")?.as_f64()?;
-        let size = metrics
-            .get("peak_size_bytes")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        let (limit, link) = if nodes <= 1 {
-            (self.nvlink_gbps?, "NVLink")
-        } else {
-            (self.net_gbps?, "network")
-        };
-        (busbw > limit).then(|| {
-            format!(
-                "above the physical peak: measurement suspect (busbw {busbw:.2} GB/s at {} exceeds the {link} peak of {limit} GB/s for a {nodes}-node run)",
-                human_size(size)
-            )
-        })
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -304,12 +265,13 @@ fn entry(
     })
 }
 
-/// Entries of a results tree (reading only), for `--compare`.
-pub fn read_tree(root: &Path) -> Vec<Entry> {
+/// Entries of a results tree (reading only), for `--compare` and baselines. `regrade` grades iterations that have
+/// no run record (a tree written by CloudAI) from their output.
+pub fn read_tree(root: &Path, regrade: bool) -> Vec<Entry> {
     let opts = Options {
         compare: Vec::new(),
         tolerance: 0.0,
-        regrade: false,
+        regrade,
         summary: false,
         baseline: None,
         peaks: Peaks::default(),
@@ -404,7 +366,7 @@ pub fn generate(
     let others: Vec<(String, Vec<Entry>)> = opts
         .compare
         .iter()
-        .map(|d| (d.display().to_string(), read_tree(d)))
+        .map(|d| (d.display().to_string(), read_tree(d, false)))
         .collect();
     let mut flags = Vec::new();
     let mut charts = serde_json::Map::new();
@@ -526,107 +488,11 @@ pub fn generate(
     }
     let html = page(
         &format!("{name} — cloudai results"),
-        &body(&summary, &sections),
+        &super::page::body(&summary, &sections),
         &serde_json::json!({ "charts": charts }),
     );
     write_atomic(&root.join(format!("{name}.html")), html.as_bytes())?;
     Ok(summary)
-}
-
-fn body(s: &Summary, sections: &str) -> String {
-    let mut b = format!(
-        "<h1>{}</h1>\n<p class=\"muted\">{} &middot; generated {}</p>\n<p>{}</p>\n",
-        esc(&s.scenario),
-        esc(&s.results_root),
-        esc(&s.generated_at),
-        s.counts
-            .iter()
-            .map(|(k, v)| format!("{v} {k}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    b.push_str("<table>\n<tr><th class=\"l\">test</th><th>iter</th><th class=\"l\">status</th><th class=\"l\">end</th><th class=\"l\">job</th><th class=\"l\">nodes</th><th>peak busbw</th><th>avg busbw</th><th>latency</th><th class=\"l\">reason</th><th class=\"l\">reports</th></tr>\n");
-    for e in &s.tests {
-        let r = &e.record;
-        let class = match r.status {
-            Status::Passed => "pass",
-            Status::Failed | Status::Timeout => "fail",
-            _ => "other",
-        };
-        let num = |k: &str, unit: &str| {
-            e.metrics
-                .get(k)
-                .and_then(|v| v.as_f64())
-                .map_or(String::new(), |v| format!("{v:.2} {unit}"))
-        };
-        let links: Vec<String> = e
-            .reports
-            .iter()
-            .map(|p| {
-                format!(
-                    "<a href=\"{}\">{}</a>",
-                    esc(p),
-                    esc(Path::new(p)
-                        .extension()
-                        .and_then(|x| x.to_str())
-                        .unwrap_or("file"))
-                )
-            })
-            .collect();
-        b.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l {class}\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"reason\">{}</td><td class=\"l\">{}</td></tr>\n",
-            esc(&r.test_id),
-            r.iteration,
-            r.status.as_str(),
-            esc(&r.end_reason.as_str()),
-            esc(r.job_id.as_deref().unwrap_or("")),
-            esc(&r.nodes.join(",")),
-            num("peak_busbw_gbps", "GB/s"),
-            num("avg_busbw_gbps", "GB/s"),
-            num("small_latency_us", "us"),
-            reason_cell(e),
-            links.join(" ")
-        ));
-    }
-    b.push_str("</table>\n");
-    if !sections.is_empty() {
-        b.push_str("<h2>Comparisons</h2>\n");
-        b.push_str(sections);
-    }
-    b
-}
-
-/// The reason, then what the scheduler did on the way: every run of a requeued job, and the last pending reason
-/// of a job that never started.
-fn reason_cell(e: &Entry) -> String {
-    let r = &e.record;
-    let mut out = esc(&r.message);
-    if let Some(s) = &e.suspect {
-        out.push_str(&format!("<br><span class=\"fail\">{}</span>", esc(s)));
-    }
-    if r.attempts.len() > 1 {
-        let runs: Vec<String> = r
-            .attempts
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("#{} {} on {}", i + 1, a.state, a.nodes.join(",")))
-            .collect();
-        out.push_str(&format!(
-            "<br><span class=\"muted\">requeued, {} runs: {}</span>",
-            r.attempts.len(),
-            esc(&runs.join("; "))
-        ));
-    }
-    if r.started_at.is_none() {
-        if let Some(q) = r.queue_states.iter().rev().find(|q| !q.reason.is_empty()) {
-            out.push_str(&format!(
-                "<br><span class=\"muted\">last queue state: {} ({})</span>",
-                esc(&q.state),
-                esc(&q.reason)
-            ));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
