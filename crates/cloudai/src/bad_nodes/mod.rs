@@ -167,6 +167,17 @@ pub fn run(req: &Request) -> i32 {
                 return 1;
             }
         };
+        if let Some(r) = scenario
+            .test_runs
+            .iter()
+            .find(|r| r.test.test_template_name != "NcclTest")
+        {
+            error!(
+                "find-bad-nodes grades bus bandwidth: test '{}' is a {} test, not NcclTest",
+                req.test, r.test.test_template_name
+            );
+            return 1;
+        }
         let sys_cfg = Arc::new(sys_cfg);
         let sys = match crate::systems::build(&sys_cfg, false) {
             Ok(s) => s,

@@ -42,7 +42,7 @@ pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
     out
 }
 
-/// Nodes that cannot run jobs until someone acts (down, drained or draining, failed, not responding), from
+/// Nodes that cannot run jobs until someone acts (down, drained or draining, failed), from
 /// `sinfo -h -N -o '%N|%t|%E'`: (node, state, Slurm's reason).
 pub fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = Vec::new();
@@ -53,19 +53,19 @@ pub fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
         };
         let reason = it.next().unwrap_or("").trim();
         let base = state.trim_end_matches(|c: char| "+~#!%$@^-*".contains(c));
-        let broken = state.ends_with('*')
-            || matches!(
-                base.to_ascii_lowercase().as_str(),
-                "down"
-                    | "drain"
-                    | "drng"
-                    | "draining"
-                    | "drained"
-                    | "fail"
-                    | "failg"
-                    | "failing"
-                    | "inval"
-            );
+        // a node only "not responding" (`idle*`) may come back by itself: not counted here
+        let broken = matches!(
+            base.to_ascii_lowercase().as_str(),
+            "down"
+                | "drain"
+                | "drng"
+                | "draining"
+                | "drained"
+                | "fail"
+                | "failg"
+                | "failing"
+                | "inval"
+        );
         if broken && !out.iter().any(|(n, _, _)| n == node) {
             let reason = if reason == "none" { "" } else { reason };
             out.push((node.to_string(), state.to_string(), reason.to_string()));
@@ -206,7 +206,7 @@ mod tests {
             "node001|idle|none\nnode002|drain|bad gpu\nnode003|down*|Not responding\nnode004|alloc|none\nnode005|resv|none\nnode006|drng|x\nnode007|idle*|none\n",
         );
         let names: Vec<&str> = b.iter().map(|(n, _, _)| n.as_str()).collect();
-        assert_eq!(names, ["node002", "node003", "node006", "node007"]);
+        assert_eq!(names, ["node002", "node003", "node006"]);
         assert_eq!(b[0].2, "bad gpu");
     }
 
