@@ -16,7 +16,7 @@
 //! time_oop_us = 40.2
 //! time_ip_us = 40.6
 //! iterations = 3
-//! from = ["…/ar/0", "…/ar/1", "…/ar/2"]
+//! from = ["results/known-good_2026-11-01_09-00-00/ar"]
 //! ```
 
 use std::fmt::Write as _;

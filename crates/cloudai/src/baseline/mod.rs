@@ -55,7 +55,7 @@ pub struct Entry {
     pub busbw_ip: Option<f64>,
     pub time_oop_us: f64,
     pub time_ip_us: Option<f64>,
-    /// How many iterations measured it, and which (iteration directories).
+    /// How many iterations measured it, and where they are (test directories: `<results tree>/<test id>`).
     pub iterations: usize,
     pub from: Vec<String>,
 }
@@ -66,8 +66,12 @@ pub struct Baseline {
     pub created_at: String,
     pub sources: Vec<String>,
     pub entries: Vec<Entry>,
-    index: HashMap<Key, usize>,
+    /// template → collective → dtype → (nodes, GPUs per node, size) → entry: looked up with borrowed strings, so
+    /// checking a thousand iterations allocates nothing per point.
+    index: Index,
 }
+
+type Index = HashMap<String, HashMap<String, HashMap<String, HashMap<(u64, u64, u64), usize>>>>;
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
@@ -85,11 +89,18 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 impl Baseline {
     pub fn new(created_at: String, sources: Vec<String>, entries: Vec<Entry>) -> Self {
-        let index = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.key.clone(), i))
-            .collect();
+        let mut index: Index = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            let k = &e.key;
+            index
+                .entry(k.template.clone())
+                .or_default()
+                .entry(k.collective.clone())
+                .or_default()
+                .entry(k.dtype.clone())
+                .or_default()
+                .insert((k.nodes, k.gpus_per_node, k.size), i);
+        }
         Baseline {
             file: PathBuf::new(),
             created_at,
@@ -110,7 +121,7 @@ impl Baseline {
             ip: Vec<f64>,
             t_oop: Vec<f64>,
             t_ip: Vec<f64>,
-            from: Vec<String>,
+            iterations: std::collections::BTreeSet<String>,
         }
         let mut acc: BTreeMap<Key, Acc> = BTreeMap::new();
         for (template, dir, points) in iterations {
@@ -120,9 +131,7 @@ impl Baseline {
                 a.t_oop.push(p.time_oop_us);
                 a.ip.extend(p.busbw_ip);
                 a.t_ip.extend(p.time_ip_us);
-                if a.from.last() != Some(&dir) {
-                    a.from.push(dir.clone());
-                }
+                a.iterations.insert(dir.clone());
             }
         }
         let entries = acc
@@ -134,8 +143,20 @@ impl Baseline {
                     busbw_ip: median(a.ip),
                     time_oop_us: median(a.t_oop)?,
                     time_ip_us: median(a.t_ip),
-                    iterations: a.from.len(),
-                    from: a.from,
+                    iterations: a.iterations.len(),
+                    from: {
+                        let mut tests: Vec<String> = a
+                            .iterations
+                            .iter()
+                            .map(|d| {
+                                Path::new(d)
+                                    .parent()
+                                    .map_or(d.clone(), |p| p.display().to_string())
+                            })
+                            .collect();
+                        tests.dedup();
+                        tests
+                    },
                 })
             })
             .collect();
@@ -143,17 +164,53 @@ impl Baseline {
     }
 
     pub fn get(&self, key: &Key) -> Option<&Entry> {
-        self.index.get(key).map(|&i| &self.entries[i])
+        self.find(
+            &key.template,
+            &key.collective,
+            &key.dtype,
+            (key.nodes, key.gpus_per_node, key.size),
+        )
+    }
+
+    fn find(
+        &self,
+        template: &str,
+        collective: &str,
+        dtype: &str,
+        at: (u64, u64, u64),
+    ) -> Option<&Entry> {
+        let i = self
+            .index
+            .get(template)?
+            .get(collective)?
+            .get(dtype)?
+            .get(&at)?;
+        Some(&self.entries[*i])
     }
 
     /// Checks an iteration's points. Sizes below `min_size` are shown but cannot fail it.
     pub fn check(&self, template: &str, points: &[Point], tolerance: f64, min_size: u64) -> Check {
         let mut rows = Vec::new();
         let mut missing: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        // points of one run share their shape: format it once per change
+        let mut shape = (String::new(), ("", "", 0u64, 0u64));
         for p in points {
-            let key = Key::of(template, p);
-            let Some(b) = self.get(&key) else {
-                missing.entry(key.shape()).or_default().push(p.size);
+            let id = (
+                p.collective.as_str(),
+                p.dtype.as_str(),
+                p.nodes,
+                p.gpus_per_node,
+            );
+            if shape.1 != id || shape.0.is_empty() {
+                shape = (Key::of(template, p).shape(), id);
+            }
+            let Some(b) = self.find(
+                template,
+                &p.collective,
+                &p.dtype,
+                (p.nodes, p.gpus_per_node, p.size),
+            ) else {
+                missing.entry(shape.0.clone()).or_default().push(p.size);
                 continue;
             };
             let sides = [
@@ -176,7 +233,7 @@ impl Baseline {
                     "ok"
                 };
                 rows.push(CheckRow {
-                    shape: key.shape(),
+                    shape: shape.0.clone(),
                     size: p.size,
                     side,
                     busbw: cur,
@@ -250,7 +307,14 @@ pub struct Check {
     pub message: String,
     /// Shapes and sizes measured here that the baseline has no value for (never passed silently).
     pub not_in_baseline: Vec<String>,
+    /// Every value compared; summary.json keeps only the drops (the per-size table per test is in the summary's
+    /// `baseline.sizes`), so a thousand iterations do not bloat it.
+    #[serde(serialize_with = "only_drops")]
     pub rows: Vec<CheckRow>,
+}
+
+fn only_drops<S: serde::Serializer>(rows: &[CheckRow], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(rows.iter().filter(|r| r.status == "drop"))
 }
 
 #[derive(Clone, Debug, Serialize)]

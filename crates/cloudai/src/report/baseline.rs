@@ -7,11 +7,26 @@ use super::html::{chart, chart_spec, esc, human_size, series};
 use super::scenario::Entry;
 use crate::baseline::Grading;
 
+/// One size of one test against the baseline: the mean over the test's iterations.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SizeRow {
+    pub test_id: String,
+    pub shape: String,
+    pub size: u64,
+    pub baseline_gbps: f64,
+    pub busbw_gbps: f64,
+    pub drop_pct: f64,
+    /// The worst verdict of the iterations: `drop`, `below min size` or `ok`.
+    pub status: String,
+}
+
+/// The page section, and the per-size rows for summary.json.
 pub fn section(
     entries: &[Entry],
     g: &Grading,
     charts: &mut serde_json::Map<String, serde_json::Value>,
-) -> String {
+) -> (String, Vec<SizeRow>) {
+    let mut table = Vec::new();
     let mut out = format!(
         "<h2>Baseline</h2>\n<p class=\"muted\">{} &middot; tolerance {}% &middot; sizes from {} can fail a run</p>\n",
         esc(&g.baseline.file.display().to_string()),
@@ -84,6 +99,15 @@ pub fn section(
             out.push_str(&chart(&key));
             out.push_str("\n<table><tr><th>size</th><th>baseline busbw</th><th>busbw</th><th>drop</th><th class=\"l\">verdict</th></tr>\n");
             for (size, cur, b, st) in rows {
+                table.push(SizeRow {
+                    test_id: id.to_string(),
+                    shape: shape.clone(),
+                    size,
+                    baseline_gbps: b,
+                    busbw_gbps: cur,
+                    drop_pct: ((b - cur) / b * 1000.0).round() / 10.0,
+                    status: st.to_string(),
+                });
                 let class = if st == "drop" { " class=\"flag\"" } else { "" };
                 out.push_str(&format!(
                     "<tr{class}><td>{}</td><td>{b:.2}</td><td>{cur:.2}</td><td>{:.1}%</td><td class=\"l\">{}</td></tr>\n",
@@ -101,5 +125,5 @@ pub fn section(
             ));
         }
     }
-    out
+    (out, table)
 }

@@ -82,6 +82,8 @@ pub struct BaselineInfo {
     pub file: String,
     pub tolerance_pct: f64,
     pub min_size_bytes: u64,
+    /// Per test and size: the mean busbw of its iterations against the baseline.
+    pub sizes: Vec<super::baseline::SizeRow>,
 }
 
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -158,7 +160,7 @@ fn entry(
     let (id, iteration, iterations, def) = stored_test(dir)?;
     let workload = workloads::find(&def.test_template_name)?;
     let title = format!("{id} — iteration {iteration}");
-    let report = workload.report(&def, dir, &title);
+    let mut report = workload.report(&def, dir, &title);
     let mut record = known
         .or_else(|| IterationRecord::read(dir).ok())
         .unwrap_or_else(|| IterationRecord {
@@ -201,8 +203,8 @@ fn entry(
         }
     }
     let points = report
-        .as_ref()
-        .map(|r| r.points.clone())
+        .as_mut()
+        .map(|r| std::mem::take(&mut r.points))
         .unwrap_or_default();
     let check = opts
         .baseline
@@ -454,8 +456,11 @@ pub fn generate(
         }
     }
 
+    let mut sizes = Vec::new();
     if let Some(g) = &opts.baseline {
-        sections.push_str(&super::baseline::section(&entries, g, &mut charts));
+        let (html, rows) = super::baseline::section(&entries, g, &mut charts);
+        sections.push_str(&html);
+        sizes = rows;
     }
     let mut counts = std::collections::BTreeMap::new();
     for e in &entries {
@@ -480,6 +485,7 @@ pub fn generate(
             file: g.baseline.file.display().to_string(),
             tolerance_pct: g.tolerance * 100.0,
             min_size_bytes: g.min_size,
+            sizes,
         }),
     };
     let json = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
