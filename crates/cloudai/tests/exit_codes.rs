@@ -13,15 +13,7 @@ fn run(w: &Work, scenario: &str, extra: &[&str]) -> std::process::Output {
     w.file("tests/bash.toml", TESTS);
     w.file("s.toml", scenario);
     w.cloudai()
-        .args([
-            "run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
+        .args(common::RUN_S_TOML)
         .args(extra)
         .output()
         .unwrap()

@@ -431,15 +431,7 @@ fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) 
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = w
-        .cloudai()
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                w.path().join("bin").display(),
-                std::env::var("PATH").unwrap()
-            ),
-        )
+        .cloudai_with_bin()
         .args([
             "find-bad-nodes",
             "--system-config",

@@ -119,13 +119,10 @@ pub fn run(req: &Request) -> i32 {
         Plan::bound(n, 2),
         root.display()
     );
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::runner::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            error!("Cannot start the async runtime: {e}");
+            error!("{e}");
             return 1;
         }
     };

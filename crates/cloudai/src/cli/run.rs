@@ -104,13 +104,10 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         max_pending_time: system.max_pending_time,
         submissions: Default::default(),
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::runner::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            error!("Cannot start the async runtime: {e}");
+            error!("{e}");
             return 1;
         }
     };

@@ -563,6 +563,14 @@ impl Runner {
     }
 }
 
+/// The single-threaded runtime the engine runs on (one process drives every job with async I/O).
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("Cannot start the async runtime: {e}"))
+}
+
 /// `test-run.toml` and the system's files (scripts), written before the job is submitted.
 fn write_inputs(run: &TestRun, iteration: u64, dir: &Path, p: &Prepared) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

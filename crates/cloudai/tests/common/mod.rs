@@ -39,6 +39,20 @@ impl Work {
         c
     }
 
+    /// `cloudai` with this directory's `bin/` (stand-in binaries) first on PATH.
+    pub fn cloudai_with_bin(&self) -> Command {
+        let mut c = self.cloudai();
+        c.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                self.path().join("bin").display(),
+                std::env::var("PATH").unwrap()
+            ),
+        );
+        c
+    }
+
     /// A standalone system that writes results under `out/`.
     pub fn standalone(&self) -> PathBuf {
         self.file(
@@ -196,28 +210,23 @@ pub fn nccl_standalone(
     w.standalone();
     w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
     w.file("s.toml", &format!("name = \"nccl-local\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = {iterations}\n"));
-    w.cloudai()
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                w.path().join("bin").display(),
-                std::env::var("PATH").unwrap()
-            ),
-        )
-        .args([
-            "run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
+    w.cloudai_with_bin()
+        .args(RUN_S_TOML)
         .args(extra)
         .output()
         .unwrap()
 }
+
+/// `cloudai run` of `system.toml`, `tests/` and `s.toml` in the work directory.
+pub const RUN_S_TOML: [&str; 7] = [
+    "run",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test-scenario",
+    "s.toml",
+];
 
 /// The nccl-tests output with both busbw columns scaled by `factor` on rows of at least `from` bytes, printed in
 /// the same widths.
