@@ -181,6 +181,16 @@ fn mpirun_tag_output_inside_rows() {
 }
 
 #[test]
+fn pmix_namespace_rank_tags() {
+    // PMIx-based launchers (Open MPI 5, prterun) name the job by namespace and separate the rank with ':'
+    for (name, text) in samples() {
+        let pmix = tagged(&text, "", true)
+            .replace("[1,", "[prterun-gpu-node-01-4242@1:");
+        same(&name, &text, &pmix, "PMIx namespace:rank tags");
+    }
+}
+
+#[test]
 fn mpirun_timestamp_output() {
     for (name, text) in samples() {
         let stamp = "Thu Dec  3 04:47:57 2026";

@@ -483,7 +483,7 @@ impl System for Slurm {
             .map(|r| Attempt {
                 nodes: crate::util::nodelist::expand(&r.nodes).unwrap_or_default(),
                 state: r.state_raw,
-                reason: String::new(),
+                reason: r.reason,
                 start: Some(r.start),
                 end: Some(r.end),
             })

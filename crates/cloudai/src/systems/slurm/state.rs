@@ -77,7 +77,7 @@ pub fn unavailable_nodes(reason: &str) -> Option<&str> {
     (!list.is_empty()).then_some(list)
 }
 
-/// One `sacct -P` row of `JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw`.
+/// One `sacct -P` row of `JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw,Reason`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AcctRow {
     pub job_id: String,
@@ -90,9 +90,11 @@ pub struct AcctRow {
     pub start: String,
     pub end: String,
     pub elapsed: i64,
+    /// Slurm's reason for the record (`BeginTime` for a requeued run), empty for `None`.
+    pub reason: String,
 }
 
-pub const SACCT_FORMAT: &str = "JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw";
+pub const SACCT_FORMAT: &str = "JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw,Reason";
 
 pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
     text.lines()
@@ -112,6 +114,12 @@ pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
                 start: f[5].into(),
                 end: f[6].into(),
                 elapsed: f[7].parse().unwrap_or(0),
+                reason: f
+                    .get(8)
+                    .map(|r| r.trim())
+                    .filter(|r| *r != "None")
+                    .unwrap_or("")
+                    .to_string(),
             })
         })
         .collect()

@@ -78,7 +78,7 @@ impl Slurm {
                     nodes: crate::util::nodelist::expand(row.map_or(&nodes, |r| &r.nodes))
                         .unwrap_or_default(),
                     state: row.map_or("REQUEUED".into(), |r| r.state.clone()),
-                    reason: String::new(),
+                    reason: row.map(|r| r.reason.clone()).unwrap_or_default(),
                     start: row.map(|r| r.start.clone()),
                     end: row.map(|r| r.end.clone()),
                 },

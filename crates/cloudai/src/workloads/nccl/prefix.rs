@@ -1,6 +1,6 @@
 //! Launcher prefixes on nccl-tests output lines, recognised by their rules rather than by sample:
-//! - `mpirun --tag-output`: `[<job>,<rank>]<stdout>:` (also `<stderr>:`, `<stddiag>:`), written before every chunk
-//!   mpirun forwards, so it can stand in the middle of a line; Open MPI 5 adds a blank after the colon;
+//! - `mpirun --tag-output`: `[<job>,<rank>]<stdout>:` (also `<stderr>:`, `<stddiag>:`; PMIx-based launchers write
+//!   `[<namespace>:<rank>]`), written before every chunk mpirun forwards, so it can stand in the middle of a line;
 //! - `mpirun --timestamp-output`: a ctime stamp (`Thu Dec  3 04:47:57 2026`) before the tag, or before a bare
 //!   `<stdout>:` without `--tag-output`;
 //! - `srun --label`: the task number padded to the widest one and `: ` (`0: `, ` 3: `, `12: `);
@@ -46,11 +46,10 @@ pub fn find_tag(s: &str) -> Option<(usize, usize, &str)> {
             let Some(open) = s[..i - 1].rfind('[') else {
                 continue;
             };
+            // `[1,0]` (Open MPI 4), `[prterun-host-123@1:0]` (PMIx: namespace:rank), `[0]` (rank only)
             let inside = &s[open + 1..i - 1];
-            let Some((job, rank)) = inside.rsplit_once(',') else {
-                continue;
-            };
-            if job.is_empty() || job.contains(['[', ']', ' ']) || !all_digits(rank) {
+            let rank = inside.rsplit([',', ':']).next().unwrap_or("");
+            if !all_digits(rank) || inside.contains(['[', ']', ' ']) {
                 continue;
             }
             start = open;
@@ -165,6 +164,11 @@ mod tests {
             leading("[prterun-h-123@1,3]<stdout>: # nThread"),
             (Some("[prterun-h-123@1,3]<stdout>"), "# nThread")
         );
+        assert_eq!(
+            leading("[prterun-h-123@1:12]<stderr>: x"),
+            (Some("[prterun-h-123@1:12]<stderr>"), "x")
+        );
+        assert_eq!(leading("[3]<stdout>:# x"), (Some("[3]<stdout>"), "# x"));
         assert_eq!(
             leading("Thu Dec  3 04:47:57 2026[1,0]<stdout>:   8   2"),
             (Some("[1,0]<stdout>"), "  8   2")
