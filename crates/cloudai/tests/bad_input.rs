@@ -462,3 +462,112 @@ fn bad_log_level_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout_of(&out).contains("invalid log level: LOUD"));
 }
+
+/// Test ids and scenario names name directories of the results tree: one that would step outside it is refused
+/// at load, before anything is created.
+#[test]
+fn ids_and_names_that_escape_the_output_directory_are_rejected() {
+    for (scenario, field) in [
+        (
+            "name = \"x\"\n[[Tests]]\nid = \"../../ESCAPED\"\ntest_name = \"s\"\n",
+            "Tests.0.id",
+        ),
+        (
+            "name = \"../../X\"\n[[Tests]]\nid = \"ok\"\ntest_name = \"s\"\n",
+            "name",
+        ),
+        (
+            "name = \"x\"\n[[Tests]]\nid = \"..\"\ntest_name = \"s\"\n",
+            "Tests.0.id",
+        ),
+        (
+            "name = \"x\"\n[[Tests]]\nid = \"a\\u0007b\"\ntest_name = \"s\"\n",
+            "Tests.0.id",
+        ),
+    ] {
+        let w = Work::new();
+        w.standalone();
+        w.file(
+            "tests/s.toml",
+            "name = \"s\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+        );
+        w.file("s.toml", scenario);
+        let out = w
+            .cloudai()
+            .args([
+                "run",
+                "--system-config",
+                "system.toml",
+                "--tests-dir",
+                "tests",
+                "--test-scenario",
+                "s.toml",
+            ])
+            .output()
+            .unwrap();
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains(&format!("s.toml:")) && text.contains(&format!("field '{field}'")),
+            "{text}"
+        );
+        assert!(
+            text.contains("names a directory of the results tree"),
+            "{text}"
+        );
+        assert!(
+            !w.path().join("out").exists(),
+            "a results directory was created"
+        );
+        assert!(!w.path().parent().unwrap().join("ESCAPED").exists());
+    }
+}
+
+/// Two runs of one scenario started in the same second into one output directory end with two complete trees.
+#[test]
+fn concurrent_runs_get_their_own_results_directories() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/b.toml", "name = \"b\"\ndescription = \"b\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo $$\"\n");
+    w.file(
+        "s.toml",
+        "name = \"same\"\n[[Tests]]\nid = \"t\"\ntest_name = \"b\"\n",
+    );
+    let spawn = || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+            .current_dir(w.path())
+            .args([
+                "--log-file",
+                "/dev/null",
+                "run",
+                "--system-config",
+                "system.toml",
+                "--tests-dir",
+                "tests",
+                "--test-scenario",
+                "s.toml",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    let mut roots: Vec<_> = std::fs::read_dir(w.path().join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    roots.sort();
+    assert_eq!(roots.len(), 2, "{roots:?}");
+    let outputs: Vec<String> = roots
+        .iter()
+        .map(|r| {
+            assert!(
+                r.join("same.html").is_file() && r.join("summary.json").is_file(),
+                "{r:?} incomplete"
+            );
+            std::fs::read_to_string(r.join("t/0/stdout.txt")).unwrap()
+        })
+        .collect();
+    assert_ne!(outputs[0], outputs[1], "one run overwrote the other");
+}

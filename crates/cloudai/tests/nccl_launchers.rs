@@ -184,8 +184,7 @@ fn mpirun_tag_output_inside_rows() {
 fn pmix_namespace_rank_tags() {
     // PMIx-based launchers (Open MPI 5, prterun) name the job by namespace and separate the rank with ':'
     for (name, text) in samples() {
-        let pmix = tagged(&text, "", true)
-            .replace("[1,", "[prterun-gpu-node-01-4242@1:");
+        let pmix = tagged(&text, "", true).replace("[1,", "[prterun-gpu-node-01-4242@1:");
         same(&name, &text, &pmix, "PMIx namespace:rank tags");
     }
 }

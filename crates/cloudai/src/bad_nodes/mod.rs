@@ -98,17 +98,18 @@ pub fn run(req: &Request) -> i32 {
         .output_dir
         .map(Path::to_path_buf)
         .unwrap_or(system.output_path.clone());
-    let root = match std::path::absolute(&output) {
-        Ok(o) => Layout::new(&o, "find-bad-nodes", chrono::Local::now()).root,
+    let root = match std::path::absolute(&output)
+        .and_then(|o| Layout::create(&o, "find-bad-nodes", chrono::Local::now()))
+    {
+        Ok(l) => l.root,
         Err(e) => {
-            error!("Output path '{}' is invalid: {e}", output.display());
+            error!(
+                "Cannot create a results directory in {}: {e}",
+                output.display()
+            );
             return 1;
         }
     };
-    if let Err(e) = std::fs::create_dir_all(&root) {
-        error!("Cannot create {}: {e}", root.display());
-        return 1;
-    }
     let n = nodes.len();
     info!(
         "find-bad-nodes: {n} nodes, test {}: round 1 runs {} pair job(s) at once; then one job per node of a failing pair \

@@ -80,11 +80,13 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         if dry_run { "DRY-RUN" } else { "RUN" }
     );
     info!("Creating {}", sys.runner_name());
-    let layout = Layout::new(&output, &scenario.name, chrono::Local::now());
-    if let Err(e) = std::fs::create_dir_all(&layout.root) {
-        error!("Failed to create directory '{}': {e}. Please check directory permissions and available disk space.", layout.root.display());
-        return 1;
-    }
+    let layout = match Layout::create(&output, &scenario.name, chrono::Local::now()) {
+        Ok(l) => l,
+        Err(e) => {
+            error!("Failed to create a results directory in '{}': {e}. Please check directory permissions and available disk space.", output.display());
+            return 1;
+        }
+    };
     info!(
         "Scenario results will be stored at: {}",
         layout.root.display()

@@ -123,6 +123,9 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
         return Err(ctx.errors);
     };
     let name = v.req_str(&mut ctx, "name");
+    if let (Some(n), Some(node)) = (&name, v.get("name")) {
+        path_component(&mut ctx, node, "name", n);
+    }
     let sol_path = v.opt_str(&mut ctx, "sol_path");
     let job_status_check = v.opt_bool(&mut ctx, "job_status_check").unwrap_or(true);
     let pre_test = v
@@ -173,11 +176,37 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
     })
 }
 
+/// A scenario name or test id names a directory of the results tree: it must be one safe path component, or a
+/// crafted config could write outside the output directory.
+fn path_component(ctx: &mut Ctx, node: &Node, field: &str, value: &str) {
+    let why = if value == "." || value == ".." {
+        Some("is a relative directory name")
+    } else if value.contains('/') {
+        Some("contains '/'")
+    } else if value.contains('\0') {
+        Some("contains a NUL byte")
+    } else if value.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        ctx.err(
+            &node.loc,
+            field,
+            format!("{value:?} {why}; it names a directory of the results tree"),
+            Some("use letters, digits, '.', '_' and '-' (no path separators)".into()),
+        );
+    }
+}
+
 fn decode_entry(ctx: &mut Ctx, v: &View, index: usize) -> Option<TestEntry> {
     let id = v.req_str(ctx, "id");
     if let (Some(id), Some(n)) = (&id, v.get("id")) {
         if id.is_empty() {
             ctx.err(&n.loc, &v.field("id"), "must not be empty", None);
+        } else {
+            path_component(ctx, n, &v.field("id"), id);
         }
     }
     let test_name = v

@@ -88,22 +88,27 @@ pub struct BaselineInfo {
 
 pub const SUMMARY_FILE: &str = "summary.json";
 
-/// `<scenario>_<YYYY-MM-DD_HH-MM-SS>` → `<scenario>`.
+/// `<scenario>_<YYYY-MM-DD_HH-MM-SS>` (or with `_<n>` after it, for a second run in the same second) →
+/// `<scenario>`.
 pub fn scenario_name(root: &Path) -> String {
     let name = root
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("scenario");
-    match name.len().checked_sub(20) {
-        Some(i)
-            if name.is_char_boundary(i)
-                && name[i..].starts_with('_')
-                && name[i + 1..].bytes().filter(u8::is_ascii_digit).count() == 14 =>
-        {
-            name[..i].to_string()
-        }
-        _ => name.to_string(),
-    }
+    let stamped = |n: &str| -> Option<String> {
+        let i = n.len().checked_sub(20)?;
+        (n.is_char_boundary(i)
+            && n[i..].starts_with('_')
+            && n[i + 1..].bytes().filter(u8::is_ascii_digit).count() == 14)
+            .then(|| n[..i].to_string())
+    };
+    let unnumbered = name
+        .rsplit_once('_')
+        .filter(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) && k.len() <= 3)
+        .map(|(head, _)| head);
+    stamped(name)
+        .or_else(|| unnumbered.and_then(stamped))
+        .unwrap_or_else(|| name.to_string())
 }
 
 /// Iteration directories of a results tree: `<root>/<test id>/<n>/` holding a `test-run.toml`.
@@ -512,6 +517,11 @@ mod tests {
             "nccl-test"
         );
         assert_eq!(scenario_name(Path::new("/x/plain")), "plain");
+        assert_eq!(
+            scenario_name(Path::new("/x/nccl-test_2026-12-02_13-07-15_2")),
+            "nccl-test"
+        );
+        assert_eq!(scenario_name(Path::new("/x/run_12")), "run_12");
         let f = drops(
             "t",
             "a",

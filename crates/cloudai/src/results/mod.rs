@@ -22,6 +22,34 @@ impl Layout {
         }
     }
 
+    /// Creates the results root exclusively, and its parents: a second run of the same scenario started in the
+    /// same second into the same output directory gets `<scenario>_<timestamp>_2` (then `_3`, …) instead of
+    /// writing over the first.
+    pub fn create(
+        output: &Path,
+        scenario: &str,
+        now: chrono::DateTime<chrono::Local>,
+    ) -> std::io::Result<Self> {
+        std::fs::create_dir_all(output)?;
+        let base = Self::new(output, scenario, now).root;
+        for n in 1..=1000 {
+            let root = if n == 1 {
+                base.clone()
+            } else {
+                PathBuf::from(format!("{}_{n}", base.display()))
+            };
+            match std::fs::create_dir(&root) {
+                Ok(()) => return Ok(Self { root }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "{} and 999 numbered variants already exist",
+            base.display()
+        )))
+    }
+
     pub fn iteration_dir(&self, test_id: &str, iteration: u64) -> PathBuf {
         self.root.join(test_id).join(iteration.to_string())
     }
