@@ -508,7 +508,7 @@ fn ids_and_names_that_escape_the_output_directory_are_rejected() {
         let text = stdout_of(&out);
         assert_eq!(out.status.code(), Some(1), "{text}");
         assert!(
-            text.contains(&format!("s.toml:")) && text.contains(&format!("field '{field}'")),
+            text.contains("s.toml:") && text.contains(&format!("field '{field}'")),
             "{text}"
         );
         assert!(
