@@ -571,3 +571,38 @@ fn concurrent_runs_get_their_own_results_directories() {
         .collect();
     assert_ne!(outputs[0], outputs[1], "one run overwrote the other");
 }
+
+/// A secret written with the wrong type is reported without its value.
+#[test]
+fn a_secret_of_the_wrong_type_is_not_echoed() {
+    for value in [
+        "987654321",
+        "[\"s3cr3t-value\"]",
+        "{ v = \"s3cr3t-value\" }",
+        "98765.4321",
+    ] {
+        let w = Work::new();
+        w.file(
+            "sys.toml",
+            &format!("name = \"r\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"o\"\nbase_url = \"http://x\"\nuser_email = \"a@b\"\napp_id = \"id\"\napp_secret = {value}\nproject_id = \"1\"\ncluster_id = \"c\"\n"),
+        );
+        let out = w
+            .cloudai()
+            .args(["verify-configs", "sys.toml"])
+            .output()
+            .unwrap();
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("sys.toml:8:14: field 'app_secret'") && text.contains("value not shown"),
+            "{text}"
+        );
+        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
+        for secret in ["987654321", "s3cr3t", "98765"] {
+            assert!(
+                !text.contains(secret) && !log.contains(secret),
+                "{value}: {text}"
+            );
+        }
+    }
+}

@@ -49,6 +49,26 @@ impl Ctx {
         );
     }
 
+    /// A secret field (Run:ai `app_secret`): a wrong type is reported without echoing what was written.
+    pub fn secret(&mut self, v: &View, key: &str) -> Option<String> {
+        let node = v.required(self, key)?;
+        match &node.kind {
+            Kind::Str(s) => Some(s.clone()),
+            other => {
+                self.err(
+                    &node.loc,
+                    &v.field(key),
+                    format!(
+                        "expected a string, found {} (value not shown: it is a secret)",
+                        other.type_name()
+                    ),
+                    Some("quote the value (RUNAI_APP_SECRET, when set, is used instead)".into()),
+                );
+                None
+            }
+        }
+    }
+
     pub fn table<'a>(&mut self, node: &'a Node, path: &str) -> Option<View<'a>> {
         match &node.kind {
             Kind::Table(t) => Some(View {

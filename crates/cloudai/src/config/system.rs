@@ -499,7 +499,7 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     }
     let user_email = v.req_str(ctx, "user_email");
     let app_id = v.req_str(ctx, "app_id");
-    let app_secret = v.req_str(ctx, "app_secret").map(Secret::new);
+    let app_secret = ctx.secret(v, "app_secret").map(Secret::new);
     let project_id = v.req_str(ctx, "project_id");
     let cluster_id = v.req_str(ctx, "cluster_id");
     Some(RunAiConfig {
