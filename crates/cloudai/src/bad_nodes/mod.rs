@@ -7,9 +7,8 @@
 
 pub mod plan;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 
@@ -26,7 +25,8 @@ pub struct Request<'a> {
     pub system: Option<&'a Path>,
     pub tests_dir: &'a Path,
     pub test: &'a str,
-    pub nodes: Vec<String>,
+    /// `--nodes` (`node[001-016]`); every node of the default partition when `None`.
+    pub nodes: Option<&'a str>,
     pub output_dir: Option<&'a Path>,
     pub min_busbw: Option<f64>,
     pub baseline: Option<Grading>,
@@ -66,16 +66,6 @@ fn round_scenario(round: usize, test: &str, pairs: &[[String; 2]]) -> String {
 }
 
 pub fn run(req: &Request) -> i32 {
-    let mut nodes = req.nodes.clone();
-    nodes.sort();
-    nodes.dedup();
-    if nodes.len() < 2 {
-        error!(
-            "find-bad-nodes needs at least 2 nodes, got {}: give --nodes node[001-016]",
-            nodes.len()
-        );
-        return 1;
-    }
     let system = match req.system.map(crate::config::system::load) {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
@@ -91,6 +81,22 @@ pub fn run(req: &Request) -> i32 {
         error!(
             "find-bad-nodes runs on Slurm (jobs pinned with --nodelist) and Run:ai (node affinity); {} cannot pin a job to nodes",
             system.kind.scheduler()
+        );
+        return 1;
+    }
+    let mut nodes = match nodes_of(req.nodes, &system) {
+        Ok(n) => n,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+    nodes.sort();
+    nodes.dedup();
+    if nodes.len() < 2 {
+        error!(
+            "find-bad-nodes needs at least 2 nodes, got {}: give --nodes node[001-016]",
+            nodes.len()
         );
         return 1;
     }
@@ -187,16 +193,7 @@ pub fn run(req: &Request) -> i32 {
         let layout = Layout {
             root: root.join(format!("round-{round}")),
         };
-        let runner = Runner {
-            system: sys,
-            scenario: Arc::new(scenario),
-            layout,
-            scheduler: sys_cfg.kind.scheduler(),
-            dry_run: false,
-            interval: Duration::from_secs(sys_cfg.monitor_interval.max(1)),
-            max_pending_time: sys_cfg.max_pending_time,
-            submissions: Default::default(),
-        };
+        let runner = Runner::new(sys, &sys_cfg, scenario, layout, false);
         let outcome = rt.block_on(runner.run());
         if outcome.interrupted {
             warn!(
@@ -411,16 +408,14 @@ fn none_or(v: &[&str]) -> String {
 }
 
 /// Nodes named on the command line (`node[001-016]`, comma lists), or every node of the system's partitions.
-pub fn nodes_of(spec: Option<&str>, system: Option<&PathBuf>) -> Result<Vec<String>, String> {
+fn nodes_of(
+    spec: Option<&str>,
+    sys: &crate::config::system::SystemConfig,
+) -> Result<Vec<String>, String> {
     if let Some(s) = spec {
         return crate::util::nodelist::expand(s)
             .ok_or_else(|| format!("cannot parse node list '{s}'"));
     }
-    let Some(path) = system else {
-        return Err("give --nodes".into());
-    };
-    let sys = crate::config::system::load(path)
-        .map_err(|e| e.0.first().map(|e| e.to_string()).unwrap_or_default())?;
     let crate::config::system::SystemKind::Slurm(s) = &sys.kind else {
         return Err("give --nodes (the system file lists no nodes)".into());
     };

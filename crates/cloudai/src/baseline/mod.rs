@@ -163,15 +163,6 @@ impl Baseline {
         Self::new(chrono::Local::now().to_rfc3339(), sources, entries)
     }
 
-    pub fn get(&self, key: &Key) -> Option<&Entry> {
-        self.find(
-            &key.template,
-            &key.collective,
-            &key.dtype,
-            (key.nodes, key.gpus_per_node, key.size),
-        )
-    }
-
     fn find(
         &self,
         template: &str,
@@ -329,9 +320,6 @@ pub struct CheckRow {
     /// `ok`, `drop` or `below min size`.
     pub status: &'static str,
 }
-
-/// `--baseline-min-size` default: smaller messages are latency-bound and noisy.
-pub const DEFAULT_MIN_SIZE: u64 = 1 << 20;
 
 /// The baseline a command was given, with how it grades.
 #[derive(Clone, Debug)]

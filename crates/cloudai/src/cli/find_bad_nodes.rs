@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::bad_nodes::{self, Request};
-use crate::error;
 
 #[derive(Args, Debug)]
 pub struct FindArgs {
@@ -32,13 +31,6 @@ pub struct FindArgs {
 }
 
 pub fn find(args: &FindArgs) -> i32 {
-    let nodes = match bad_nodes::nodes_of(args.nodes.as_deref(), args.system_config.as_ref()) {
-        Ok(n) => n,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
     let baseline = match args.grading.load() {
         Ok(b) => b,
         Err(e) => {
@@ -50,7 +42,7 @@ pub fn find(args: &FindArgs) -> i32 {
         system: args.system_config.as_deref(),
         tests_dir: &args.tests_dir,
         test: &args.test,
-        nodes,
+        nodes: args.nodes.as_deref(),
         output_dir: args.output_dir.as_deref(),
         min_busbw: args.min_busbw,
         baseline,

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::RunArgs;
 use crate::log;
@@ -92,20 +91,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         layout.root.display()
     );
 
-    let runner = Runner {
-        system: sys,
-        scenario: Arc::new(scenario),
-        layout,
-        scheduler: system.kind.scheduler(),
-        dry_run,
-        interval: Duration::from_secs(if dry_run {
-            1
-        } else {
-            system.monitor_interval.max(1)
-        }),
-        max_pending_time: system.max_pending_time,
-        submissions: Default::default(),
-    };
+    let runner = Runner::new(sys, &system, scenario, layout, dry_run);
     let rt = match crate::runner::runtime() {
         Ok(rt) => rt,
         Err(e) => {

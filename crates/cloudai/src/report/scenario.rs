@@ -30,7 +30,7 @@ pub struct Options {
     pub peaks: Peaks,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Entry {
     #[serde(flatten)]
     pub record: IterationRecord,
@@ -174,22 +174,12 @@ fn entry(
             template: def.test_template_name.clone(),
             iteration,
             iterations,
-            scheduler: String::new(),
-            job_id: None,
-            nodes: Vec::new(),
             output_path: dir.display().to_string(),
-            test_cmd: String::new(),
-            submitted_at: None,
-            started_at: None,
-            ended_at: None,
-            time_limit_secs: None,
-            end_reason: EndReason::NotStarted,
-            exit_code: None,
-            signal: None,
-            status: Status::Skipped,
             message: "no run record in this directory".into(),
             ..Default::default()
         });
+    // the record on disk is rewritten once, when re-grading or the baseline changed it
+    let mut changed = false;
     let gradable = matches!(
         record.end_reason,
         EndReason::Exited | EndReason::DryRun | EndReason::NotStarted
@@ -202,9 +192,7 @@ fn entry(
                 Status::Failed
             };
             record.message = v.message;
-            if write && dir.join(crate::results::record::RECORD_FILE).exists() {
-                let _ = record.write(dir);
-            }
+            changed = true;
         }
     }
     let points = report
@@ -220,7 +208,6 @@ fn entry(
                 .check(&record.template, &points, g.tolerance, g.min_size)
         });
     if let Some(c) = &check {
-        let mut changed = false;
         if c.failed && record.status == Status::Passed {
             record.status = Status::Failed;
             record.message = c.message.clone();
@@ -235,9 +222,9 @@ fn entry(
             };
             changed = true;
         }
-        if changed && write && dir.join(crate::results::record::RECORD_FILE).exists() {
-            let _ = record.write(dir);
-        }
+    }
+    if changed && write && dir.join(crate::results::record::RECORD_FILE).exists() {
+        let _ = record.write(dir);
     }
     let mut reports = Vec::new();
     let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
@@ -345,12 +332,7 @@ pub fn generate(
                 let dir = PathBuf::from(&r.output_path);
                 entry(root, &dir, Some(r.clone()), opts, true).unwrap_or_else(|| Entry {
                     record: r.clone(),
-                    metrics: Default::default(),
-                    reports: Vec::new(),
-                    curve: Vec::new(),
-                    points: Vec::new(),
-                    baseline: None,
-                    suspect: None,
+                    ..Default::default()
                 })
             })
             .collect(),

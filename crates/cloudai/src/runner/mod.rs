@@ -5,6 +5,7 @@
 //! until the dependency's job is running; `start_post_comp` waits until all its iterations are done;
 //! `end_post_comp` stops this run when the dependency is done.
 
+mod cancel;
 mod progress;
 mod queue;
 
@@ -84,6 +85,31 @@ impl Slot {
 }
 
 impl Runner {
+    /// The engine for a scenario on a system: polls every `monitor_interval` (every second in a dry-run, where jobs
+    /// complete at once).
+    pub fn new(
+        system: Arc<dyn System>,
+        cfg: &crate::config::system::SystemConfig,
+        scenario: Scenario,
+        layout: Layout,
+        dry_run: bool,
+    ) -> Self {
+        Runner {
+            system,
+            scenario: Arc::new(scenario),
+            layout,
+            scheduler: cfg.kind.scheduler(),
+            dry_run,
+            interval: Duration::from_secs(if dry_run {
+                1
+            } else {
+                cfg.monitor_interval.max(1)
+            }),
+            max_pending_time: cfg.max_pending_time,
+            submissions: Default::default(),
+        }
+    }
+
     pub async fn run(&self) -> RunOutcome {
         let mut slots: Vec<Slot> = self
             .scenario
@@ -322,10 +348,9 @@ impl Runner {
                         a.started = Some((Local::now(), Instant::now()));
                     }
                     a.pending_since = None;
-                    if a.queue.last().is_none_or(|l| l.state != "RUNNING") {
+                    if queue::note_state(&mut a.queue, "RUNNING", "") {
                         info!("job {} ({}) running", a.id, slot.run.id);
                     }
-                    queue::note_state(&mut a.queue, "RUNNING", "");
                     slot.started = true;
                 }
                 JobState::Finished(outcome) => {
@@ -509,55 +534,6 @@ impl Runner {
             a.kill = Some(EndReason::TimeLimit);
             if let Err(e) = self.system.cancel(&a.id).await {
                 warn!("Cannot cancel job {}: {e}", a.id);
-            }
-        }
-    }
-
-    async fn cancel_all(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
-        let n = slots
-            .iter()
-            .filter(|s| matches!(s.phase, Phase::Active(_)))
-            .count();
-        warn!("Interrupted: cancelling {n} running job(s)");
-        for slot in slots.iter_mut() {
-            if let Phase::Active(a) = &mut slot.phase {
-                a.kill = Some(EndReason::Cancelled);
-                if let Err(e) = self.system.cancel(&a.id).await {
-                    error!("Cannot cancel job {}: {e}", a.id);
-                }
-            }
-        }
-        let deadline = Instant::now() + CANCEL_WAIT;
-        while slots.iter().any(|s| matches!(s.phase, Phase::Active(_))) && Instant::now() < deadline
-        {
-            self.poll(slots, records).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        for slot in slots.iter_mut() {
-            match std::mem::replace(&mut slot.phase, Phase::Done) {
-                Phase::Active(a) => {
-                    error!(
-                        "Job {} of test {} did not stop within {}s",
-                        a.id,
-                        slot.run.id,
-                        CANCEL_WAIT.as_secs()
-                    );
-                    let mut rec = self.record(&slot.run, slot.iteration, &a.dir, &a.prepared);
-                    rec.job_id = Some(a.id.clone());
-                    rec.end_reason = EndReason::Cancelled;
-                    rec.status = Status::Cancelled;
-                    rec.message = "cancel requested but the job did not confirm it stopped".into();
-                    self.save(&rec, &a.dir);
-                    records.push(rec);
-                }
-                Phase::Waiting => {
-                    let dir = self.layout.iteration_dir(&slot.run.id, slot.iteration);
-                    let mut rec =
-                        self.record(&slot.run, slot.iteration, &dir, &Prepared::default());
-                    rec.message = "not started: the run was interrupted".into();
-                    records.push(rec);
-                }
-                Phase::Done => {}
             }
         }
     }

@@ -478,15 +478,9 @@ impl System for Slurm {
             .sacct(&[id], &["-X", "-D"])
             .await
             .unwrap_or_default()
-            .into_iter()
+            .iter()
             .filter(|r| r.job_id == *id && (name.is_empty() || r.name == name))
-            .map(|r| Attempt {
-                nodes: crate::util::nodelist::expand(&r.nodes).unwrap_or_default(),
-                state: r.state_raw,
-                reason: r.reason,
-                start: Some(r.start),
-                end: Some(r.end),
-            })
+            .map(state::attempt)
             .collect();
         if let Some(t) = self.jobs.lock().unwrap().get_mut(id) {
             if runs.len() >= t.attempts.len() {

@@ -125,6 +125,17 @@ pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
         .collect()
 }
 
+/// One run of a job as sacct recorded it (with `--duplicates`, a requeued job has several).
+pub fn attempt(row: &AcctRow) -> crate::results::record::Attempt {
+    crate::results::record::Attempt {
+        nodes: crate::util::nodelist::expand(&row.nodes).unwrap_or_default(),
+        state: row.state_raw.clone(),
+        reason: row.reason.clone(),
+        start: Some(row.start.clone()),
+        end: Some(row.end.clone()),
+    }
+}
+
 /// Whether sacct's state for the allocation is final.
 pub fn is_terminal(state: &str) -> bool {
     matches!(

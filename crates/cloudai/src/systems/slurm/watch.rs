@@ -72,17 +72,16 @@ impl Slurm {
                 .iter()
                 .rev()
                 .find(|r| r.job_id == id && state::is_terminal(&r.state));
-            out.push((
-                id,
-                Attempt {
-                    nodes: crate::util::nodelist::expand(row.map_or(&nodes, |r| &r.nodes))
-                        .unwrap_or_default(),
-                    state: row.map_or("REQUEUED".into(), |r| r.state.clone()),
-                    reason: row.map(|r| r.reason.clone()).unwrap_or_default(),
-                    start: row.map(|r| r.start.clone()),
-                    end: row.map(|r| r.end.clone()),
+            // sacct may not have the run yet: then what squeue showed
+            let attempt = row.map_or_else(
+                || Attempt {
+                    nodes: crate::util::nodelist::expand(&nodes).unwrap_or_default(),
+                    state: "REQUEUED".into(),
+                    ..Default::default()
                 },
-            ));
+                state::attempt,
+            );
+            out.push((id, attempt));
         }
         out
     }

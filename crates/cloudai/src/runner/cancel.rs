@@ -1,0 +1,60 @@
+//! Ctrl-C and SIGTERM: cancel every job we submitted, wait a while for each to stop, and record what did and
+//! did not (jobs that never started are recorded as not started).
+
+use std::time::{Duration, Instant};
+
+use super::{Phase, Runner, Slot, CANCEL_WAIT};
+use crate::results::{EndReason, IterationRecord, Status};
+use crate::systems::Prepared;
+use crate::{error, warn};
+
+impl Runner {
+    pub(super) async fn cancel_all(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
+        let n = slots
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Active(_)))
+            .count();
+        warn!("Interrupted: cancelling {n} running job(s)");
+        for slot in slots.iter_mut() {
+            if let Phase::Active(a) = &mut slot.phase {
+                a.kill = Some(EndReason::Cancelled);
+                if let Err(e) = self.system.cancel(&a.id).await {
+                    error!("Cannot cancel job {}: {e}", a.id);
+                }
+            }
+        }
+        let deadline = Instant::now() + CANCEL_WAIT;
+        while slots.iter().any(|s| matches!(s.phase, Phase::Active(_))) && Instant::now() < deadline
+        {
+            self.poll(slots, records).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for slot in slots.iter_mut() {
+            match std::mem::replace(&mut slot.phase, Phase::Done) {
+                Phase::Active(a) => {
+                    error!(
+                        "Job {} of test {} did not stop within {}s",
+                        a.id,
+                        slot.run.id,
+                        CANCEL_WAIT.as_secs()
+                    );
+                    let mut rec = self.record(&slot.run, slot.iteration, &a.dir, &a.prepared);
+                    rec.job_id = Some(a.id.clone());
+                    rec.end_reason = EndReason::Cancelled;
+                    rec.status = Status::Cancelled;
+                    rec.message = "cancel requested but the job did not confirm it stopped".into();
+                    self.save(&rec, &a.dir);
+                    records.push(rec);
+                }
+                Phase::Waiting => {
+                    let dir = self.layout.iteration_dir(&slot.run.id, slot.iteration);
+                    let mut rec =
+                        self.record(&slot.run, slot.iteration, &dir, &Prepared::default());
+                    rec.message = "not started: the run was interrupted".into();
+                    records.push(rec);
+                }
+                Phase::Done => {}
+            }
+        }
+    }
+}
