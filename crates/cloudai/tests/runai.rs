@@ -199,9 +199,19 @@ async fn one_and_two_node_nccl_end_to_end() {
                 .unwrap()
                 .contains("all_reduce_perf_mpi --nthreads 1")
     );
-    // at most one GET per workload per monitor interval (plus one right after submission)
-    let gets = requests(&j, "GET", "/api/v1/workloads/trainings/").len() as f64;
+    // at most one GET per workload per monitor interval while it runs (plus one right after submission); then
+    // it is deleted, as CloudAI does, and its deletion confirmed
+    let deleted = requests(&j, "DELETE", "/api/v1/workloads/trainings/");
+    assert_eq!(deleted.len(), 1);
+    let del_t = deleted[0]["t"].as_f64().unwrap();
+    let gets = requests(&j, "GET", "/api/v1/workloads/trainings/")
+        .iter()
+        .filter(|r| r["t"].as_f64().unwrap() < del_t)
+        .count() as f64;
     assert!(gets <= elapsed / 1.0 + 2.0, "{gets} GETs in {elapsed:.1} s");
+    assert_eq!(requests(&j, "DELETE", "/api/v1/workloads/distributed/").len(), 1);
+    let now = runai_mock::model::now();
+    assert!(m.shared.data.lock().unwrap().workloads.iter().all(|w| runai_mock::model::gone(w, now)));
     no_secret_anywhere(w.path(), &text);
 }
 

@@ -9,7 +9,7 @@ pub mod server;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 pub use model::Timing;
 pub use server::{Config, Faults};
@@ -18,23 +18,7 @@ pub use server::{Config, Faults};
 pub struct MockServer {
     pub addr: SocketAddr,
     pub shared: Arc<server::Shared>,
-    shutdown: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
-}
-
-fn quiet_drop_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if info
-                .payload()
-                .downcast_ref::<server::DropConnection>()
-                .is_none()
-            {
-                prev(info);
-            }
-        }));
-    });
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl MockServer {
@@ -45,7 +29,6 @@ impl MockServer {
         cfg: Config,
         state_file: Option<PathBuf>,
     ) -> std::io::Result<Self> {
-        quiet_drop_panics();
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let data = state_file
@@ -63,19 +46,12 @@ impl MockServer {
             state_file,
         });
         let app = server::router(shared.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        // Graceful shutdown closes idle keep-alive connections too, so a stopped mock is really gone.
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.await;
-                })
-                .await;
-        });
+        let (shutdown, stop) = tokio::sync::watch::channel(false);
+        tokio::spawn(serve(listener, app, stop));
         Ok(Self {
             addr,
             shared,
-            shutdown: Mutex::new(Some(tx)),
+            shutdown,
         })
     }
 
@@ -96,17 +72,51 @@ impl MockServer {
         self.shared.journal.lock().unwrap().clone()
     }
 
-    /// Stops serving: new connections are refused, idle ones closed. With a state file, a new `start` on the
+    /// Stops serving: new connections are refused, open ones (idle or not) closed. With a state file, a new `start` on the
     /// same address continues where this one stopped.
     pub fn stop(&self) {
-        if let Some(tx) = self.shutdown.lock().unwrap().take() {
-            let _ = tx.send(());
-        }
+        let _ = self.shutdown.send(true);
     }
 }
 
 impl Drop for MockServer {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Accepts connections until stopped. Each connection gets a kill switch in its requests' extensions, so a
+/// handler can make the connection vanish without an answer (a dropped reply), and all are closed on stop.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use tower::ServiceExt;
+    loop {
+        let stream = tokio::select! {
+            a = listener.accept() => match a {
+                Ok((s, _)) => s,
+                Err(_) => continue,
+            },
+            _ = stop.changed() => return,
+        };
+        let app = app.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let (kill_tx, mut kill_rx) = tokio::sync::mpsc::channel::<()>(1);
+            let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(server::KillConnection(kill_tx.clone()));
+                app.clone().oneshot(req)
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .with_upgrades();
+            tokio::select! {
+                _ = conn => {}
+                _ = kill_rx.recv() => {}
+                _ = stop.changed() => {}
+            }
+        });
     }
 }

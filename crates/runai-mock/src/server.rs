@@ -215,7 +215,11 @@ fn workload_json(s: &Shared, w: &Workload, t: f64) -> Value {
     v
 }
 
-async fn create(s: S, kind: &'static str, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn create(s: S, kind: &'static str, req: Request) -> Response {
+    let kill = req.extensions().get::<KillConnection>().cloned();
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let body = to_bytes(body, 16 << 20).await.unwrap_or_default();
     if let Err(r) = s.check_auth(&headers) {
         return r.into_response();
     }
@@ -247,6 +251,27 @@ async fn create(s: S, kind: &'static str, headers: HeaderMap, body: axum::body::
     {
         return err(403, "You do not have sufficient permissions.");
     }
+    let body = match register(&s, kind, v, &cfg) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    s.save();
+    let drop_it = {
+        let mut f = s.faults.lock().unwrap();
+        let d = f.drop_next_create > 0;
+        f.drop_next_create = f.drop_next_create.saturating_sub(1);
+        d
+    };
+    if let (true, Some(k)) = (drop_it, kill) {
+        // The workload exists now; the client never hears about it (as when a proxy drops the reply).
+        let _ = k.0.send(()).await;
+        std::future::pending::<()>().await;
+    }
+    (StatusCode::ACCEPTED, Json(body)).into_response()
+}
+
+/// Records a validated creation request as a new workload; its JSON, or the conflict answer.
+fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, Response> {
     let requested = v["name"].as_str().unwrap_or("").to_string();
     let t = now();
     let mut data = s.data.lock().unwrap();
@@ -264,7 +289,7 @@ async fn create(s: S, kind: &'static str, headers: HeaderMap, body: axum::body::
         .iter()
         .any(|w| w.name == name && w.project_id == cfg.project_id && !model::gone(w, t))
     {
-        return err(409, "Resource with this name already exists");
+        return Err(err(409, "Resource with this name already exists"));
     }
     let mut timing = cfg.timing.clone();
     if let Some((_, o)) = cfg
@@ -292,39 +317,20 @@ async fn create(s: S, kind: &'static str, headers: HeaderMap, body: axum::body::
         timing,
         stdout: outcome_stdout,
     };
-    let body = workload_json(&s, &w, t);
+    let body = workload_json(s, &w, t);
     data.workloads.push(w);
-    drop(data);
-    s.save();
-    let drop_it = {
-        let mut f = s.faults.lock().unwrap();
-        let d = f.drop_next_create > 0;
-        f.drop_next_create = f.drop_next_create.saturating_sub(1);
-        d
-    };
-    if drop_it {
-        // The workload exists now; the client never hears about it (as when a proxy drops the reply).
-        std::panic::panic_any(DropConnection);
-    }
-    (StatusCode::ACCEPTED, Json(body)).into_response()
+    Ok(body)
 }
 
-/// Panic payload that makes hyper drop the connection; the panic hook stays quiet about it.
-pub struct DropConnection;
+/// Closes the connection a request came on, without an answer (see `serve` in lib.rs).
+#[derive(Clone)]
+pub struct KillConnection(pub tokio::sync::mpsc::Sender<()>);
 
-async fn create_training(
-    State(s): State<S>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    create(s, "training", headers, body).await
+async fn create_training(State(s): State<S>, req: Request) -> Response {
+    create(s, "training", req).await
 }
-async fn create_distributed(
-    State(s): State<S>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    create(s, "distributed", headers, body).await
+async fn create_distributed(State(s): State<S>, req: Request) -> Response {
+    create(s, "distributed", req).await
 }
 
 /// An authorized request's workload (of `kind`, when given) that still exists.
@@ -604,7 +610,7 @@ async fn logs(
         .unwrap()
         .workloads
         .iter()
-        .find(|w| w.name == name && w.kind == want && !model::gone(w, t))
+        .find(|w| w.name == name && w.kind == want && w.deleted_at.is_none())
         .cloned();
     let Some(w) = w else {
         return err(404, "Resource id not found.");
@@ -616,25 +622,41 @@ async fn logs(
     if !matches!(phase, "Running" | "Degraded" | "Completed" | "Failed") {
         return err(404, "The workload has not started.");
     }
+    let id = w.id.clone();
     ws.on_upgrade(move |mut socket| async move {
+        // follow semantics: line i is out once i/n of the run time has passed; the stream ends when the
+        // workload ends or is deleted (its pods killed), so a hang's stream stays open until deletion
         let lines: Vec<String> = w.stdout.split_inclusive('\n').map(str::to_string).collect();
-        let running_until = model::timeline(&w, f64::MAX)
-            .iter()
-            .find(|(_, p)| model::is_terminal(p))
-            .map(|(at, _)| *at);
+        let undeleted = Workload {
+            deleted_at: None,
+            ..w.clone()
+        };
+        let tl = model::timeline(&undeleted, f64::MAX);
+        let run_start = tl.iter().find(|(_, p)| *p == "Running").map_or(t, |(at, _)| *at);
+        // (deleted, ended): deletion kills the stream at once; an ended workload's output is all out
+        let state = |s: &Shared| {
+            let data = s.data.lock().unwrap();
+            data.workloads.iter().find(|x| x.id == id).map_or((true, true), |x| {
+                let deleted = x.deleted_at.is_some();
+                (deleted, deleted || model::is_terminal(model::phase(x, now())))
+            })
+        };
         let total = lines.len().max(1) as f64;
         for (i, line) in lines.into_iter().enumerate() {
-            if let Some(end) = running_until {
-                // follow semantics: a line is available once its share of the run time has passed
-                let due = end - w.timing.run_s + w.timing.run_s * (i as f64 / total);
-                let wait = due - now();
-                if wait > 0.0 {
-                    tokio::time::sleep(std::time::Duration::from_secs_f64(wait)).await;
+            let due = run_start + w.timing.run_s * (i as f64 / total);
+            while now() < due {
+                if state(&s).0 {
+                    let _ = socket.send(Message::Close(None)).await;
+                    return;
                 }
+                tokio::time::sleep(std::time::Duration::from_secs_f64((due - now()).clamp(0.0, 0.1))).await;
             }
             if socket.send(Message::Text(line.into())).await.is_err() {
                 return;
             }
+        }
+        while !state(&s).1 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         let _ = socket.send(Message::Close(None)).await;
     })

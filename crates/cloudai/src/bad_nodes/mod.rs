@@ -195,6 +195,9 @@ pub fn run(req: &Request) -> i32 {
         };
         let runner = Runner::new(sys, &sys_cfg, scenario, layout, false);
         let outcome = rt.block_on(runner.run());
+        if !outcome.leftovers.is_empty() {
+            return crate::cli::report_leftovers(&root, &outcome.leftovers);
+        }
         if outcome.interrupted {
             warn!(
                 "Interrupted: every submitted job was cancelled; partial results in {}",

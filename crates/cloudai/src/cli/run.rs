@@ -56,6 +56,32 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
             return 1;
         }
     };
+    let problems = system_checks(sys.as_ref(), &scenario);
+    if !problems.is_empty() {
+        for p in &problems {
+            error!("{p}");
+        }
+        error!(
+            "{} problem(s) with running scenario '{}' on system '{}'; nothing was submitted.",
+            problems.len(),
+            scenario.name,
+            system.name
+        );
+        return 1;
+    }
+    let rt = match crate::runner::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+    if !dry_run {
+        if let Err(e) = rt.block_on(sys.connect()) {
+            error!("Cannot use system '{}': {e}", system.name);
+            return 1;
+        }
+    }
     let output = args
         .output_dir
         .clone()
@@ -92,13 +118,6 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     );
 
     let runner = Runner::new(sys, &system, scenario, layout, dry_run);
-    let rt = match crate::runner::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
     let mut outcome = rt.block_on(runner.run());
     let opts = crate::report::scenario::Options {
         compare: Vec::new(),
@@ -135,6 +154,9 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         &runner.scenario.name,
         &outcome.records,
     );
+    if !outcome.leftovers.is_empty() {
+        return super::report_leftovers(&runner.layout.root, &outcome.leftovers);
+    }
     if outcome.interrupted {
         crate::warn!(
             "Run interrupted: every submitted job was cancelled. Results so far are in {}",
@@ -147,6 +169,26 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         return 1;
     }
     super::verdict(&outcome.records)
+}
+
+/// What the system cannot run of the scenario's tests and hooks, all at once.
+fn system_checks(sys: &dyn crate::systems::System, s: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for r in &s.test_runs {
+        let hooks = [&r.pre_test, &r.post_test]
+            .into_iter()
+            .flatten()
+            .flat_map(|h| h.test_runs.iter());
+        for run in std::iter::once(r).chain(hooks) {
+            for p in sys.check(run) {
+                if seen.insert(p.clone()) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The scenario outline CloudAI prints before running.

@@ -152,6 +152,13 @@ pub struct RunAiConfig {
     pub app_secret: Secret,
     pub project_id: String,
     pub cluster_id: String,
+    /// PEM file of CAs to trust besides the built-in roots (a private control plane). Not a CloudAI field.
+    pub ca_bundle: Option<PathBuf>,
+    /// Where the MPI operator mounts the SSH keys in launcher and workers: the image user's `~/.ssh`.
+    pub ssh_auth_mount_path: String,
+    /// What MPI workers run: sshd in the foreground, so the launcher can reach them; empty = the image's own
+    /// entrypoint (when it starts sshd itself).
+    pub mpi_worker_command: String,
 }
 
 #[derive(Clone, Debug)]
@@ -483,6 +490,9 @@ const RUNAI_FIELDS: &[&str] = &[
     "project_id",
     "cluster_id",
     "nodes",
+    "ca_bundle",
+    "ssh_auth_mount_path",
+    "mpi_worker_command",
 ];
 
 fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
@@ -502,7 +512,25 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     let app_secret = ctx.secret(v, "app_secret").map(Secret::new);
     let project_id = v.req_str(ctx, "project_id");
     let cluster_id = v.req_str(ctx, "cluster_id");
+    let ca_bundle = v.opt_str(ctx, "ca_bundle").map(PathBuf::from);
+    if let (Some(p), Some(n)) = (&ca_bundle, v.get("ca_bundle")) {
+        if !p.is_file() {
+            ctx.err(
+                &n.loc,
+                "ca_bundle",
+                format!("{} is not a readable file", p.display()),
+                Some("give the PEM file of the CA that signed the control plane's certificate".into()),
+            );
+        }
+    }
     Some(RunAiConfig {
+        ca_bundle,
+        ssh_auth_mount_path: v
+            .opt_str(ctx, "ssh_auth_mount_path")
+            .unwrap_or_else(|| "/root/.ssh".into()),
+        mpi_worker_command: v
+            .opt_str(ctx, "mpi_worker_command")
+            .unwrap_or_else(|| "/usr/sbin/sshd -De".into()),
         gpus_per_node: v.count(ctx, "gpus_per_node", 8),
         base_url: base_url?,
         user_email: user_email?,

@@ -57,6 +57,28 @@ pub fn exit_code(records: &[IterationRecord]) -> i32 {
 /// The scenario ran, but an iteration failed, timed out, was cancelled by the scheduler or was skipped.
 pub const EXIT_TEST_FAILURES: i32 = 3;
 
+/// Something we submitted could not be confirmed stopped or deleted (the scheduler did not answer): it may still
+/// hold resources. `leftovers.json` in the results root names each; this wins over 3 and 130.
+pub const EXIT_LEFTOVERS: i32 = 4;
+
+/// The file in the results root that lists what could not be confirmed stopped.
+pub const LEFTOVERS_FILE: &str = "leftovers.json";
+
+/// A job or workload we asked to stop or delete without the scheduler confirming it is gone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Leftover {
+    /// The job as the runner knows it (the scheduler's job id, the Run:ai main workload name).
+    pub job_id: String,
+    /// For a person: what it is and where (`Run:ai workload x-1a2b (id …, project 4501)`).
+    pub description: String,
+    /// Why it could not be confirmed gone, in the scheduler's (or the network's) words.
+    pub reason: String,
+    /// For tools that clean up: the scheduler's own coordinates (`workload_id`, `workload_name`, `project_id`,
+    /// `path`, …).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub resource: std::collections::BTreeMap<String, String>,
+}
+
 /// Why the job stopped running, independent of grading.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,25 +1,33 @@
 //! Ctrl-C and SIGTERM: cancel every job we submitted, wait a while for each to stop, and record what did and
-//! did not (jobs that never started are recorded as not started).
+//! did not (jobs that never started are recorded as not started). What did not confirm it stopped is returned
+//! as a leftover, so nobody is told "every job was cancelled" while one may still hold nodes.
 
 use std::time::{Duration, Instant};
 
 use super::{Phase, Runner, Slot, CANCEL_WAIT};
+use crate::results::record::Leftover;
 use crate::results::{EndReason, IterationRecord, Status};
 use crate::systems::Prepared;
 use crate::{error, warn};
 
 impl Runner {
-    pub(super) async fn cancel_all(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
+    pub(super) async fn cancel_all(
+        &self,
+        slots: &mut [Slot],
+        records: &mut Vec<IterationRecord>,
+    ) -> Vec<Leftover> {
         let n = slots
             .iter()
             .filter(|s| matches!(s.phase, Phase::Active(_)))
             .count();
         warn!("Interrupted: cancelling {n} running job(s)");
+        let mut refused = std::collections::HashMap::new();
         for slot in slots.iter_mut() {
             if let Phase::Active(a) = &mut slot.phase {
                 a.kill = Some(EndReason::Cancelled);
                 if let Err(e) = self.system.cancel(&a.id).await {
                     error!("Cannot cancel job {}: {e}", a.id);
+                    refused.insert(a.id.clone(), e);
                 }
             }
         }
@@ -29,9 +37,23 @@ impl Runner {
             self.poll(slots, records).await;
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let mut leftovers = self.system.leftovers();
         for slot in slots.iter_mut() {
             match std::mem::replace(&mut slot.phase, Phase::Done) {
                 Phase::Active(a) => {
+                    if !leftovers.iter().any(|l| l.job_id == a.id) {
+                        leftovers.push(Leftover {
+                            job_id: a.id.clone(),
+                            description: format!(
+                                "{} job {} (test {})",
+                                self.scheduler, a.id, slot.run.id
+                            ),
+                            reason: refused.remove(&a.id).unwrap_or_else(|| {
+                                "cancel requested; the scheduler did not confirm it stopped".into()
+                            }),
+                            resource: Default::default(),
+                        });
+                    }
                     error!(
                         "Job {} of test {} did not stop within {}s",
                         a.id,
@@ -56,5 +78,6 @@ impl Runner {
                 Phase::Done => {}
             }
         }
+        leftovers
     }
 }

@@ -44,6 +44,8 @@ pub struct Runner {
 pub struct RunOutcome {
     pub records: Vec<IterationRecord>,
     pub interrupted: bool,
+    /// What we asked to stop or delete without the scheduler confirming it: it may still hold resources.
+    pub leftovers: Vec<crate::results::record::Leftover>,
 }
 
 struct Active {
@@ -134,6 +136,7 @@ impl Runner {
                 return RunOutcome {
                     records,
                     interrupted: true,
+                    leftovers: Vec::new(),
                 };
             }
         };
@@ -176,14 +179,16 @@ impl Runner {
             }
         }
         crate::log::clear_status();
+        let mut leftovers = self.system.leftovers();
         if interrupted {
-            self.cancel_all(&mut slots, &mut records).await;
+            leftovers = self.cancel_all(&mut slots, &mut records).await;
         }
         let order = |id: &str| self.scenario.test_runs.iter().position(|r| r.id == id);
         records.sort_by_key(|r| (order(&r.test_id), r.iteration));
         RunOutcome {
             records,
             interrupted,
+            leftovers,
         }
     }
 

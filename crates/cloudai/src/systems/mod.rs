@@ -63,6 +63,16 @@ impl Queued {
 pub trait System: Send + Sync {
     /// CloudAI's runner class name, printed as `Creating <name>`.
     fn runner_name(&self) -> &'static str;
+    /// What this system cannot run of a test (more GPUs than a node has, an image it cannot pull), checked for
+    /// every test and hook before anything is created; each entry is one complete sentence.
+    fn check(&self, _run: &TestRun) -> Vec<String> {
+        Vec::new()
+    }
+    /// Proves the scheduler is reachable and accepts us (credentials, certificates) before the results
+    /// directory exists; not called in dry-run.
+    async fn connect(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Builds the iteration's commands and files; an error (a node spec that cannot be met) fails the iteration.
     fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, String>;
     /// Submits the job; in dry-run only logs what it would do and returns a fake id.
@@ -89,6 +99,10 @@ pub trait System: Send + Sync {
     }
     /// Every time the scheduler started the job, once it is collected (several when it was requeued).
     fn attempts(&self, _id: &JobId) -> Vec<crate::results::record::Attempt> {
+        Vec::new()
+    }
+    /// Everything we asked to stop or delete whose end the scheduler has not confirmed (it may hold resources).
+    fn leftovers(&self) -> Vec<crate::results::record::Leftover> {
         Vec::new()
     }
     /// Signalled when a job's state may have changed, so the runner need not wait a full monitor interval.

@@ -1,6 +1,8 @@
 //! Run:ai REST client: bearer tokens from the app credentials (refreshed before expiry and once on 401),
 //! retries with exponential backoff and full jitter on 429 (honouring Retry-After), 502/503/504 and connection
-//! errors (500 too for idempotent requests), request timeouts, rustls with certificate verification.
+//! errors (500 too for idempotent requests), request timeouts, rustls with certificate verification against the
+//! built-in roots plus a private CA bundle (`ca_bundle` in the system, or `SSL_CERT_FILE`). Credentials the
+//! server refuses and certificates it cannot prove are reported as such, once, without retries.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,10 @@ pub enum ApiError {
     Status { code: u16, message: String },
     /// No answer (connection refused/reset, timeout): the request may or may not have been applied.
     Transport(String),
+    /// The token request was refused: the credentials are wrong; retrying cannot help.
+    Auth(String),
+    /// The server's certificate is not trusted (or not valid for the host); retrying cannot help.
+    Tls(String),
 }
 
 impl std::fmt::Display for ApiError {
@@ -28,6 +34,7 @@ impl std::fmt::Display for ApiError {
         match self {
             ApiError::Status { code, message } => write!(f, "HTTP {code}: {message}"),
             ApiError::Transport(m) => write!(f, "no answer: {m}"),
+            ApiError::Auth(m) | ApiError::Tls(m) => f.write_str(m),
         }
     }
 }
@@ -36,9 +43,98 @@ impl ApiError {
     pub fn code(&self) -> Option<u16> {
         match self {
             ApiError::Status { code, .. } => Some(*code),
-            ApiError::Transport(_) => None,
+            _ => None,
         }
     }
+}
+
+/// The error body's message with the server's per-field complaints (`complianceIssues`, `details`), so a 400
+/// says which field was refused and why.
+fn error_message(text: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return text.chars().take(300).collect();
+    };
+    let mut msg = v["message"].as_str().unwrap_or("").to_string();
+    let issues: Vec<String> = v["complianceIssues"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i["field"].as_str().unwrap_or("?"),
+                i["details"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    if !issues.is_empty() {
+        msg = format!("{msg} [{}]", issues.join("; "));
+    } else if let Some(d) = v["details"].as_str().filter(|d| !d.is_empty()) {
+        msg = format!("{msg} [{d}]");
+    }
+    if msg.is_empty() {
+        text.chars().take(300).collect()
+    } else {
+        msg
+    }
+}
+
+/// A certificate the server presented that rustls refused, found anywhere in the error's chain.
+fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            if matches!(r, rustls::Error::InvalidCertificate(_)) {
+                return Some(r.to_string());
+            }
+        }
+        let text = err.to_string();
+        if text.contains("invalid peer certificate") {
+            return Some(text);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// The TLS configuration of every connection to the control plane and the cluster: the built-in roots, plus the
+/// certificates of `ca_bundle` and of `SSL_CERT_FILE` (a private CA of an on-premises control plane).
+pub fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+    for (path, from) in [
+        (ca_bundle.map(std::path::Path::to_path_buf), "ca_bundle"),
+        (env, "SSL_CERT_FILE"),
+    ] {
+        let Some(path) = path else { continue };
+        let pem = std::fs::read(&path)
+            .map_err(|e| format!("cannot read the CA bundle {} ({from}): {e}", path.display()))?;
+        let mut n = 0;
+        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| {
+                format!("{} ({from}) is not a PEM certificate bundle: {e:?}", path.display())
+            })?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("{} ({from}): a certificate is not usable as a CA: {e}", path.display()))?;
+            n += 1;
+        }
+        if n == 0 {
+            return Err(format!(
+                "{} ({from}) holds no PEM certificate (expected -----BEGIN CERTIFICATE----- blocks)",
+                path.display()
+            ));
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(std::sync::Arc::new(cfg))
 }
 
 struct Token {
@@ -48,6 +144,7 @@ struct Token {
 
 pub struct Client {
     http: reqwest::Client,
+    tls: std::sync::Arc<rustls::ClientConfig>,
     base: String,
     app_id: String,
     secret: Secret,
@@ -75,8 +172,14 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 impl Client {
-    pub fn new(base_url: &str, app_id: &str, secret: Secret) -> Result<Self, String> {
+    pub fn new(
+        base_url: &str,
+        app_id: &str,
+        secret: Secret,
+        tls: std::sync::Arc<rustls::ClientConfig>,
+    ) -> Result<Self, String> {
         let http = reqwest::Client::builder()
+            .use_preconfigured_tls((*tls).clone())
             .timeout(timeout())
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("cloudai-rs/", env!("CARGO_PKG_VERSION")))
@@ -88,6 +191,7 @@ impl Client {
             | 1;
         Ok(Self {
             http,
+            tls,
             base: base_url.trim_end_matches('/').to_string(),
             app_id: app_id.to_string(),
             secret,
@@ -115,7 +219,7 @@ impl Client {
         let mut last = ApiError::Transport("no token request made".into());
         for body in &bodies {
             match self
-                .send(Method::POST, "/api/v1/token", &[], Some(body), None, true)
+                .send(Method::POST, "/api/v1/token", &[], Some(body), None, true, MAX_TRIES)
                 .await
             {
                 Ok(v) => {
@@ -134,10 +238,26 @@ impl Client {
                     });
                 }
                 Err(e @ ApiError::Status { code: 400, .. }) => last = e,
+                Err(ApiError::Status {
+                    code: code @ (401 | 403),
+                    message,
+                }) => {
+                    return Err(ApiError::Auth(format!(
+                        "authentication failed for app_id {} at {} (HTTP {code}: {message}); check app_id and \
+                         app_secret (or RUNAI_APP_SECRET)",
+                        self.app_id, self.base
+                    )))
+                }
                 Err(e) => return Err(e),
             }
         }
-        Err(last)
+        Err(match last {
+            ApiError::Status { code, message } => ApiError::Auth(format!(
+                "authentication failed for app_id {} at {} (HTTP {code}: {message})",
+                self.app_id, self.base
+            )),
+            other => other,
+        })
     }
 
     async fn bearer(&self, force: bool) -> Result<String, ApiError> {
@@ -157,6 +277,7 @@ impl Client {
         body: Option<&Value>,
         bearer: Option<&str>,
         idempotent: bool,
+        tries: u32,
     ) -> Result<Value, ApiError> {
         let url = format!("{}{path}", self.base);
         let mut attempt = 0;
@@ -180,10 +301,7 @@ impl Client {
                     if status.is_success() {
                         return Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)));
                     }
-                    let message = serde_json::from_str::<Value>(&text)
-                        .ok()
-                        .and_then(|v| v["message"].as_str().map(str::to_string))
-                        .unwrap_or_else(|| text.chars().take(200).collect());
+                    let message = error_message(&text);
                     let e = ApiError::Status {
                         code: status.as_u16(),
                         message,
@@ -202,7 +320,17 @@ impl Client {
                     (e, after)
                 }
                 Err(e) => {
-                    let e = ApiError::Transport(e.to_string());
+                    if let Some(why) = certificate_problem(&e) {
+                        let host = reqwest::Url::parse(&url)
+                            .ok()
+                            .and_then(|u| u.host_str().map(str::to_string))
+                            .unwrap_or_default();
+                        return Err(ApiError::Tls(format!(
+                            "certificate not trusted for {host}: {why}; give the control plane's CA as ca_bundle \
+                             in the system config (or SSL_CERT_FILE)"
+                        )));
+                    }
+                    let e = ApiError::Transport(error_chain(&e));
                     if !idempotent {
                         return Err(e); // the caller must find out whether it happened
                     }
@@ -210,14 +338,14 @@ impl Client {
                 }
             };
             attempt += 1;
-            if attempt >= MAX_TRIES {
+            if attempt >= tries {
                 return Err(err);
             }
             let wait = wait.unwrap_or_else(|| self.backoff(attempt));
             warn!(
                 "Run:ai {method} {path}: {err}; retrying in {:.1} s ({attempt}/{})",
                 wait.as_secs_f64(),
-                MAX_TRIES - 1
+                tries - 1
             );
             tokio::time::sleep(wait).await;
         }
@@ -231,23 +359,64 @@ impl Client {
         query: &[(&str, String)],
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
+        self.call_tries(method, path, query, body, MAX_TRIES).await
+    }
+
+    /// As `call`, with one retry only: for cleanup on the way out, where a control plane that does not answer
+    /// at once is reported rather than waited for.
+    pub async fn call_brief(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        self.call_tries(method, path, query, body, 2).await
+    }
+
+    async fn call_tries(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        tries: u32,
+    ) -> Result<Value, ApiError> {
         let idempotent = method != Method::POST;
         let token = self.bearer(false).await?;
         match self
-            .send(method.clone(), path, query, body, Some(&token), idempotent)
+            .send(method.clone(), path, query, body, Some(&token), idempotent, tries)
             .await
         {
             Err(ApiError::Status { code: 401, .. }) => {
                 debug!("Run:ai answered 401: refreshing the token");
                 let token = self.bearer(true).await?;
-                self.send(method, path, query, body, Some(&token), idempotent)
+                self.send(method, path, query, body, Some(&token), idempotent, tries)
                     .await
             }
             other => other,
         }
     }
 
+    pub fn tls(&self) -> std::sync::Arc<rustls::ClientConfig> {
+        self.tls.clone()
+    }
+
     pub async fn token(&self) -> Result<String, ApiError> {
         self.bearer(false).await
     }
+}
+
+/// An error with its causes ("error sending request: connection refused"), as reqwest's Display stops at the top.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !out.contains(&t) {
+            out = format!("{out}: {t}");
+        }
+        cur = c.source();
+    }
+    out
 }

@@ -1,4 +1,11 @@
-//! Logs from the cluster's log stream (the WebSocket the runai CLI reads), and CloudAI's events.txt lines.
+//! Logs from the cluster's log stream (the WebSocket the runai CLI reads), followed into `stdout.txt` while the
+//! workload runs or read whole, and CloudAI's events.txt lines.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use reqwest::Method;
@@ -38,15 +45,19 @@ pub fn event_line(e: &Value) -> String {
     )
 }
 
-/// Reads a finished workload's log: the cluster URL from /clusters, the project name from /org-unit/projects,
-/// then the cluster's WebSocket log stream until it closes.
-pub async fn fetch(
-    client: &Client,
-    project_id: &str,
-    cluster_id: &str,
-    kind: &str,
-    name: &str,
-) -> Result<String, String> {
+/// Which workload's log: the stream is addressed by project name, kind and workload name.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub project_id: String,
+    pub cluster_id: String,
+    /// `training` or `distributed`.
+    pub kind: &'static str,
+    pub name: String,
+}
+
+/// The cluster's log stream URL: the cluster's domain from /clusters, the project's name from
+/// /org-unit/projects. The route is the one the runai CLI reads; openapi.json documents no logs endpoint.
+async fn stream_url(client: &Client, t: &Target) -> Result<String, String> {
     let clusters = client
         .call(Method::GET, "/api/v1/clusters", &[], None)
         .await
@@ -58,10 +69,10 @@ pub async fn fetch(
         .unwrap_or_default();
     let domain = list
         .iter()
-        .find(|c| c["uuid"] == cluster_id)
+        .find(|c| c["uuid"] == t.cluster_id.as_str())
         .and_then(|c| c["domain"].as_str())
         .filter(|d| !d.is_empty())
-        .ok_or_else(|| format!("cluster {cluster_id} has no domain in /api/v1/clusters"))?
+        .ok_or_else(|| format!("cluster {} has no domain in /api/v1/clusters", t.cluster_id))?
         .trim_end_matches('/')
         .to_string();
     let projects = client
@@ -72,12 +83,12 @@ pub async fn fetch(
         .as_array()
         .and_then(|p| {
             p.iter().find(|p| {
-                p["id"].as_str() == Some(project_id)
-                    || p["id"].as_u64().map(|i| i.to_string()).as_deref() == Some(project_id)
+                p["id"].as_str() == Some(t.project_id.as_str())
+                    || p["id"].as_u64().map(|i| i.to_string()).as_deref() == Some(&t.project_id)
             })
         })
         .and_then(|p| p["name"].as_str())
-        .ok_or_else(|| format!("project {project_id} not found"))?
+        .ok_or_else(|| format!("project {} not found", t.project_id))?
         .to_string();
     let ws_base = if let Some(rest) = domain.strip_prefix("https://") {
         format!("wss://{rest}")
@@ -86,7 +97,20 @@ pub async fn fetch(
     } else {
         format!("wss://{domain}")
     };
-    let url = format!("{ws_base}/cluster-api/api/v1/{project}/workloads/{kind}/runai/{name}/logs");
+    Ok(format!(
+        "{ws_base}/cluster-api/api/v1/{project}/workloads/{}/runai/{}/logs",
+        t.kind, t.name
+    ))
+}
+
+/// Reads the log stream until it closes, handing each piece to `sink`; `stall` bounds the wait for a piece.
+async fn read_stream(
+    client: &Client,
+    t: &Target,
+    stall: Option<Duration>,
+    mut sink: impl FnMut(&[u8]) -> Result<(), String>,
+) -> Result<u64, String> {
+    let url = stream_url(client, t).await?;
     let token = client.token().await.map_err(|e| e.to_string())?;
     let mut req = url
         .as_str()
@@ -98,27 +122,93 @@ pub async fn fetch(
             .parse()
             .map_err(|_| "bad token".to_string())?,
     );
+    let connector = tokio_tungstenite::Connector::Rustls(client.tls());
     let (mut ws, _) = tokio::time::timeout(
-        std::time::Duration::from_secs(30),
-        tokio_tungstenite::connect_async(req),
+        Duration::from_secs(30),
+        tokio_tungstenite::connect_async_tls_with_config(req, None, false, Some(connector)),
     )
     .await
     .map_err(|_| "timed out connecting to the log stream".to_string())?
     .map_err(|e| format!("log stream {url}: {e}"))?;
-    let mut out = String::new();
-    while let Some(msg) = tokio::time::timeout(std::time::Duration::from_secs(120), ws.next())
-        .await
-        .map_err(|_| "the log stream stalled".to_string())?
-    {
-        match msg {
-            Ok(Message::Text(t)) => out.push_str(&t),
-            Ok(Message::Binary(b)) => out.push_str(&String::from_utf8_lossy(&b)),
+    let mut n = 0u64;
+    loop {
+        let next = match stall {
+            Some(d) => tokio::time::timeout(d, ws.next())
+                .await
+                .map_err(|_| "the log stream stalled".to_string())?,
+            None => ws.next().await,
+        };
+        let Some(msg) = next else { break };
+        let bytes: &[u8] = match &msg {
+            Ok(Message::Text(t)) => t.as_bytes(),
+            Ok(Message::Binary(b)) => b,
             Ok(Message::Close(_)) => break,
-            Ok(_) => {}
+            Ok(_) => continue,
             Err(e) => return Err(format!("log stream: {e}")),
-        }
+        };
+        sink(bytes)?;
+        n += bytes.len() as u64;
     }
+    Ok(n)
+}
+
+/// Reads a finished workload's whole log.
+pub async fn fetch(client: &Client, t: &Target) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    read_stream(client, t, Some(Duration::from_secs(120)), |b| {
+        out.extend_from_slice(b);
+        Ok(())
+    })
+    .await?;
     Ok(out)
+}
+
+/// A running workload's log, appended to a file as it arrives, so a hang or a cancel keeps what was printed.
+pub struct Follow {
+    handle: tokio::task::JoinHandle<Result<u64, String>>,
+    written: Arc<AtomicU64>,
+}
+
+impl Follow {
+    pub fn start(client: Arc<Client>, t: Target, path: PathBuf) -> Self {
+        let written = Arc::new(AtomicU64::new(0));
+        let count = written.clone();
+        let handle = tokio::spawn(async move {
+            let mut f = std::fs::File::create(&path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            read_stream(&client, &t, None, |b| {
+                f.write_all(b)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                count.fetch_add(b.len() as u64, Ordering::Relaxed);
+                Ok(())
+            })
+            .await
+        });
+        Self { handle, written }
+    }
+
+    /// (bytes written, outcome) once the stream has closed (the workload ended or was deleted): the outcome is
+    /// an error when the stream failed or did not close within `wait` (it is stopped then, keeping what arrived).
+    pub async fn finish(mut self, wait: Duration) -> (u64, Result<u64, String>) {
+        let r = match tokio::time::timeout(wait, &mut self.handle).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(format!("log reader failed: {e}")),
+            Err(_) => {
+                self.handle.abort();
+                Err(format!(
+                    "the log stream was still open {} s after the workload ended",
+                    wait.as_secs()
+                ))
+            }
+        };
+        (self.written.load(Ordering::Relaxed), r)
+    }
+}
+
+impl std::fmt::Debug for Follow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Follow")
+    }
 }
 
 #[cfg(test)]

@@ -1,30 +1,31 @@
 //! Run:ai: NCCL tests submitted through the control-plane REST API, monitored with one GET per workload per
-//! poll, logs read from the cluster's log stream and events paged into `events.txt`; pre/post-test hooks run
-//! as their own workloads around the main one.
+//! poll, logs followed from the cluster's log stream into `stdout.txt` as they arrive and events paged into
+//! `events.txt`; pre/post-test hooks run as their own workloads around the main one. Every workload we end,
+//! whatever the reason, is deleted and its deletion confirmed; what cannot be confirmed is a leftover.
 
 mod client;
 mod logs;
 pub mod payload;
+mod watch;
+mod workload;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
-use reqwest::Method;
 use serde_json::Value;
 
 use super::{JobId, JobState, Prepared, System};
 use crate::config::system::{RunAiConfig, Secret, SystemConfig, SystemKind};
-use crate::results::EndReason;
+use crate::results::record::Leftover;
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
-use crate::{info, warn};
-use client::{ApiError, Client};
+use crate::info;
+use client::Client;
 
 pub const PAYLOAD_FILE: &str = "runai-workload.json";
-const DEGRADED_GRACE_S: u64 = 60;
-const MAX_READ_FAILURES: u32 = 10;
 
 #[derive(Clone, Debug, PartialEq)]
 enum StepKind {
@@ -38,6 +39,8 @@ enum StepKind {
 struct Step {
     kind: StepKind,
     name: String,
+    /// Written into the workload (annotation): a workload found under our name is ours only if it matches.
+    identity: String,
     distributed: bool,
     payload: Value,
     dir: PathBuf,
@@ -45,14 +48,56 @@ struct Step {
     check_output: bool,
 }
 
+impl Step {
+    fn kind_path(&self) -> &'static str {
+        if self.distributed {
+            "/api/v1/workloads/distributed"
+        } else {
+            "/api/v1/workloads/trainings"
+        }
+    }
+
+    fn log_target(&self, r: &RunAiConfig) -> logs::Target {
+        logs::Target {
+            project_id: r.project_id.clone(),
+            cluster_id: r.cluster_id.clone(),
+            kind: if self.distributed {
+                "distributed"
+            } else {
+                "training"
+            },
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// How a step ended, kept while its deletion is being confirmed.
 #[derive(Debug)]
+struct Ending {
+    phase: String,
+    failed: bool,
+    reason: String,
+}
+
+#[derive(Debug, Default)]
 struct Job {
     steps: Vec<Step>,
     current: usize,
     workload_id: Option<String>,
     cancel_requested: bool,
+    /// The current workload's DELETE was accepted; waiting for it to be gone.
+    delete_sent: bool,
+    /// The current step ended; its workload is being deleted before the next step starts.
+    ending: Option<Ending>,
+    /// Give up waiting for the deletion to be confirmed after this.
+    gone_by: Option<Instant>,
+    /// The current step reached a running phase (its log exists).
+    ran: bool,
+    log: Option<logs::Follow>,
+    /// `stdout.txt` of the current step is final.
+    log_settled: bool,
     main_outcome: Option<JobOutcome>,
-    degraded_since: Option<std::time::Instant>,
+    degraded_since: Option<Instant>,
     /// Polls in a row whose GET failed (after its own retries).
     read_failures: u32,
     nodes: Vec<String>,
@@ -60,12 +105,14 @@ struct Job {
 
 pub struct RunAi {
     cfg: Arc<SystemConfig>,
-    client: Option<Client>,
+    client: Option<Arc<Client>>,
     jobs: Mutex<HashMap<JobId, Job>>,
-    /// Unique per results tree, so names do not collide between runs.
+    /// Unique per results tree, so names and identities do not collide between runs.
     salt: Mutex<String>,
     /// Workloads planned by `prepare`, by iteration directory, for `submit`.
     planned: Mutex<HashMap<PathBuf, Vec<Step>>>,
+    /// Workloads we asked to delete whose deletion is not confirmed yet, by workload id.
+    unconfirmed: Mutex<BTreeMap<String, Leftover>>,
 }
 
 impl RunAi {
@@ -78,7 +125,8 @@ impl RunAi {
         let client = if dry_run {
             None
         } else {
-            Some(Client::new(&r.base_url, &r.app_id, secret)?)
+            let tls = client::tls_config(r.ca_bundle.as_deref())?;
+            Some(Arc::new(Client::new(&r.base_url, &r.app_id, secret, tls)?))
         };
         Ok(Self {
             cfg,
@@ -86,6 +134,7 @@ impl RunAi {
             jobs: Mutex::default(),
             salt: Mutex::default(),
             planned: Mutex::default(),
+            unconfirmed: Mutex::default(),
         })
     }
 
@@ -100,7 +149,7 @@ impl RunAi {
         Self::conf(&self.cfg)
     }
 
-    fn client(&self) -> Result<&Client, String> {
+    fn client(&self) -> Result<&Arc<Client>, String> {
         self.client
             .as_ref()
             .ok_or_else(|| "no Run:ai client in dry-run".to_string())
@@ -112,23 +161,20 @@ impl RunAi {
             StepKind::Main => "",
             StepKind::Post => "post",
         };
-        let name = payload::k8s_name(&[
-            &run.id,
-            tag,
-            &payload::short_hash(&format!("{salt}{}", dir.display())),
-        ]);
+        // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
+        let identity = format!("{salt}|{}", dir.display());
+        let name = payload::unique_name(&[&run.id, tag], &identity);
         let env = super::job_env(&self.cfg, run);
-        let (payload, distributed) = payload::nccl(
-            run,
-            &name,
-            &self.r().project_id,
-            &self.r().cluster_id,
-            self.r().gpus_per_node,
-            &env,
-        );
+        let who = payload::Names {
+            name: &name,
+            identity: &payload::short_hash(&identity),
+            run_tag: salt,
+        };
+        let (payload, distributed) = payload::nccl(run, &who, self.r(), &env);
         Step {
             kind,
-            name,
+            name: name.clone(),
+            identity: who.identity.to_string(),
             distributed,
             payload,
             dir: dir.to_path_buf(),
@@ -161,339 +207,109 @@ impl RunAi {
         steps
     }
 
-    fn typed_path(step: &Step) -> &'static str {
-        if step.distributed {
-            "/api/v1/workloads/distributed"
-        } else {
-            "/api/v1/workloads/trainings"
+    /// Notes that a workload must be gone before we can say nothing is left; cleared when a GET says 404.
+    fn expect_gone(&self, job_id: &str, wid: &str, step: &Step, reason: &str) {
+        let r = self.r();
+        let resource = [
+            ("workload_id", wid),
+            ("workload_name", step.name.as_str()),
+            ("project_id", r.project_id.as_str()),
+            ("cluster_id", r.cluster_id.as_str()),
+            ("path", &format!("{}/{wid}", step.kind_path())),
+            ("base_url", r.base_url.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let left = Leftover {
+            job_id: job_id.to_string(),
+            description: format!(
+                "Run:ai workload {} (id {wid}, project {})",
+                step.name, r.project_id
+            ),
+            reason: reason.to_string(),
+            resource,
+        };
+        self.unconfirmed
+            .lock()
+            .unwrap()
+            .insert(wid.to_string(), left);
+    }
+
+    fn set_unconfirmed_reason(&self, wid: &str, reason: String) {
+        if let Some(l) = self.unconfirmed.lock().unwrap().get_mut(wid) {
+            l.reason = reason;
         }
     }
 
-    /// Looks a workload up by name (after an ambiguous create).
-    async fn find_by_name(&self, name: &str) -> Result<Option<String>, ApiError> {
-        let filter = format!("name=={name},projectId=={}", self.r().project_id);
-        let v = self
-            .client()
-            .map_err(ApiError::Transport)?
-            .call(
-                Method::GET,
-                "/api/v1/workloads",
-                &[("filterBy", filter)],
-                None,
-            )
-            .await?;
-        Ok(v["workloads"]
-            .as_array()
-            .and_then(|w| w.iter().find(|w| w["name"] == name))
-            .and_then(|w| w["id"].as_str())
-            .map(str::to_string))
+    fn confirmed_gone(&self, wid: &str) {
+        self.unconfirmed.lock().unwrap().remove(wid);
     }
+}
 
-    /// Creates the step's workload exactly once: after a lost answer or a conflict, the name tells whether it
-    /// exists before anything is posted again.
-    async fn create(&self, step: &Step) -> Result<String, String> {
-        let client = self.client()?;
-        for attempt in 0..4 {
-            match client
-                .call(
-                    Method::POST,
-                    Self::typed_path(step),
-                    &[],
-                    Some(&step.payload),
-                )
-                .await
-            {
-                Ok(v) => {
-                    return v["workloadId"].as_str().map(str::to_string).ok_or_else(|| {
-                        format!("Run:ai accepted {} but returned no workloadId", step.name)
-                    })
-                }
-                Err(
-                    e @ (ApiError::Transport(_)
-                    | ApiError::Status {
-                        code: 409 | 500 | 502 | 503 | 504,
-                        ..
-                    }),
-                ) => {
-                    warn!(
-                        "Creating Run:ai workload {}: {e}; checking whether it exists",
-                        step.name
-                    );
-                    tokio::time::sleep(std::time::Duration::from_millis(200 * (attempt + 1))).await;
-                    match self.find_by_name(&step.name).await {
-                        Ok(Some(id)) => return Ok(id),
-                        Ok(None) if e.code() == Some(409) => {
-                            return Err(format!(
-                                "Run:ai reports a name conflict for {} but lists no such workload",
-                                step.name
-                            ))
-                        }
-                        Ok(None) => continue,
-                        Err(le) => {
-                            return Err(format!(
-                                "cannot create {} ({e}) nor look it up ({le})",
-                                step.name
-                            ))
-                        }
-                    }
-                }
-                Err(ApiError::Status { code, message }) => {
-                    return Err(format!(
-                        "Run:ai rejected workload {} (HTTP {code}): {message}",
-                        step.name
-                    ))
-                }
-            }
-        }
-        Err(format!("could not create Run:ai workload {}", step.name))
+/// A plausible container image reference (`[registry/]path[:tag][@digest]`, enroot's `#` accepted).
+fn image_problem(url: &str) -> Option<&'static str> {
+    let img = payload::image(url);
+    if img.trim().is_empty() {
+        return Some("is empty");
     }
-
-    /// Events and logs of a finished step into its directory; returns the last event, for reasons.
-    async fn collect_step(&self, id: &str, step: &Step) -> Option<String> {
-        let client = self.client().ok()?;
-        let mut events = Vec::new();
-        let mut offset = 0;
-        loop {
-            let q = [
-                ("offset", offset.to_string()),
-                ("limit", "500".to_string()),
-                ("sortOrder", "asc".to_string()),
-            ];
-            match client
-                .call(
-                    Method::GET,
-                    &format!("/api/v1/workloads/{id}/events"),
-                    &q,
-                    None,
-                )
-                .await
-            {
-                Ok(v) => {
-                    let page = v["events"].as_array().cloned().unwrap_or_default();
-                    let n = page.len();
-                    events.extend(page);
-                    match v["next"].as_u64() {
-                        Some(next) if n > 0 && next as usize > offset => offset = next as usize,
-                        _ => break,
-                    }
-                }
-                Err(e) => {
-                    warn!("Cannot read the events of {}: {e}", step.name);
-                    break;
-                }
-            }
-        }
-        let text: String = events
-            .iter()
-            .map(|e| format!("{}\n", logs::event_line(e)))
-            .collect();
-        if let Err(e) =
-            crate::util::fsx::write_atomic(&step.dir.join("events.txt"), text.as_bytes())
-        {
-            warn!("Cannot write events.txt: {e}");
-        }
-        let kind = if step.distributed {
-            "distributed"
-        } else {
-            "training"
-        };
-        match logs::fetch(
-            client,
-            &self.r().project_id,
-            &self.r().cluster_id,
-            kind,
-            &step.name,
-        )
-        .await
-        {
-            Ok(out) => {
-                if let Err(e) =
-                    crate::util::fsx::write_atomic(&step.dir.join("stdout.txt"), out.as_bytes())
-                {
-                    warn!("Cannot write stdout.txt: {e}");
-                }
-            }
-            Err(e) => warn!("Cannot read the logs of {}: {e}", step.name),
-        }
-        events.last().map(|e| {
-            format!(
-                "{}: {}",
-                e["reason"].as_str().unwrap_or(""),
-                e["message"].as_str().unwrap_or("")
-            )
-        })
+    if img.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("contains whitespace");
     }
-
-    async fn pods(&self, id: &str) -> Vec<String> {
-        let Ok(c) = self.client() else {
-            return Vec::new();
-        };
-        match c
-            .call(
-                Method::GET,
-                &format!("/api/v1/workloads/{id}/pods"),
-                &[],
-                None,
-            )
-            .await
-        {
-            Ok(v) => {
-                let mut n: Vec<String> = v["pods"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p["nodeName"].as_str().map(str::to_string))
-                    .collect();
-                n.sort();
-                n.dedup();
-                n
-            }
-            Err(_) => Vec::new(),
-        }
+    if img.contains("://") {
+        return Some("is a URL, not an image reference (drop the scheme)");
     }
-
-    /// Advances one job by one observation; returns its state for the runner.
-    async fn advance(&self, job_id: &str) -> JobState {
-        let (step, wid, cancel) = {
-            let jobs = self.jobs.lock().unwrap();
-            let Some(j) = jobs.get(job_id) else {
-                return JobState::Finished(JobOutcome::default());
-            };
-            (
-                j.steps[j.current].clone(),
-                j.workload_id.clone(),
-                j.cancel_requested,
-            )
-        };
-        let Some(wid) = wid else {
-            return JobState::Pending(super::Queued::new("Submitting", ""));
-        };
-        let client = match self.client() {
-            Ok(c) => c,
-            Err(_) => return JobState::Finished(JobOutcome::default()),
-        };
-        let path = format!("{}/{wid}", Self::typed_path(&step));
-        let v = match client.call(Method::GET, &path, &[], None).await {
-            Ok(v) => v,
-            Err(ApiError::Status { code: 404, .. }) => {
-                let end = if cancel {
-                    EndReason::Cancelled
-                } else {
-                    EndReason::Exited
-                };
-                let failure = (!cancel).then(|| {
-                    format!(
-                        "Run:ai workload {} disappeared (deleted outside cloudai)",
-                        step.name
-                    )
-                });
-                return JobState::Finished(JobOutcome {
-                    end: Some(end),
-                    failure,
-                    state: Some("Deleted".into()),
-                    ..Default::default()
-                });
-            }
-            Err(e) => {
-                let mut jobs = self.jobs.lock().unwrap();
-                let n = jobs.get_mut(job_id).map_or(0, |j| {
-                    j.read_failures += 1;
-                    j.read_failures
-                });
-                // A control plane that keeps refusing (403, a deleted project) will not recover on its own.
-                if n >= MAX_READ_FAILURES && e.code().is_some_and(|c| (400..500).contains(&c)) {
-                    let failure = format!(
-                        "cannot read Run:ai workload {} ({n} polls in a row): {e}",
-                        step.name
-                    );
-                    return JobState::Finished(JobOutcome {
-                        failure: Some(failure),
-                        ..Default::default()
-                    });
-                }
-                warn!("Cannot read Run:ai workload {}: {e}; will retry", step.name);
-                return JobState::Running;
-            }
-        };
-        if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
-            j.read_failures = 0;
-        }
-        let phase = v["actualPhase"].as_str().unwrap_or("Unknown").to_string();
-        if cancel {
-            return JobState::Running; // waiting for it to be gone (404)
-        }
-        let failed = match phase.as_str() {
-            "Creating" | "Pending" | "Initializing" | "Resuming" => {
-                return JobState::Pending(super::Queued::new(phase, ""))
-            }
-            "Completed" => false,
-            "Failed" | "Stopped" => true,
-            "Degraded" => {
-                let mut jobs = self.jobs.lock().unwrap();
-                let j = jobs.get_mut(job_id).unwrap();
-                let since = *j.degraded_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed().as_secs() < DEGRADED_GRACE_S {
-                    return JobState::Running;
-                }
-                true
-            }
-            _ => return JobState::Running,
-        };
-        // the step ended: collect it, then move on
-        let last_event = self.collect_step(&wid, &step).await;
-        let nodes = self.pods(&wid).await;
-        let reason = format!(
-            "Run:ai workload {} ended in phase {phase}{}",
-            step.name,
-            last_event
-                .map(|e| format!(" (last event {e})"))
-                .unwrap_or_default()
-        );
-        let mut jobs = self.jobs.lock().unwrap();
-        let j = jobs.get_mut(job_id).unwrap();
-        j.degraded_since = None;
-        match step.kind {
-            StepKind::Pre => {
-                let ok = !failed
-                    && (!step.check_output
-                        || std::fs::read_to_string(step.dir.join("stdout.txt"))
-                            .is_ok_and(|s| s.contains("Avg bus bandwidth")));
-                if !ok {
-                    let failure = format!(
-                        "pre-test {} failed, so the test was not run: {reason}",
-                        step.name
-                    );
-                    return JobState::Finished(JobOutcome {
-                        failure: Some(failure),
-                        state: Some(phase),
-                        ..Default::default()
-                    });
-                }
-            }
-            StepKind::Main => {
-                j.nodes = nodes;
-                j.main_outcome = Some(JobOutcome {
-                    exit_code: Some(if failed { 1 } else { 0 }),
-                    state: Some(phase.clone()),
-                    failure: failed.then(|| reason.clone()),
-                    ..Default::default()
-                });
-            }
-            StepKind::Post => {}
-        }
-        j.current += 1;
-        j.workload_id = None;
-        if j.current >= j.steps.len() {
-            return JobState::Finished(j.main_outcome.clone().unwrap_or_default());
-        }
-        JobState::Running
+    let (path, _) = img.split_once('@').unwrap_or((&img, ""));
+    let last = path.rsplit('/').next().unwrap_or("");
+    if path.starts_with('/') || path.ends_with('/') || path.contains("//") || last.is_empty() {
+        return Some("has an empty path component");
     }
+    if last.starts_with(':') || last.ends_with(':') {
+        return Some("has an empty name or tag");
+    }
+    if path.chars().any(|c| c.is_ascii_uppercase()) && !path.contains('/') {
+        return Some("has upper-case letters in the repository name");
+    }
+    None
 }
 
 #[async_trait]
 impl System for RunAi {
     fn runner_name(&self) -> &'static str {
         "RunAIRunner"
+    }
+
+    fn check(&self, run: &TestRun) -> Vec<String> {
+        let mut out = Vec::new();
+        if run.test.test_template_name != "NcclTest" {
+            return out;
+        }
+        let image = run.test.cmd_args.str("docker_image_url").unwrap_or("");
+        if let Some(why) = image_problem(image) {
+            out.push(format!(
+                "test '{}': cmd_args.docker_image_url {image:?} {why}; Run:ai needs an image reference like \
+                 \"nvcr.io/nvidia/pytorch:25.01-py3\"",
+                run.id
+            ));
+        }
+        let per_node = self.r().gpus_per_node;
+        let asked = payload::gpus_per_process(run);
+        if asked > per_node {
+            out.push(format!(
+                "test '{}': asks {asked} GPUs per process (ngpus x nthreads) but system '{}' has gpus_per_node = \
+                 {per_node}; lower ngpus/nthreads or set gpus_per_node in the system",
+                run.id, self.cfg.name
+            ));
+        }
+        out
+    }
+
+    async fn connect(&self) -> Result<(), String> {
+        self.client()?
+            .token()
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
@@ -563,13 +379,8 @@ impl System for RunAi {
         info!("Submitted Run:ai workload {} ({first})", steps[0].name);
         let job = Job {
             steps,
-            current: 0,
             workload_id: Some(first),
-            cancel_requested: false,
-            main_outcome: None,
-            degraded_since: None,
-            read_failures: 0,
-            nodes: Vec::new(),
+            ..Default::default()
         };
         self.jobs.lock().unwrap().insert(main_name.clone(), job);
         Ok(main_name)
@@ -609,6 +420,8 @@ impl System for RunAi {
         out
     }
 
+    /// Events first (a deleted workload has none), then DELETE; `poll` reports the job finished once a GET says
+    /// the workload is gone.
     async fn cancel(&self, id: &JobId) -> Result<(), String> {
         let (step, wid) = {
             let mut jobs = self.jobs.lock().unwrap();
@@ -622,22 +435,8 @@ impl System for RunAi {
             )
         };
         let Some(wid) = wid else { return Ok(()) };
-        match self
-            .client()?
-            .call(
-                Method::DELETE,
-                &format!("{}/{wid}", Self::typed_path(&step)),
-                &[],
-                None,
-            )
-            .await
-        {
-            Ok(_) | Err(ApiError::Status { code: 404, .. }) => {
-                info!("Deleted Run:ai workload {}", step.name);
-                Ok(())
-            }
-            Err(e) => Err(format!("cannot delete Run:ai workload {}: {e}", step.name)),
-        }
+        self.write_events(&wid, &step, true).await;
+        self.delete(id, &wid, &step, "cancel requested").await
     }
 
     fn nodes(&self, id: &JobId) -> Vec<String> {
@@ -648,4 +447,29 @@ impl System for RunAi {
             .map(|j| j.nodes.clone())
             .unwrap_or_default()
     }
+
+    fn leftovers(&self) -> Vec<Leftover> {
+        self.unconfirmed.lock().unwrap().values().cloned().collect()
+    }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::image_problem;
+
+    #[test]
+    fn image_references() {
+        for ok in [
+            "nvcr.io#nvidia/pytorch:25.01-py3",
+            "ghcr.io/x/y:1",
+            "ubuntu",
+            "registry:5000/a/b@sha256:abc",
+        ] {
+            assert_eq!(image_problem(ok), None, "{ok}");
+        }
+        for bad in ["", "  ", "https://nvcr.io/x", "a//b", "x/", "x:", "nv cr.io/x"] {
+            assert!(image_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+}
+
