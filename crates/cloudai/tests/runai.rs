@@ -3,109 +3,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
-use common::{data, record, stdout_of, Work};
-use runai_mock::{Config, Faults, MockServer, Timing};
+use common::runai::{mock, no_secret_anywhere, requests, run, sample, setup, timing, RUN, SECRET};
+use common::{record, stdout_of, Work};
+use runai_mock::{Faults, MockServer, Timing};
 use serde_json::Value;
-
-const SECRET: &str = "s3cr3t-do-not-log";
-
-fn sample(name: &str) -> String {
-    std::fs::read_to_string(data().join("nccl-samples").join(name)).unwrap()
-}
-
-fn timing(run_s: f64) -> Timing {
-    Timing {
-        create_s: 0.2,
-        pending_s: 0.0,
-        init_s: 0.2,
-        run_s,
-        delete_s: 0.3,
-        outcome: "completed".into(),
-    }
-}
-
-async fn mock(run_s: f64, state: Option<std::path::PathBuf>) -> MockServer {
-    let cfg = Config {
-        timing: timing(run_s),
-        stdout: sample("single-node-8gpu-a100-allreduce-v2.19.4.txt"),
-        failure_stdout: sample("single-node-2gpu-nccl-failure-with-debug-info.txt"),
-        credentials: vec![("my-app".into(), SECRET.into())],
-        ..Config::default()
-    };
-    MockServer::start("127.0.0.1:0".parse().unwrap(), cfg, state)
-        .await
-        .unwrap()
-}
-
-fn setup(w: &Work, url: &str, scenario: &str) {
-    w.file(
-        "system.toml",
-        &format!(
-            "name = \"mock-runai\"\nscheduler = \"runai\"\ninstall_path = \"install\"\noutput_path = \"out\"\nmonitor_interval = 1\n\
-             base_url = \"{url}\"\nuser_email = \"me@example.com\"\napp_id = \"my-app\"\napp_secret = \"wrong-in-file\"\n\
-             project_id = \"4501\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\ngpus_per_node = 8\n\
-             [global_env_vars]\nNCCL_IB_GID_INDEX = \"3\"\n"
-        ),
-    );
-    w.file(
-        "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n\
-         [extra_env_vars]\nNCCL_DEBUG = \"INFO\"\n",
-    );
-    w.file("s.toml", scenario);
-}
-
-/// Runs cloudai in a thread (the mock serves on this test's runtime meanwhile).
-async fn run(w: &Work, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
-    c.current_dir(w.path())
-        .args(args)
-        .env("RUNAI_APP_SECRET", SECRET);
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    tokio::task::spawn_blocking(move || c.output().unwrap())
-        .await
-        .unwrap()
-}
-
-const RUN: &[&str] = &[
-    "run",
-    "--system-config",
-    "system.toml",
-    "--tests-dir",
-    "tests",
-    "--test-scenario",
-    "s.toml",
-];
-
-fn requests<'a>(j: &'a [Value], method: &str, path_prefix: &str) -> Vec<&'a Value> {
-    j.iter()
-        .filter(|r| {
-            r["method"] == method && r["path"].as_str().unwrap_or("").starts_with(path_prefix)
-        })
-        .collect()
-}
-
-fn no_secret_anywhere(dir: &Path, console: &str) {
-    assert!(!console.contains(SECRET));
-    fn walk(p: &Path) {
-        for e in std::fs::read_dir(p).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p);
-            } else if let Ok(t) = std::fs::read_to_string(&p) {
-                assert!(!t.contains(SECRET), "secret leaked into {}", p.display());
-            }
-        }
-    }
-    walk(dir);
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_and_two_node_nccl_end_to_end() {
@@ -192,6 +96,11 @@ async fn one_and_two_node_nccl_end_to_end() {
         ),
         (Some("MPI"), Some(2), Some(8))
     );
+    // workers keep sshd up for the launcher, with the keys where the image user looks for them
+    assert_eq!(
+        (&d["spec"]["command"], &d["spec"]["args"], &d["spec"]["sshAuthMountPath"]),
+        (&Value::from("/usr/sbin/sshd"), &Value::from("-De"), &Value::from("/root/.ssh"))
+    );
     assert!(
         d["masterSpec"]["args"].as_str().unwrap().contains("-np 16")
             && d["masterSpec"]["args"]
@@ -209,9 +118,19 @@ async fn one_and_two_node_nccl_end_to_end() {
         .filter(|r| r["t"].as_f64().unwrap() < del_t)
         .count() as f64;
     assert!(gets <= elapsed / 1.0 + 2.0, "{gets} GETs in {elapsed:.1} s");
-    assert_eq!(requests(&j, "DELETE", "/api/v1/workloads/distributed/").len(), 1);
+    assert_eq!(
+        requests(&j, "DELETE", "/api/v1/workloads/distributed/").len(),
+        1
+    );
     let now = runai_mock::model::now();
-    assert!(m.shared.data.lock().unwrap().workloads.iter().all(|w| runai_mock::model::gone(w, now)));
+    assert!(m
+        .shared
+        .data
+        .lock()
+        .unwrap()
+        .workloads
+        .iter()
+        .all(|w| runai_mock::model::gone(w, now)));
     no_secret_anywhere(w.path(), &text);
 }
 
@@ -536,7 +455,8 @@ async fn a_control_plane_that_keeps_refusing_fails_the_job_with_the_reason() {
         f.error_status = 403;
     });
     let out = run(&w, RUN, &[]).await;
-    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    // the workload we stop watching cannot be deleted either: it is named as a leftover
+    assert_eq!(out.status.code(), Some(4), "{}", stdout_of(&out));
     let r = record(&w.results_root(), "a", 0);
     assert_eq!(r.status, Status::Failed);
     assert!(
@@ -544,4 +464,6 @@ async fn a_control_plane_that_keeps_refusing_fails_the_job_with_the_reason() {
         "{}",
         r.message
     );
+    let left = std::fs::read_to_string(w.results_root().join("leftovers.json")).unwrap();
+    assert!(left.contains("HTTP 403"), "{left}");
 }

@@ -105,10 +105,13 @@ async fn serve(
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let (kill_tx, mut kill_rx) = tokio::sync::mpsc::channel::<()>(1);
-            let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(server::KillConnection(kill_tx.clone()));
-                app.clone().oneshot(req)
-            });
+            let svc = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut()
+                        .insert(server::KillConnection(kill_tx.clone()));
+                    app.clone().oneshot(req)
+                },
+            );
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                 .with_upgrades();

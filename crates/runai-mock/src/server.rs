@@ -37,6 +37,9 @@ pub struct Config {
     pub credentials: Vec<(String, String)>,
     /// Outcome overrides for workloads whose name starts with a prefix: (prefix, outcome).
     pub outcome_by_prefix: Vec<(String, String)>,
+    /// The cluster domain advertised by /clusters (for the log stream) when clients reach the mock through a
+    /// proxy (TLS in front of it); the mock's own URL otherwise.
+    pub advertised_url: Option<String>,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             compat_cloudai_auth: false,
             credentials: vec![("my-app".into(), "s3cr3t".into())],
             outcome_by_prefix: Vec::new(),
+            advertised_url: None,
         }
     }
 }
@@ -74,6 +78,9 @@ pub struct Faults {
     pub drop_next_create: u32,
     /// Invalidate every token issued so far.
     pub revoke_tokens: bool,
+    /// Before the next N creation requests, someone else takes the name: a workload of that name (without the
+    /// requester's annotations) appears and the request gets 409.
+    pub conflict_next_create: u32,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -251,9 +258,21 @@ async fn create(s: S, kind: &'static str, req: Request) -> Response {
     {
         return err(403, "You do not have sufficient permissions.");
     }
+    let conflict = {
+        let mut f = s.faults.lock().unwrap();
+        let c = f.conflict_next_create > 0;
+        f.conflict_next_create = f.conflict_next_create.saturating_sub(1);
+        c
+    };
+    if conflict {
+        let mut foreign = v.clone();
+        foreign["spec"]["annotations"] = Value::Null;
+        foreign["spec"]["labels"] = Value::Null;
+        let _ = register(&s, kind, foreign, &cfg);
+    }
     let body = match register(&s, kind, v, &cfg) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     s.save();
     let drop_it = {
@@ -271,7 +290,7 @@ async fn create(s: S, kind: &'static str, req: Request) -> Response {
 }
 
 /// Records a validated creation request as a new workload; its JSON, or the conflict answer.
-fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, Response> {
+fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, ApiErr> {
     let requested = v["name"].as_str().unwrap_or("").to_string();
     let t = now();
     let mut data = s.data.lock().unwrap();
@@ -289,7 +308,7 @@ fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, Res
         .iter()
         .any(|w| w.name == name && w.project_id == cfg.project_id && !model::gone(w, t))
     {
-        return Err(err(409, "Resource with this name already exists"));
+        return Err(ApiErr(409, "Resource with this name already exists".into()));
     }
     let mut timing = cfg.timing.clone();
     if let Some((_, o)) = cfg
@@ -299,7 +318,8 @@ fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, Res
     {
         timing.outcome = o.clone();
     }
-    let outcome_stdout = if timing.outcome == "completed" {
+    // a hang prints the regular output until it stops making progress
+    let outcome_stdout = if matches!(timing.outcome.as_str(), "completed" | "stuck") {
         cfg.stdout.clone()
     } else {
         cfg.failure_stdout.clone()
@@ -576,8 +596,12 @@ async fn clusters(State(s): State<S>, headers: HeaderMap) -> Response {
         return r.into_response();
     }
     let c = s.cfg.lock().unwrap();
+    let domain = c
+        .advertised_url
+        .clone()
+        .unwrap_or_else(|| s.base_url.clone());
     Json(json!([{"uuid": c.cluster_id, "tenantId": 1, "name": "mock-cluster", "createdAt": model::iso(0.0),
-        "domain": s.base_url, "version": "2.21", "status": {"state": "Connected"}}]))
+        "domain": domain, "version": "2.21", "status": {"state": "Connected"}}]))
     .into_response()
 }
 
@@ -632,14 +656,23 @@ async fn logs(
             ..w.clone()
         };
         let tl = model::timeline(&undeleted, f64::MAX);
-        let run_start = tl.iter().find(|(_, p)| *p == "Running").map_or(t, |(at, _)| *at);
+        let run_start = tl
+            .iter()
+            .find(|(_, p)| *p == "Running")
+            .map_or(t, |(at, _)| *at);
         // (deleted, ended): deletion kills the stream at once; an ended workload's output is all out
         let state = |s: &Shared| {
             let data = s.data.lock().unwrap();
-            data.workloads.iter().find(|x| x.id == id).map_or((true, true), |x| {
-                let deleted = x.deleted_at.is_some();
-                (deleted, deleted || model::is_terminal(model::phase(x, now())))
-            })
+            data.workloads
+                .iter()
+                .find(|x| x.id == id)
+                .map_or((true, true), |x| {
+                    let deleted = x.deleted_at.is_some();
+                    (
+                        deleted,
+                        deleted || model::is_terminal(model::phase(x, now())),
+                    )
+                })
         };
         let total = lines.len().max(1) as f64;
         for (i, line) in lines.into_iter().enumerate() {
@@ -649,7 +682,10 @@ async fn logs(
                     let _ = socket.send(Message::Close(None)).await;
                     return;
                 }
-                tokio::time::sleep(std::time::Duration::from_secs_f64((due - now()).clamp(0.0, 0.1))).await;
+                tokio::time::sleep(std::time::Duration::from_secs_f64(
+                    (due - now()).clamp(0.0, 0.1),
+                ))
+                .await;
             }
             if socket.send(Message::Text(line.into())).await.is_err() {
                 return;

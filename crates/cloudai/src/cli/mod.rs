@@ -216,7 +216,10 @@ pub fn report_errors(errors: &crate::config::ConfigErrors) {
 
 /// Names everything that may still hold resources, writes `leftovers.json` into the results root, and gives
 /// the exit code that says so.
-pub fn report_leftovers(root: &std::path::Path, leftovers: &[crate::results::record::Leftover]) -> i32 {
+pub fn report_leftovers(
+    root: &std::path::Path,
+    leftovers: &[crate::results::record::Leftover],
+) -> i32 {
     use crate::results::record::{EXIT_LEFTOVERS, LEFTOVERS_FILE};
     crate::error!(
         "{} job(s) could not be confirmed stopped and may still hold resources; delete them by hand:",

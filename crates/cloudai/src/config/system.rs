@@ -519,7 +519,10 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
                 &n.loc,
                 "ca_bundle",
                 format!("{} is not a readable file", p.display()),
-                Some("give the PEM file of the CA that signed the control plane's certificate".into()),
+                Some(
+                    "give the PEM file of the CA that signed the control plane's certificate"
+                        .into(),
+                ),
             );
         }
     }

@@ -64,7 +64,9 @@ impl Runner {
                     rec.job_id = Some(a.id.clone());
                     rec.end_reason = EndReason::Cancelled;
                     rec.status = Status::Cancelled;
-                    rec.message = "cancel requested but the job did not confirm it stopped".into();
+                    rec.message = "cancel requested but the job did not confirm it stopped; it may still hold \
+                                   resources (see leftovers.json)"
+                        .into();
                     self.save(&rec, &a.dir);
                     records.push(rec);
                 }

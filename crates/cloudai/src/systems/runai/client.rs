@@ -99,7 +99,9 @@ fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> 
 
 /// The TLS configuration of every connection to the control plane and the cluster: the built-in roots, plus the
 /// certificates of `ca_bundle` and of `SSL_CERT_FILE` (a private CA of an on-premises control plane).
-pub fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+pub fn tls_config(
+    ca_bundle: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -114,11 +116,17 @@ pub fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<std::sync::Arc<
         let mut n = 0;
         for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
             let cert = cert.map_err(|e| {
-                format!("{} ({from}) is not a PEM certificate bundle: {e:?}", path.display())
+                format!(
+                    "{} ({from}) is not a PEM certificate bundle: {e:?}",
+                    path.display()
+                )
             })?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("{} ({from}): a certificate is not usable as a CA: {e}", path.display()))?;
+            roots.add(cert).map_err(|e| {
+                format!(
+                    "{} ({from}): a certificate is not usable as a CA: {e}",
+                    path.display()
+                )
+            })?;
             n += 1;
         }
         if n == 0 {
@@ -135,6 +143,13 @@ pub fn tls_config(ca_bundle: Option<&std::path::Path>) -> Result<std::sync::Arc<
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(std::sync::Arc::new(cfg))
+}
+
+/// How a request may be retried: 500s only when repeating it is harmless; `tries` in all.
+#[derive(Clone, Copy)]
+struct Retry {
+    idempotent: bool,
+    tries: u32,
 }
 
 struct Token {
@@ -219,7 +234,17 @@ impl Client {
         let mut last = ApiError::Transport("no token request made".into());
         for body in &bodies {
             match self
-                .send(Method::POST, "/api/v1/token", &[], Some(body), None, true, MAX_TRIES)
+                .send(
+                Method::POST,
+                "/api/v1/token",
+                &[],
+                Some(body),
+                None,
+                Retry {
+                    idempotent: true,
+                    tries: MAX_TRIES,
+                },
+            )
                 .await
             {
                 Ok(v) => {
@@ -276,9 +301,9 @@ impl Client {
         query: &[(&str, String)],
         body: Option<&Value>,
         bearer: Option<&str>,
-        idempotent: bool,
-        tries: u32,
+        retry: Retry,
     ) -> Result<Value, ApiError> {
+        let Retry { idempotent, tries } = retry;
         let url = format!("{}{path}", self.base);
         let mut attempt = 0;
         loop {
@@ -342,11 +367,17 @@ impl Client {
                 return Err(err);
             }
             let wait = wait.unwrap_or_else(|| self.backoff(attempt));
-            warn!(
+            let msg = format!(
                 "Run:ai {method} {path}: {err}; retrying in {:.1} s ({attempt}/{})",
                 wait.as_secs_f64(),
                 tries - 1
             );
+            // brief calls repeat every poll on the way out: their failure is reported by the caller
+            if tries > 2 {
+                warn!("{msg}");
+            } else {
+                debug!("{msg}");
+            }
             tokio::time::sleep(wait).await;
         }
     }
@@ -382,16 +413,19 @@ impl Client {
         body: Option<&Value>,
         tries: u32,
     ) -> Result<Value, ApiError> {
-        let idempotent = method != Method::POST;
+        let retry = Retry {
+            idempotent: method != Method::POST,
+            tries,
+        };
         let token = self.bearer(false).await?;
         match self
-            .send(method.clone(), path, query, body, Some(&token), idempotent, tries)
+            .send(method.clone(), path, query, body, Some(&token), retry)
             .await
         {
             Err(ApiError::Status { code: 401, .. }) => {
                 debug!("Run:ai answered 401: refreshing the token");
                 let token = self.bearer(true).await?;
-                self.send(method, path, query, body, Some(&token), idempotent, tries)
+                self.send(method, path, query, body, Some(&token), retry)
                     .await
             }
             other => other,

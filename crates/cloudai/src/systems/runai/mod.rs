@@ -19,10 +19,10 @@ use serde_json::Value;
 
 use super::{JobId, JobState, Prepared, System};
 use crate::config::system::{RunAiConfig, Secret, SystemConfig, SystemKind};
+use crate::info;
 use crate::results::record::Leftover;
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
-use crate::info;
 use client::Client;
 
 pub const PAYLOAD_FILE: &str = "runai-workload.json";
@@ -467,9 +467,16 @@ mod tests {
         ] {
             assert_eq!(image_problem(ok), None, "{ok}");
         }
-        for bad in ["", "  ", "https://nvcr.io/x", "a//b", "x/", "x:", "nv cr.io/x"] {
+        for bad in [
+            "",
+            "  ",
+            "https://nvcr.io/x",
+            "a//b",
+            "x/",
+            "x:",
+            "nv cr.io/x",
+        ] {
             assert!(image_problem(bad).is_some(), "{bad:?}");
         }
     }
 }
-

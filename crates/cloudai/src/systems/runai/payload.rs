@@ -127,8 +127,12 @@ pub fn nccl(
     sys: &RunAiConfig,
     envs: &[(String, String)],
 ) -> (Value, bool) {
-    let (name, project_id, cluster_id, gpus_per_node) =
-        (who.name, sys.project_id.as_str(), sys.cluster_id.as_str(), sys.gpus_per_node);
+    let (name, project_id, cluster_id, gpus_per_node) = (
+        who.name,
+        sys.project_id.as_str(),
+        sys.cluster_id.as_str(),
+        sys.gpus_per_node,
+    );
     let subtest = run
         .test
         .cmd_args
@@ -227,7 +231,10 @@ mod tests {
         assert!(a.len() <= 63 && b.len() <= 63, "{a}");
         assert_ne!(a, b);
         assert!(a.starts_with("tttt") && a.ends_with(&short_hash("run|t|0")));
-        assert_eq!(unique_name(&["__"], "x"), format!("cloudai-{}", short_hash("x")));
+        assert_eq!(
+            unique_name(&["__"], "x"),
+            format!("cloudai-{}", short_hash("x"))
+        );
         assert_eq!(
             image("nvcr.io#nvidia/pytorch:24.02-py3"),
             "nvcr.io/nvidia/pytorch:24.02-py3"

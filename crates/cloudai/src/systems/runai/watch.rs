@@ -37,7 +37,10 @@ fn gone_wait() -> Duration {
 }
 
 fn is_running_phase(p: &str) -> bool {
-    matches!(p, "Running" | "Degraded" | "Completed" | "Failed" | "Stopped")
+    matches!(
+        p,
+        "Running" | "Degraded" | "Completed" | "Failed" | "Stopped"
+    )
 }
 
 impl RunAi {
@@ -87,7 +90,7 @@ impl RunAi {
                     ..Default::default()
                 });
             }
-            Err(e) => return self.read_failed(job_id, &step, e),
+            Err(e) => return self.read_failed(job_id, &step, &wid, e).await,
         };
         if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
             j.read_failures = 0;
@@ -118,7 +121,7 @@ impl RunAi {
         self.end_step(job_id, &step, &wid, phase, failed).await
     }
 
-    fn read_failed(&self, job_id: &str, step: &Step, e: ApiError) -> JobState {
+    async fn read_failed(&self, job_id: &str, step: &Step, wid: &str, e: ApiError) -> JobState {
         let n = self.jobs.lock().unwrap().get_mut(job_id).map_or(0, |j| {
             j.read_failures += 1;
             j.read_failures
@@ -129,6 +132,10 @@ impl RunAi {
                 "cannot read Run:ai workload {} ({n} polls in a row): {e}",
                 step.name
             );
+            // we stop watching it: it must not run on unseen (a leftover if the deletion is refused too)
+            if let Err(d) = self.delete(job_id, wid, step, &failure).await {
+                warn!("{d}");
+            }
             return JobState::Finished(JobOutcome {
                 failure: Some(failure),
                 ..Default::default()
@@ -221,7 +228,9 @@ impl RunAi {
             let Some(j) = jobs.get_mut(job_id) else {
                 return JobState::Finished(JobOutcome::default());
             };
-            let by = *j.gone_by.get_or_insert_with(|| Instant::now() + gone_wait());
+            let by = *j
+                .gone_by
+                .get_or_insert_with(|| Instant::now() + gone_wait());
             (j.delete_sent, by)
         };
         if !sent {

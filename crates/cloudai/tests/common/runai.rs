@@ -1,0 +1,105 @@
+//! Run:ai test helpers: a mock with a real nccl-tests log, a work dir with a system pointing at it, and
+//! `cloudai` run in a thread while the mock serves on the test's runtime.
+
+use std::path::Path;
+
+use runai_mock::{Config, MockServer, Timing};
+use serde_json::Value;
+
+use super::{data, Work};
+
+pub const SECRET: &str = "s3cr3t-do-not-log";
+
+pub fn sample(name: &str) -> String {
+    std::fs::read_to_string(data().join("nccl-samples").join(name)).unwrap()
+}
+
+pub fn timing(run_s: f64) -> Timing {
+    Timing {
+        create_s: 0.2,
+        pending_s: 0.0,
+        init_s: 0.2,
+        run_s,
+        delete_s: 0.3,
+        outcome: "completed".into(),
+    }
+}
+
+pub async fn mock(run_s: f64, state: Option<std::path::PathBuf>) -> MockServer {
+    let cfg = Config {
+        timing: timing(run_s),
+        stdout: sample("single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+        failure_stdout: sample("single-node-2gpu-nccl-failure-with-debug-info.txt"),
+        credentials: vec![("my-app".into(), SECRET.into())],
+        ..Config::default()
+    };
+    MockServer::start("127.0.0.1:0".parse().unwrap(), cfg, state)
+        .await
+        .unwrap()
+}
+
+pub fn setup(w: &Work, url: &str, scenario: &str) {
+    w.file(
+        "system.toml",
+        &format!(
+            "name = \"mock-runai\"\nscheduler = \"runai\"\ninstall_path = \"install\"\noutput_path = \"out\"\nmonitor_interval = 1\n\
+             base_url = \"{url}\"\nuser_email = \"me@example.com\"\napp_id = \"my-app\"\napp_secret = \"wrong-in-file\"\n\
+             project_id = \"4501\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\ngpus_per_node = 8\n\
+             [global_env_vars]\nNCCL_IB_GID_INDEX = \"3\"\n"
+        ),
+    );
+    w.file(
+        "tests/nccl.toml",
+        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n\
+         [extra_env_vars]\nNCCL_DEBUG = \"INFO\"\n",
+    );
+    w.file("s.toml", scenario);
+}
+
+/// Runs cloudai in a thread (the mock serves on this test's runtime meanwhile).
+pub async fn run(w: &Work, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    c.current_dir(w.path())
+        .args(args)
+        .env("RUNAI_APP_SECRET", SECRET);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap()
+}
+
+pub const RUN: &[&str] = &[
+    "run",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test-scenario",
+    "s.toml",
+];
+
+pub fn requests<'a>(j: &'a [Value], method: &str, path_prefix: &str) -> Vec<&'a Value> {
+    j.iter()
+        .filter(|r| {
+            r["method"] == method && r["path"].as_str().unwrap_or("").starts_with(path_prefix)
+        })
+        .collect()
+}
+
+pub fn no_secret_anywhere(dir: &Path, console: &str) {
+    assert!(!console.contains(SECRET));
+    fn walk(p: &Path) {
+        for e in std::fs::read_dir(p).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p);
+            } else if let Ok(t) = std::fs::read_to_string(&p) {
+                assert!(!t.contains(SECRET), "secret leaked into {}", p.display());
+            }
+        }
+    }
+    walk(dir);
+}
