@@ -18,10 +18,10 @@ BIN = os.path.join(ROOT, "target", "release", "cloudai")
 DATA = os.path.join(ROOT, "crates", "cloudai", "tests", "data")
 
 
-def peak_rss_mb(cmd, cwd):
+def peak_rss_mb(cmd, cwd, check=True):
     """Peak RSS of `cmd` itself, from GNU time (a Python child would report the forked interpreter's memory)."""
     r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], cwd=cwd, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True, check=True)
+                       stderr=subprocess.PIPE, text=True, check=check)
     return int(r.stderr.strip().splitlines()[-1]) / 1024
 
 
@@ -70,6 +70,47 @@ def report_1000(work):
     p, g = statistics.median(plain), statistics.median(graded)
     return (f"generate-report, 1,000 iterations x 28 rows (parse+grade+CSV+HTML+summary): median {med:.0f} ms, min {lo:.0f} ms, peak RSS {rss:.1f} MB (target < 1 s)\n"
             f"  ... on tmpfs {p:.0f} ms; with --baseline {g:.0f} ms (+{(g / p - 1) * 100:.0f}%; target < +20%)")
+
+
+def grade_2gb(work):
+    """generate-report over one iteration whose stdout.txt is 2 GiB: a 24-row table inside NCCL INFO noise."""
+    tests = os.path.join(work, "btests")
+    os.makedirs(tests, exist_ok=True)
+    with open(os.path.join(tests, "nccl.toml"), "w") as f:
+        f.write('name = "nccl"\ndescription = "d"\ntest_template_name = "NcclTest"\n[cmd_args]\ndocker_image_url = ""\n')
+    scen = os.path.join(work, "big.toml")
+    with open(scen, "w") as f:
+        f.write('name = "big"\n[[Tests]]\nid = "ar"\ntest_name = "nccl"\n')
+    out = os.path.join(work, "big")
+    subprocess.run([BIN, "dry-run", "--tests-dir", tests, "--test-scenario", scen, "--output-dir", out],
+                   cwd=work, stdout=subprocess.DEVNULL, check=True)
+    root = os.path.join(out, os.listdir(out)[0])
+    log = os.path.join(root, "ar", "0", "stdout.txt")
+    noise = ("node001:10:20 [0] NCCL INFO Channel 07/0 : 0[0] -> 1[1] via P2P/CUMEM/read, buffer size 4194304 "
+             "bytes\n" * 10000).encode()
+    total = 2 << 30
+    with open(log, "wb") as f:
+        f.write(b"# nThread 1 nGpus 1 minBytes 8 maxBytes 67108864 step: 2(factor) warmup iters: 5 iters: 20 "
+                b"agg iters: 1 validation: 1 graph: 0\n#  Rank  0 Group  0 Pid  10 on node001 device  0 "
+                b"[0000:1a:00] NVIDIA H100 80GB HBM3\n#       size         count      type   redop    root     time   "
+                b"algbw   busbw #wrong     time   algbw   busbw #wrong\n")
+        written = 0
+        for i in range(24):
+            size = 8 << i
+            bw = 1.0 + i
+            f.write(f"{size:>12}  {size // 4:>12}     float     sum      -1    10.00  {bw:>6.2f}  {bw:>6.2f}      0"
+                    f"    10.00  {bw:>6.2f}  {bw:>6.2f}      0\n".encode())
+            while written < total * (i + 1) // 24:
+                f.write(noise)
+                written += len(noise)
+        f.write(b"# Avg bus bandwidth    : 12.5 \n")
+    t0 = time.perf_counter()
+    # the verdict does not matter here (exit 0 or 3), only the cost
+    rss = peak_rss_mb([BIN, "generate-report", "--result-dir", root], work, check=False)
+    secs = time.perf_counter() - t0
+    os.remove(log)
+    return (f"generate-report, one iteration with 2 GiB of output (INFO noise): {secs:.1f} s "
+            f"({2048 / secs:.0f} MB/s), peak RSS {rss:.1f} MB (target < 64 MB)")
 
 
 def parser_throughput():
@@ -188,6 +229,7 @@ def main():
     if shm != work:
         shutil.rmtree(shm)
     lines.append(report_1000(work))
+    lines.append(grade_2gb(work))
     lines.append(parser_throughput())
     lines.append(squeue_per_poll(work))
     lines.extend(runai_200(work))

@@ -98,8 +98,16 @@ async fn one_and_two_node_nccl_end_to_end() {
     );
     // workers keep sshd up for the launcher, with the keys where the image user looks for them
     assert_eq!(
-        (&d["spec"]["command"], &d["spec"]["args"], &d["spec"]["sshAuthMountPath"]),
-        (&Value::from("/usr/sbin/sshd"), &Value::from("-De"), &Value::from("/root/.ssh"))
+        (
+            &d["spec"]["command"],
+            &d["spec"]["args"],
+            &d["spec"]["sshAuthMountPath"]
+        ),
+        (
+            &Value::from("/usr/sbin/sshd"),
+            &Value::from("-De"),
+            &Value::from("/root/.ssh")
+        )
     );
     assert!(
         d["masterSpec"]["args"].as_str().unwrap().contains("-np 16")

@@ -76,10 +76,20 @@ fn points(rows: &[&Row], f: impl Fn(&Row) -> Option<f64>) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// Rows shown in an iteration's page (table and charts) and kept in its curve for the scenario page; the CSV
+/// holds every row. Pages stay small and fast however long the log.
+pub const REPORT_ROW_CAP: usize = 5000;
+
 /// The page for one iteration: summary cards, bus bandwidth and latency charts, and the table.
 pub fn html(title: &str, out: &Output, m: &Metrics, verdict: &str, passed: bool) -> String {
     let (gpu, per_node, ranks) = device_facts(out);
-    let rows: Vec<&Row> = out.runs.iter().flat_map(|r| r.rows.iter()).collect();
+    let total = out.runs.iter().map(|r| r.rows.len()).sum::<usize>();
+    let rows: Vec<&Row> = out
+        .runs
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .take(REPORT_ROW_CAP)
+        .collect();
     let oop_bw = points(&rows, |r| Some(r.out_of_place.busbw));
     let ip_bw = points(&rows, |r| r.in_place.as_ref().map(|s| s.busbw));
     let oop_t = points(&rows, |r| Some(r.out_of_place.time_us));
@@ -122,7 +132,14 @@ pub fn html(title: &str, out: &Output, m: &Metrics, verdict: &str, passed: bool)
     body.push_str("</div>\n");
     body.push_str(&chart("busbw"));
     body.push_str(&chart("latency"));
-    body.push_str("<h2>Results</h2>\n<table>\n<tr><th>size</th><th>count</th><th class=\"l\">type</th><th class=\"l\">redop</th><th>root</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th></tr>\n");
+    body.push_str("<h2>Results</h2>\n");
+    if total > rows.len() {
+        body.push_str(&format!(
+            "<p class=\"muted\">Showing the first {} of {total} rows; {CSV_FILE} holds all of them.</p>\n",
+            rows.len()
+        ));
+    }
+    body.push_str("<table>\n<tr><th>size</th><th>count</th><th class=\"l\">type</th><th class=\"l\">redop</th><th>root</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th></tr>\n");
     for r in &rows {
         let ip = r.in_place.as_ref();
         let cell = |v: Option<String>| format!("<td>{}</td>", esc(&v.unwrap_or_default()));

@@ -1,8 +1,10 @@
 //! nccl-tests (`all_reduce_perf_mpi` and friends).
 
 pub mod grade;
+mod model;
 pub mod parse;
 mod prefix;
+pub mod read;
 
 use std::path::Path;
 
@@ -196,8 +198,8 @@ impl Workload for NcclTest {
 
     fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
         let path = dir.join("stdout.txt");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => verdict(&parse::parse(&text), &path, test),
+        match read::parse_file(&path) {
+            Ok(out) => verdict(&out, &path, test),
             Err(_) => Verdict::fail(format!(
                 "{} was not created: the NCCL test produced no output. Run the command from test-run.toml \
                  (full_cmd) by hand on one node to see why.",
@@ -208,8 +210,7 @@ impl Workload for NcclTest {
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
         let path = dir.join("stdout.txt");
-        let text = std::fs::read_to_string(&path).ok()?;
-        let out = parse::parse(&text);
+        let out = read::parse_file(&path).ok()?;
         let v = verdict(&out, &path, test);
         let m = grade::metrics(&out);
         let status = if v.passed {
@@ -246,6 +247,7 @@ impl Workload for NcclTest {
             .runs
             .iter()
             .flat_map(|r| r.rows.iter())
+            .take(crate::report::nccl::REPORT_ROW_CAP)
             .map(|r| (r.size, r.busbw()))
             .collect();
         Some(IterationReport {

@@ -1,0 +1,171 @@
+//! What the nccl-tests parser finds in a file: runs with their ranks and rows, and failure lines.
+
+/// Short texts of rows; the common ones are shared instead of allocated (a 100 MB log has millions of them).
+pub type Text = std::borrow::Cow<'static, str>;
+
+pub(super) fn text(tok: &str) -> Text {
+    const COMMON: &[&str] = &[
+        "0", "N/A", "float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32",
+        "int64", "uint64", "sum", "prod", "min", "max", "avg", "none", "mulsum", "",
+    ];
+    match COMMON.iter().find(|c| **c == tok) {
+        Some(c) => Text::Borrowed(c),
+        None => Text::Owned(tok.to_string()),
+    }
+}
+
+/// One parsed file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    pub runs: Vec<Run>,
+    /// Failure lines anywhere in the file (also outside any run), the first [`MAX_ERRORS`] of them.
+    pub errors: Vec<ErrorLine>,
+    /// Failure lines seen past [`MAX_ERRORS`] (counted, not kept: a log full of warnings stays small in memory).
+    pub errors_dropped: usize,
+    pub lines: usize,
+}
+
+/// Failure lines kept per file; the first fatal one decides the verdict, the rest are for people.
+pub const MAX_ERRORS: usize = 1000;
+/// Characters kept of one failure line.
+const MAX_ERROR_TEXT: usize = 2000;
+
+impl Output {
+    pub(super) fn push_error(&mut self, line: usize, kind: ErrorKind, text: &str) {
+        // a fatal line after the cap still counts for the verdict: replace a kept warning with it
+        if self.errors.len() >= MAX_ERRORS {
+            self.errors_dropped += 1;
+            if !kind.is_fatal() || self.errors.iter().any(|e| e.kind.is_fatal()) {
+                return;
+            }
+            self.errors.pop();
+        }
+        let mut text = text.to_string();
+        if text.len() > MAX_ERROR_TEXT {
+            let mut cut = MAX_ERROR_TEXT;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        self.errors.push(ErrorLine { line, kind, text });
+    }
+}
+
+/// One test (one `# nThread` header and its table).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Run {
+    /// `# nccl-tests version 2.19.4 …`
+    pub version: Option<String>,
+    /// `# Collective test starting: all_reduce_perf`
+    pub test: Option<String>,
+    /// 1-based line of the `nThread` header (or of the first row when the header is missing).
+    pub line: usize,
+    pub n_thread: Option<u64>,
+    pub n_gpus: Option<u64>,
+    pub min_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub iters: Option<u64>,
+    pub warmup_iters: Option<u64>,
+    pub validation: Option<i64>,
+    pub ranks: Vec<Rank>,
+    /// Column names of the table, as in the header (`size count type redop root time …`).
+    pub columns: Vec<String>,
+    pub rows: Vec<Row>,
+    /// `# Out of bounds values : N OK|FAILED`
+    pub out_of_bounds: Option<(u64, bool)>,
+    /// `# Avg bus bandwidth : X [OK|FAILED]`
+    pub avg_busbw: Option<f64>,
+    pub avg_ok: Option<bool>,
+    pub concluded: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rank {
+    pub rank: u32,
+    pub group: Option<u32>,
+    pub pid: Option<u64>,
+    pub host: String,
+    pub device: u32,
+    pub bus_id: String,
+    pub device_name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    pub line: usize,
+    pub size: u64,
+    pub count: u64,
+    pub dtype: Text,
+    pub redop: Text,
+    pub root: Option<i64>,
+    pub out_of_place: Side,
+    pub in_place: Option<Side>,
+    pub timestamp: Option<String>,
+}
+
+impl Run {
+    /// A run first seen at this line (an excerpt without its `# nThread` header starts at its table).
+    pub(super) fn at(line: usize) -> Self {
+        Run {
+            line,
+            ..Default::default()
+        }
+    }
+}
+
+impl Row {
+    /// The larger busbw of the two sides.
+    pub fn busbw(&self) -> f64 {
+        let ip = self.in_place.as_ref().map_or(f64::NAN, |s| s.busbw);
+        self.out_of_place.busbw.max(ip)
+    }
+    pub fn wrong(&self) -> f64 {
+        let w = |s: &Side| s.wrong.unwrap_or(0.0);
+        w(&self.out_of_place).max(self.in_place.as_ref().map_or(0.0, w))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Side {
+    pub time_us: f64,
+    pub algbw: f64,
+    pub busbw: f64,
+    /// `#wrong` as printed; `None` for `N/A`. Old versions print a max error (float) in an `error` column.
+    pub wrong: Option<f64>,
+    /// The `#wrong`/`error` token as printed (`0`, `N/A`, `2e-07`).
+    pub wrong_text: Text,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `Test failure file:line` (TESTCHECK traceback)
+    TestFailure,
+    /// `Test NCCL failure`
+    NcclFailure,
+    /// `Test CUDA failure`
+    CudaFailure,
+    /// `Test timeout`
+    Timeout,
+    /// `NCCL WARN` (not fatal by itself)
+    NcclWarn,
+    /// Killed by the launcher or scheduler (time limit, signal, abort).
+    Killed,
+    /// Bad command line: nccl-tests printed its usage and ran nothing.
+    Usage,
+    /// `# error: …` after the footer, or other error text.
+    Other,
+}
+
+impl ErrorKind {
+    pub fn is_fatal(self) -> bool {
+        !matches!(self, ErrorKind::NcclWarn)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorLine {
+    pub line: usize,
+    pub kind: ErrorKind,
+    pub text: String,
+}
