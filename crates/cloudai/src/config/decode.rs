@@ -96,6 +96,47 @@ pub fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// Values end up in generated shell scripts (ids, names, env values, images, arguments, raw pass-through fields
+/// like `extra_srun_args` and BashCmd's `cmd`): a newline or another control character there would split or
+/// hide a command, so it is an error anywhere in a config file (tab excepted; `description` is free text).
+pub fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
+    match &node.kind {
+        Kind::Str(s) => {
+            if let Some(c) = s.chars().find(|c| c.is_control() && *c != '\t') {
+                ctx.err(
+                    &node.loc,
+                    path,
+                    format!(
+                        "contains the control character {:?}; values are written into shell scripts, where it \
+                         would split or hide a command",
+                        c
+                    ),
+                    Some("write the value on one line without control characters (use a file or a script \
+                          for multi-line commands)"
+                        .into()),
+                );
+            }
+        }
+        Kind::Array(items) => {
+            for (i, n) in items.iter().enumerate() {
+                reject_control_chars(ctx, n, &format!("{path}[{i}]"));
+            }
+        }
+        Kind::Table(t) => {
+            for (k, e) in &t.entries {
+                let p = join(path, k);
+                if k.chars().any(char::is_control) {
+                    ctx.err(&e.key_loc, &p, "the key contains a control character", None);
+                }
+                if k != "description" {
+                    reject_control_chars(ctx, &e.node, &p);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 // ---- scalar coercions (pydantic v2 lax mode) ----
 
 pub fn as_str(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {

@@ -122,6 +122,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
     let Some(v) = ctx.table(root, "") else {
         return Err(ctx.errors);
     };
+    super::decode::reject_control_chars(&mut ctx, root, "");
     let name = v.req_str(&mut ctx, "name");
     if let (Some(n), Some(node)) = (&name, v.get("name")) {
         path_component(&mut ctx, node, "name", n);

@@ -199,6 +199,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
     let Some(v) = ctx.table(root, "") else {
         return Err(ctx.errors);
     };
+    super::decode::reject_control_chars(&mut ctx, root, "");
     let Some(sched_node) = v.get("scheduler") else {
         return Err(
             ConfigError::new(root.loc.clone(), "scheduler", "required field is missing")
@@ -291,6 +292,15 @@ fn env_table(ctx: &mut Ctx, v: &View, key: &str) -> IndexMap<String, ArgValue> {
         return out;
     };
     for (k, e) in &t.table.entries {
+        if !crate::util::shell::is_env_name(k) {
+            ctx.err(
+                &e.key_loc,
+                &t.field(k),
+                format!("{k:?} is not an environment variable name"),
+                Some("use letters, digits and '_', not starting with a digit (it is written as `export NAME=…`)".into()),
+            );
+            continue;
+        }
         if let Some(val) = ArgValue::from_node(&e.node) {
             out.insert(k.clone(), val);
         }

@@ -159,6 +159,7 @@ pub fn decode(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigEr
     let Some(v) = ctx.table(node, path_prefix) else {
         return Err(ctx.errors);
     };
+    super::decode::reject_control_chars(&mut ctx, node, path_prefix);
     let template = v.req_str(&mut ctx, "test_template_name");
     let Some(template) = template else {
         return Err(ctx.errors);
@@ -290,6 +291,15 @@ fn env_vars(ctx: &mut Ctx, v: &View, key: &str) -> IndexMap<String, ArgValue> {
         return out;
     };
     for (k, e) in &t.table.entries {
+        if !crate::util::shell::is_env_name(k) {
+            ctx.err(
+                &e.key_loc,
+                &t.field(k),
+                format!("{k:?} is not an environment variable name"),
+                Some("use letters, digits and '_', not starting with a digit (it is written as `export NAME=…`)".into()),
+            );
+            continue;
+        }
         let f = t.field(k);
         let val = match &e.node.kind {
             Kind::Array(items) => items

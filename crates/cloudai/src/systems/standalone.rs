@@ -226,7 +226,7 @@ fn with_hooks(run: &TestRun, dir: &Path, main: &str) -> String {
 }
 
 fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
+    crate::util::shell::quote(s).into_owned()
 }
 
 pub fn hostname() -> String {

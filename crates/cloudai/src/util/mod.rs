@@ -1,3 +1,4 @@
 pub mod fsx;
 pub mod nodelist;
 pub mod pytoml;
+pub mod shell;

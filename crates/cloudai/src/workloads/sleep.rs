@@ -27,7 +27,7 @@ impl Workload for Sleep {
             .get("seconds")
             .map(|v| v.py_str())
             .unwrap_or_else(|| "5".into());
-        format!("sleep {secs}")
+        format!("sleep {}", crate::util::shell::quote(&secs))
     }
     fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
         Verdict::from_exit(outcome)

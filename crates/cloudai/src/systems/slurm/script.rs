@@ -9,6 +9,7 @@ use crate::config::system::{SlurmConfig, SystemConfig};
 use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
+use crate::util::shell::{dq_safe, in_double_quotes, quote};
 
 /// Everything about the system a script depends on.
 pub struct Ctx<'a> {
@@ -104,8 +105,11 @@ impl Ctx<'_> {
             p.push(format!("-N{}", t.num_nodes()));
         }
         if let Some(image) = self.image(run) {
-            p.push(format!("--container-image={image}"));
-            p.push(format!("--container-mounts={}", self.mounts(t).join(",")));
+            p.push(format!("--container-image={}", quote(&image)));
+            p.push(format!(
+                "--container-mounts={}",
+                quote(&self.mounts(t).join(","))
+            ));
             if !self.slurm.container_mount_home {
                 p.push("--no-container-mount-home".into());
             }
@@ -125,7 +129,13 @@ impl Ctx<'_> {
         let env: String = self
             .env(t.run)
             .iter()
-            .map(|(k, v)| format!("export {k}=\"{v}\"\n"))
+            .map(|(k, v)| {
+                if dq_safe(v) {
+                    format!("export {k}=\"{v}\"\n")
+                } else {
+                    format!("export {k}={}\n", quote(v))
+                }
+            })
             .collect();
         files.push((join_rel(&t.rel, "env_vars.sh"), env));
         let mut cmd = Vec::new();
@@ -136,8 +146,8 @@ impl Ctx<'_> {
         format!(
             "{} bash -c \"source {}; {}\"",
             self.srun_prefix(t).join(" "),
-            t.dir.join("env_vars.sh").display(),
-            cmd.join(" ")
+            in_double_quotes(&quote(&t.dir.join("env_vars.sh").display().to_string())),
+            in_double_quotes(&cmd.join(" "))
         )
     }
 
@@ -163,8 +173,8 @@ impl Ctx<'_> {
                     "srun ",
                     &format!(
                         "srun --output={} --error={} ",
-                        dir.join("stdout.txt").display(),
-                        dir.join("stderr.txt").display()
+                        qpath(&dir.join("stdout.txt")),
+                        qpath(&dir.join("stderr.txt"))
                     ),
                 );
                 (with_output, tr.workload.hook_check(&dir))
@@ -270,13 +280,13 @@ impl Ctx<'_> {
                 .map(|a| format!("#SBATCH {a}")),
         );
         if let Some(h) = hostfile {
-            lines.push(format!("export SLURM_HOSTFILE={}", h.display()));
+            lines.push(format!("export SLURM_HOSTFILE={}", qpath(&h)));
         }
         lines.push("\nexport SLURM_JOB_MASTER_NODE=$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)".into());
         let env = self.env(run);
         lines.push(
             env.iter()
-                .map(|(k, v)| format!("export {k}={v}"))
+                .map(|(k, v)| format!("export {k}={}", quote(v)))
                 .collect::<Vec<_>>()
                 .join("\n"),
         );
@@ -285,19 +295,19 @@ impl Ctx<'_> {
             lines.push(format!(
                 "srun --ntasks={} --output={} --error={} bash -c \"sudo nvidia-smi boost-slider --vboost 1\"",
                 t.num_nodes(),
-                dir.join("vboost.out").display(),
-                dir.join("vboost.err").display()
+                qpath(&dir.join("vboost.out")),
+                qpath(&dir.join("vboost.err"))
             ));
             lines.push(String::new());
         }
         let mut mapping = prefix.clone();
         mapping.push(format!(
             "--output={}",
-            dir.join("mapping-stdout.txt").display()
+            qpath(&dir.join("mapping-stdout.txt"))
         ));
         mapping.push(format!(
             "--error={}",
-            dir.join("mapping-stderr.txt").display()
+            qpath(&dir.join("mapping-stderr.txt"))
         ));
         mapping.push(
             r#"bash -c "echo \$(date): \$(hostname):node \${SLURM_NODEID}:rank \${SLURM_PROCID}.""#
@@ -315,13 +325,16 @@ impl Ctx<'_> {
         meta.push("--ntasks-per-node=1".into());
         meta.push(format!(
             "--output={}",
-            dir.join("metadata").join("node-%N.toml").display()
+            qpath(&dir.join("metadata").join("node-%N.toml"))
         ));
         meta.push(format!(
             "--error={}",
-            dir.join("metadata").join("nodes.err").display()
+            qpath(&dir.join("metadata").join("nodes.err"))
         ));
-        meta.push(format!("bash {meta_dir}/slurm-metadata.sh"));
+        meta.push(format!(
+            "bash {}",
+            quote(&format!("{meta_dir}/slurm-metadata.sh"))
+        ));
         lines.push(meta.join(" "));
         lines.push(String::new());
         if let Some(pf) = &self.slurm.preflight {
@@ -341,6 +354,11 @@ impl Ctx<'_> {
     }
 }
 
+/// A path as one shell word.
+fn qpath(p: &Path) -> String {
+    quote(&p.display().to_string()).into_owned()
+}
+
 /// The pre-flight directory of an iteration; `FAILED` in it lists the nodes that failed (the main command did not run).
 pub const PREFLIGHT_DIR: &str = "preflight";
 pub const PREFLIGHT_FAILED: &str = "FAILED";
@@ -356,12 +374,12 @@ fn preflight_lines(
     nodes: u64,
     files: &mut Vec<(String, String)>,
 ) -> Vec<String> {
-    let pdir = dir.join(PREFLIGHT_DIR);
-    let p = pdir.display();
+    // the directory once as a quoted word, then only "$PF_DIR/…" (safe for any path)
+    let q = qpath(&dir.join(PREFLIGHT_DIR));
     files.push((
         format!("{PREFLIGHT_DIR}/preflight.sh"),
         format!(
-            "#!/bin/bash\n# cloudai pre-flight check, once per node; files named by Slurm's node name (hostnames can differ)\nnode=${{SLURMD_NODENAME:-$(hostname -s)}}\n( {} ) > \"{p}/$node.out\" 2> \"{p}/$node.err\"\necho $? > \"{p}/$node.rc\"\n",
+            "#!/bin/bash\n# cloudai pre-flight check, once per node; files named by Slurm's node name (hostnames can differ)\nnode=${{SLURMD_NODENAME:-$(hostname -s)}}\nPF_DIR={q}\n( {} ) > \"$PF_DIR/$node.out\" 2> \"$PF_DIR/$node.err\"\necho $? > \"$PF_DIR/$node.rc\"\n",
             pf.command
         ),
     ));
@@ -369,20 +387,21 @@ fn preflight_lines(
     vec![
         // one task per node whatever the test's hostfile says (it repeats nodes for their tasks)
         "# cloudai pre-flight: the check on every node; the test runs only if each one passes".into(),
+        format!("PF_DIR={q}"),
         format!(
-            "(unset SLURM_HOSTFILE; srun --export=ALL --distribution=block --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --output={p}/srun.out --error={p}/srun.err bash {p}/preflight.sh)"
+            "(unset SLURM_HOSTFILE; srun --export=ALL --distribution=block --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --output=\"$PF_DIR/srun.out\" --error=\"$PF_DIR/srun.err\" bash \"$PF_DIR/preflight.sh\")"
         ),
         "PREFLIGHT_FAILED=\"\"".into(),
         "for node in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do".into(),
-        format!("    rc=$(cat \"{p}/$node.rc\" 2>/dev/null); rc=${{rc:-none}}"),
-        format!("    gpus=$(grep -c . \"{p}/$node.out\" 2>/dev/null); gpus=${{gpus:-0}}"),
+        "    rc=$(cat \"$PF_DIR/$node.rc\" 2>/dev/null); rc=${rc:-none}".into(),
+        "    gpus=$(grep -c . \"$PF_DIR/$node.out\" 2>/dev/null); gpus=${gpus:-0}".into(),
         "    if [ \"$rc\" != 0 ]; then PREFLIGHT_FAILED=\"$PREFLIGHT_FAILED $node (check exit status $rc)\";".into(),
         format!(
             "    elif [ \"$gpus\" -lt {min} ]; then PREFLIGHT_FAILED=\"$PREFLIGHT_FAILED $node ($gpus of {min} GPUs)\"; fi"
         ),
         "done".into(),
         format!(
-            "if [ -n \"$PREFLIGHT_FAILED\" ]; then echo \"pre-flight failed on:$PREFLIGHT_FAILED\" | tee {p}/{PREFLIGHT_FAILED} >&2; exit {PREFLIGHT_EXIT}; fi"
+            "if [ -n \"$PREFLIGHT_FAILED\" ]; then echo \"pre-flight failed on:$PREFLIGHT_FAILED\" | tee \"$PF_DIR/{PREFLIGHT_FAILED}\" >&2; exit {PREFLIGHT_EXIT}; fi"
         ),
         String::new(),
     ]

@@ -11,6 +11,7 @@ use std::path::Path;
 use super::{IterationReport, JobOutcome, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::TestDefinition;
+use crate::util::shell::quote;
 
 pub struct NcclTest;
 
@@ -100,12 +101,16 @@ impl NcclTest {
 
     fn flag(name: &str, v: &ArgValue) -> String {
         let dash = if name.chars().count() == 1 { "-" } else { "--" };
-        format!("{dash}{name} {}", v.py_str())
+        format!("{dash}{name} {}", quote(&v.py_str()))
     }
 
     fn alltoallv(test: &TestDefinition) -> String {
         let a = &test.cmd_args;
-        let get = |k: &str| a.get(k).map(ArgValue::py_str).unwrap_or_default();
+        let get = |k: &str| {
+            a.get(k)
+                .map(|v| quote(&v.py_str()).into_owned())
+                .unwrap_or_default()
+        };
         let mut parts = vec![
             "/opt/nccl-tests/build/alltoallv_perf".to_string(),
             format!("-b {}", get("minbytes")),
@@ -122,7 +127,7 @@ impl NcclTest {
             match v {
                 ArgValue::Bool(true) => parts.push(format!("--{k}")),
                 ArgValue::Bool(false) => {}
-                _ => parts.push(format!("--{k} {}", v.py_str())),
+                _ => parts.push(format!("--{k} {}", quote(&v.py_str()))),
             }
         }
         parts.join(" ")
@@ -149,13 +154,13 @@ impl Workload for NcclTest {
             Self::alltoallv(test)
         } else {
             let mpi = subtest.ends_with("_mpi");
-            let mut parts = vec![subtest.to_string()];
+            let mut parts = vec![quote(subtest).into_owned()];
             for (k, v) in &test.cmd_args.values {
                 if NOT_FLAGS.contains(&k.as_str()) {
                     continue;
                 }
                 if k == "ngpus" && !mpi {
-                    parts.push(format!("-g {}", v.py_str()));
+                    parts.push(format!("-g {}", quote(&v.py_str())));
                 } else {
                     parts.push(Self::flag(k, v));
                 }
@@ -183,7 +188,7 @@ impl Workload for NcclTest {
     fn hook_check(&self, dir: &Path) -> String {
         format!(
             "grep -q \"Avg bus bandwidth\" {} && echo 1 || echo 0",
-            dir.join("stdout.txt").display()
+            quote(&dir.join("stdout.txt").display().to_string())
         )
     }
 

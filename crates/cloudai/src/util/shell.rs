@@ -1,0 +1,158 @@
+//! Values placed in generated shell scripts. A value that is shell-safe is written unchanged, so our scripts stay
+//! byte-identical to CloudAI's on ordinary configs; anything else is single-quoted, so it arrives as one literal
+//! word and cannot run a command. `$NAME` / `${NAME}` references count as safe: configs use them on purpose
+//! (`$PWD/...` mounts, `$LD_LIBRARY_PATH`) and a plain reference cannot execute anything.
+//! Control characters never get here: the config loader rejects them.
+
+use std::borrow::Cow;
+
+fn plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_@%+=:,./-#".contains(c)
+}
+
+/// Splits `s` into literal text and `$NAME` / `${NAME}` references: (text, is_reference).
+fn segments(s: &str) -> Vec<(&str, bool)> {
+    let mut out = Vec::new();
+    let mut lit = 0;
+    let mut i = 0;
+    let b = s.as_bytes();
+    while i < b.len() {
+        if b[i] == b'$' {
+            if let Some(len) = reference_len(&s[i..]) {
+                if lit < i {
+                    out.push((&s[lit..i], false));
+                }
+                out.push((&s[i..i + len], true));
+                i += len;
+                lit = i;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    if lit < s.len() {
+        out.push((&s[lit..], false));
+    }
+    out
+}
+
+/// Length of a `$NAME` or `${NAME}` reference at the start of `s`.
+fn reference_len(s: &str) -> Option<usize> {
+    let rest = s.strip_prefix('$')?;
+    if let Some(r) = rest.strip_prefix('{') {
+        let end = r.find('}')?;
+        return is_env_name(&r[..end]).then_some(end + 3);
+    }
+    let n = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    is_env_name(&rest[..n]).then_some(n + 1)
+}
+
+/// Whether `s` holds a `$NAME` / `${NAME}` reference (expanded by the shell on purpose).
+pub fn has_reference(s: &str) -> bool {
+    segments(s).iter().any(|(_, r)| *r)
+}
+
+/// Whether `s` is one word the shell takes literally (bar variable references): no quoting needed.
+pub fn is_safe(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('#')
+        && segments(s).iter().all(|(t, r)| *r || t.chars().all(plain))
+}
+
+/// Whether `s` may be written between double quotes unchanged, as CloudAI writes env values (`export K="v"`):
+/// no `"`, `\` or `` ` ``, and every `$` a plain variable reference.
+pub fn dq_safe(s: &str) -> bool {
+    segments(s)
+        .iter()
+        .all(|(t, r)| *r || !t.contains(['"', '\\', '`', '$']))
+}
+
+/// `s` as one shell word: unchanged when safe; else its literal text single-quoted (`'` written as `'\''`) and
+/// its variable references double-quoted (`"$HOME"'/my dir'`), so references expand and nothing else does.
+pub fn quote(s: &str) -> Cow<'_, str> {
+    if is_safe(s) {
+        return Cow::Borrowed(s);
+    }
+    if s.is_empty() {
+        return Cow::Borrowed("''");
+    }
+    let mut out = String::with_capacity(s.len() + 4);
+    for (t, reference) in segments(s) {
+        if reference {
+            out.push('"');
+            out.push_str(t);
+            out.push('"');
+        } else {
+            out.push('\'');
+            out.push_str(&t.replace('\'', r"'\''"));
+            out.push('\'');
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Text to place between double quotes (`bash -c "…"`): `\`, `"`, `$` and `` ` `` escaped, so the outer shell
+/// hands it to the inner one unchanged. Text without them (every ordinary command) is unchanged.
+pub fn in_double_quotes(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\\', '"', '$', '`']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Cow::Owned(out)
+}
+
+/// A valid environment variable name (`export NAME=…` with any other name is a syntax error or worse).
+pub fn is_env_name(s: &str) -> bool {
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_words_stay_and_others_are_quoted() {
+        for s in [
+            "nvcr.io#nvidia/pytorch:24.02-py3",
+            "=mlx5_0,mlx5_1",
+            "/a/b:/c",
+            "$PWD/conf/x.txt:/opt/x.txt",
+            "${HOME}/x",
+            "sum",
+            "1G",
+        ] {
+            assert_eq!(quote(s), s, "{s}");
+        }
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote("$(touch x)"), "'$(touch x)'");
+        assert_eq!(quote("${x:-y}"), "'${x:-y}'");
+        assert_eq!(quote("$HOME*"), "\"$HOME\"'*'");
+        assert_eq!(quote("a ${B}c"), "'a '\"${B}\"'c'");
+        assert!(has_reference("x$HOME") && !has_reference("$(id) ${x:-y} $1"));
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("#x"), "'#x'");
+        assert_eq!(
+            in_double_quotes("a $b \"c\" `d` \\"),
+            "a \\$b \\\"c\\\" \\`d\\` \\\\"
+        );
+        assert!(
+            dq_safe("a b $HOME ${X}/y")
+                && !dq_safe("$(id)")
+                && !dq_safe("a\"b")
+                && !dq_safe("${x:-y}")
+        );
+        assert!(is_env_name("NCCL_IB_HCA") && !is_env_name("A;B") && !is_env_name("1A"));
+    }
+}

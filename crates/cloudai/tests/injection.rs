@@ -1,0 +1,252 @@
+//! Values with shell metacharacters never run as commands and arrive intact: a property test generates them,
+//! puts them in an env value, a cmd_args value, the image and the test id, and runs what cloudai generated —
+//! the Slurm batch script (with stand-in `srun`/`scontrol`) and a Standalone run — with a stand-in NCCL binary
+//! that records what it received. A newline anywhere, raw pass-through fields included, is a config error.
+
+mod common;
+
+use std::path::Path;
+
+use common::{stdout_of, Work};
+use proptest::prelude::*;
+
+/// Pieces that would run `touch MARK` or change a word if a value were pasted into a script unquoted.
+fn nasty() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            Just("$(touch MARK)".to_string()),
+            Just("`touch MARK`".to_string()),
+            Just("; touch MARK".to_string()),
+            Just("&& touch MARK #".to_string()),
+            Just("| touch MARK".to_string()),
+            Just("'".to_string()),
+            Just("\"".to_string()),
+            Just("\\".to_string()),
+            Just(" ".to_string()),
+            Just("*".to_string()),
+            Just("~".to_string()),
+            Just("${x:-y}".to_string()),
+            Just("$HOME".to_string()),
+            Just("#".to_string()),
+            Just("!".to_string()),
+            "[a-z0-9=,.:/_-]{1,4}",
+        ],
+        1..6,
+    )
+    .prop_map(|v| v.concat())
+}
+
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn exe(w: &Work, rel: &str, text: &str) {
+    let p = w.file(rel, text);
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// The stand-in NCCL binary writes its arguments (one per line, NUL-free values) and $INJ_ENV.
+fn stand_ins(w: &Work) {
+    let rec = w.path().join("received");
+    exe(
+        w,
+        "bin/all_reduce_perf_mpi",
+        &format!(
+            "#!/bin/bash\n{{ for a in \"$@\"; do printf 'ARG %s\\n' \"$a\"; done; printf 'ENV %s\\n' \"$INJ_ENV\"; }} > {}\n",
+            rec.display()
+        ),
+    );
+    // srun: options up to the command, the image recorded, then the command run as srun would
+    exe(
+        w,
+        "bin/srun",
+        &format!(
+            "#!/bin/bash\nwhile [ $# -gt 0 ]; do case \"$1\" in --container-image=*) printf '%s\\n' \"${{1#--container-image=}}\" > {}/image;; -*) ;; *) break;; esac; shift; done\nexec \"$@\"\n",
+            w.path().display()
+        ),
+    );
+    exe(w, "bin/scontrol", "#!/bin/bash\necho node001\n");
+}
+
+fn tests_and_scenario(w: &Work, value: &str, id: &str, image: &str) {
+    w.file(
+        "tests/nccl.toml",
+        &format!(
+            "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = {}\nminbytes = {}\n[extra_env_vars]\nINJ_ENV = {}\n",
+            toml_str(image),
+            toml_str(value),
+            toml_str(value)
+        ),
+    );
+    w.file(
+        "s.toml",
+        &format!(
+            "name = \"inj\"\n[[Tests]]\nid = {}\ntest_name = \"nccl\"\n",
+            toml_str(id)
+        ),
+    );
+}
+
+fn received(w: &Work) -> (Vec<String>, String) {
+    let text = std::fs::read_to_string(w.path().join("received")).unwrap_or_default();
+    let args = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("ARG "))
+        .map(str::to_string)
+        .collect();
+    let env = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ENV "))
+        .unwrap_or("<none>")
+        .to_string();
+    (args, env)
+}
+
+fn check_arrived(w: &Work, value: &str, mark: &Path, what: &str) {
+    assert!(!mark.exists(), "{what}: a value ran a command: {value:?}");
+    let (args, env) = received(w);
+    let i = args.iter().position(|a| a == "--minbytes");
+    assert_eq!(
+        i.and_then(|i| args.get(i + 1)).map(String::as_str),
+        Some(value),
+        "{what}: argument changed; got {args:?}"
+    );
+    assert_eq!(env, value, "{what}: env value changed");
+}
+
+/// A value with a `$NAME` reference, which the shell expands on purpose: not expected to arrive literally
+/// (`quote` keeps such references live and everything else literal; its unit tests cover them).
+fn expands(v: &str) -> bool {
+    cloudai::util::shell::has_reference(v)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn slurm_scripts_keep_values_literal(raw in nasty(), id_raw in nasty()) {
+        let w = Work::new();
+        let mark = w.path().join("MARK");
+        let value = raw.replace("MARK", &mark.display().to_string());
+        prop_assume!(!expands(&value));
+        // ids are one path component: no '/', no leading '.'
+        let id = format!("t{}", id_raw.replace("MARK", "mark").replace('/', "_"));
+        let image = format!("reg.io/x:{}", value.replace(['/', ' '], ""));
+        stand_ins(&w);
+        w.file("system.toml", common::slurm::SYSTEM);
+        tests_and_scenario(&w, &value, &id, &image);
+        let out = w
+            .cloudai()
+            .args(["dry-run", "--system-config", "system.toml", "--tests-dir", "tests", "--test-scenario", "s.toml"])
+            .output()
+            .unwrap();
+        prop_assert!(out.status.success(), "{}", stdout_of(&out));
+        let script = w.results_root().join(&id).join("0/cloudai_sbatch_script.sh");
+        prop_assert!(script.is_file(), "{}", script.display());
+        let run = std::process::Command::new("bash")
+            .arg(&script)
+            .current_dir(w.path())
+            .env("PATH", format!("{}:{}", w.path().join("bin").display(), std::env::var("PATH").unwrap()))
+            .output()
+            .unwrap();
+        let _ = run;
+        check_arrived(&w, &value, &mark, "slurm");
+        let img = std::fs::read_to_string(w.path().join("image")).unwrap_or_default();
+        prop_assert_eq!(img.trim_end_matches('\n'), image.as_str());
+    }
+
+    #[test]
+    fn standalone_runs_keep_values_literal(raw in nasty()) {
+        let w = Work::new();
+        let mark = w.path().join("MARK");
+        let value = raw.replace("MARK", &mark.display().to_string());
+        prop_assume!(!expands(&value));
+        stand_ins(&w);
+        w.standalone();
+        tests_and_scenario(&w, &value, "t", "");
+        let out = w.cloudai_with_bin().args(common::RUN_S_TOML).output().unwrap();
+        let _ = out;
+        check_arrived(&w, &value, &mark, "standalone");
+    }
+}
+
+#[test]
+fn a_newline_in_any_value_is_a_config_error() {
+    let cases = [
+        ("system", "extra_srun_args = \"--x\\ntouch /tmp/m\"\n"),
+        (
+            "test",
+            "[cmd_args]\ndocker_image_url = \"\"\nminbytes = \"1\\n2\"\n",
+        ),
+        ("bash", "cmd = \"echo a\\nrm -rf x\"\n"),
+    ];
+    for (what, extra) in cases {
+        let w = Work::new();
+        let sys = common::slurm::SYSTEM.replacen(
+            "name = \"local-slurm\"",
+            &format!(
+                "name = \"local-slurm\"\n{}",
+                if what == "system" { extra } else { "" }
+            ),
+            1,
+        );
+        w.file("system.toml", &sys);
+        let test = match what {
+            "bash" => format!("name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\n{extra}"),
+            "test" => format!("name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n{extra}"),
+            _ => "name = \"nccl\"\ndescription = \"a\\nmulti-line description is fine\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n".to_string(),
+        };
+        w.file("tests/nccl.toml", &test);
+        w.file(
+            "s.toml",
+            "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        );
+        let out = w
+            .cloudai()
+            .args([
+                "dry-run",
+                "--system-config",
+                "system.toml",
+                "--tests-dir",
+                "tests",
+                "--test-scenario",
+                "s.toml",
+            ])
+            .output()
+            .unwrap();
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {text}");
+        assert!(text.contains("control character '\\n'"), "{what}: {text}");
+        assert!(!w.path().join("out").exists(), "{what}");
+    }
+    // env names are written as `export NAME=…`
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n[extra_env_vars]\n\"A;touch x\" = \"1\"\n");
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args(common::RUN_S_TOML)
+        .arg("--output-dir")
+        .arg("o")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("is not an environment variable name"),
+        "{text}"
+    );
+}
