@@ -219,8 +219,9 @@ fn no_gpu_directives_when_the_cluster_has_no_gpu_gres() {
     assert!(!s.contains("gpu"), "{s}");
 }
 
+/// A group request the system file shows cannot be met is a config error before anything is created.
 #[test]
-fn unmeetable_group_request_fails_the_test_with_a_reason() {
+fn unmeetable_group_request_is_refused_up_front() {
     let w = Work::new();
     w.file("system.toml", BASE);
     w.file("tests/sleep.toml", TESTS[0].1);
@@ -230,13 +231,12 @@ fn unmeetable_group_request_fails_the_test_with_a_reason() {
     );
     let out = dry_run(&w);
     let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains(
-            "9 nodes requested from group 'g1' in partition 'batch', but only 8 are available"
-        ),
+        text.contains("s.toml:2:1: field 'Tests.0.nodes.0': \"batch:g1:9\" asks 9 nodes; group \"g1\" has 8"),
         "{text}"
     );
-    assert!(text.contains("FAILED"), "{text}");
+    assert!(!w.path().join("out").exists());
 }
 
 /// A dry-run contacts no controller: with Slurm commands on PATH that hang for 30 s and leave a mark, a dry-run of

@@ -34,6 +34,10 @@ pub struct TestEntry {
     pub sol: Option<f64>,
     pub ideal_perf: f64,
     pub time_limit: Option<u64>,
+    /// `time_limit` as written (for the out-of-range warning).
+    pub time_limit_text: Option<String>,
+    /// Whether `num_nodes` was written (it is ignored when `nodes` is set).
+    pub num_nodes_set: bool,
     /// Seconds a job of this test may wait in the queue (our field; the system's value otherwise).
     pub max_pending_time: Option<u64>,
     pub dependencies: Vec<Dependency>,
@@ -148,6 +152,16 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
             Some("add [[Tests]] with `id` and `test_name`".into()),
         ),
         Some(n) => match &n.kind {
+            Kind::Array(items) if items.len() > crate::scenario::limits::MAX_TESTS => ctx.err(
+                &n.loc,
+                "Tests",
+                format!(
+                    "{} [[Tests]] entries is more than the limit of {}",
+                    items.len(),
+                    crate::scenario::limits::MAX_TESTS
+                ),
+                Some("split the campaign into several scenarios".into()),
+            ),
             Kind::Array(items) if !items.is_empty() => {
                 for (i, it) in items.iter().enumerate() {
                     if let Some(tv) = ctx.table(it, &format!("Tests.{i}")) {
@@ -293,6 +307,11 @@ fn decode_entry(ctx: &mut Ctx, v: &View, index: usize) -> Option<TestEntry> {
         sol: v.opt_float(ctx, "sol"),
         ideal_perf: v.opt_float(ctx, "ideal_perf").unwrap_or(1.0),
         time_limit,
+        time_limit_text: v.get("time_limit").and_then(|n| match &n.kind {
+            Kind::Str(t) => Some(t.clone()),
+            _ => None,
+        }),
+        num_nodes_set: v.has("num_nodes"),
         max_pending_time,
         dependencies,
         extra_srun_args: v.opt_str(ctx, "extra_srun_args"),

@@ -1,6 +1,7 @@
 //! Resolves a scenario file against the test definitions and hooks into runnable `TestRun`s.
 
 mod library;
+pub mod limits;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -231,6 +232,11 @@ fn resolve_entry(
             ))
             .into());
         }
+    }
+    let mut problems = ConfigErrors::default();
+    limits::check(entry, &def, system, &mut problems);
+    if problems.has_errors() {
+        return Err(problems);
     }
     let num_nodes = if entry.nodes.is_empty() {
         entry.num_nodes.first().copied().unwrap_or(1)

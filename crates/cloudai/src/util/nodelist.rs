@@ -31,6 +31,9 @@ fn split_top(s: &str) -> Vec<&str> {
     parts
 }
 
+/// Host names one expression may expand to.
+pub const MAX_EXPANDED: usize = 100_000;
+
 fn expand_one(item: &str, out: &mut Vec<String>) -> Option<()> {
     let Some(open) = item.find('[') else {
         out.push(item.to_string());
@@ -46,7 +49,8 @@ fn expand_one(item: &str, out: &mut Vec<String>) -> Option<()> {
     for r in ranges.split(',') {
         let (a, b) = r.split_once('-').unwrap_or((r, r));
         let (lo, hi): (u64, u64) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-        if lo > hi {
+        // reversed ranges are typos; huge ones would exhaust memory (no cluster has a million nodes)
+        if lo > hi || hi - lo >= MAX_EXPANDED as u64 || out.len() > MAX_EXPANDED {
             return None;
         }
         let width = b.trim().len();

@@ -1,0 +1,225 @@
+//! Bounds and consistency checked when a scenario is resolved, before any results directory exists: counts
+//! that would exhaust memory or the scheduler, node specs the system cannot meet, time limits that are probably
+//! typos. Errors stop the run; warnings are printed and the run goes on.
+
+use crate::config::args::ArgValue;
+use crate::config::scenario::TestEntry;
+use crate::config::system::{SystemConfig, SystemKind};
+use crate::config::test::TestDefinition;
+use crate::config::{ConfigError, ConfigErrors};
+use crate::util::nodelist;
+
+/// Iterations of one test.
+pub const MAX_ITERATIONS: u64 = 10_000;
+/// `[[Tests]]` entries in one scenario.
+pub const MAX_TESTS: usize = 10_000;
+/// Steps of one design-space sweep (the product of its list lengths).
+pub const MAX_DSE_STEPS: u64 = 10_000;
+
+fn err(entry: &TestEntry, field: &str, msg: String, hint: &str) -> ConfigError {
+    ConfigError::new(
+        entry.loc.clone(),
+        format!("Tests.{}{field}", entry.index),
+        msg,
+    )
+    .with_hint(hint)
+}
+
+fn warn_at(entry: &TestEntry, field: &str, msg: String) {
+    let mut e = ConfigError::new(
+        entry.loc.clone(),
+        format!("Tests.{}{field}", entry.index),
+        msg,
+    );
+    e.warning = true;
+    crate::warn!("{e}");
+}
+
+/// Errors of one resolved entry; warnings are printed here.
+pub fn check(
+    entry: &TestEntry,
+    def: &TestDefinition,
+    system: Option<&SystemConfig>,
+    errors: &mut ConfigErrors,
+) {
+    if entry.iterations > MAX_ITERATIONS {
+        errors.push(err(
+            entry,
+            ".iterations",
+            format!(
+                "{} iterations is more than the limit of {MAX_ITERATIONS}",
+                entry.iterations
+            ),
+            "split the campaign into several scenarios",
+        ));
+    }
+    let steps = def
+        .cmd_args
+        .values
+        .values()
+        .chain(def.extra_env_vars.values())
+        .map(|v| match v {
+            ArgValue::List(l) => l.len().max(1) as u64,
+            _ => 1,
+        })
+        .chain(std::iter::once(entry.num_nodes.len().max(1) as u64))
+        .fold(1u64, |a, n| a.saturating_mul(n));
+    if steps > MAX_DSE_STEPS {
+        errors.push(err(
+            entry,
+            "",
+            format!(
+                "the sweep of test '{}' has {steps} steps, more than the limit of {MAX_DSE_STEPS}",
+                entry.id
+            ),
+            "shorten the lists in cmd_args / extra_env_vars / num_nodes",
+        ));
+    }
+    if let Some(t) = &entry.time_limit_text {
+        let fields: Vec<&str> = t.rsplit('-').next().unwrap_or("").split(':').collect();
+        if fields.len() >= 2
+            && fields[1..]
+                .iter()
+                .any(|f| f.parse::<u64>().is_ok_and(|n| n >= 60))
+        {
+            let secs = entry.time_limit.unwrap_or(0);
+            warn_at(
+                entry,
+                ".time_limit",
+                format!(
+                    "{t:?} has minutes or seconds of 60 or more; read as {} (write it that way to silence this)",
+                    crate::config::time_limit::format(secs)
+                ),
+            );
+        }
+    }
+    let mut listed = 0u64;
+    let mut known = true;
+    for (i, spec) in entry.nodes.iter().enumerate() {
+        let field = format!(".nodes.{i}");
+        let parts: Vec<&str> = spec.split(':').collect();
+        if let [part, group, count] = parts.as_slice() {
+            let Ok(n) = count.parse::<u64>() else {
+                errors.push(err(
+                    entry,
+                    &field,
+                    format!("{spec:?}: the count {count:?} is not a number"),
+                    "write partition:group:count, like \"batch:rack1:4\"",
+                ));
+                continue;
+            };
+            listed += n;
+            if let Some(SystemKind::Slurm(s)) = system.map(|s| &s.kind) {
+                match s.partitions.iter().find(|p| p.name == *part) {
+                    None if !s.partitions.is_empty() => errors.push(err(
+                        entry,
+                        &field,
+                        format!("{spec:?}: the system has no partition {part:?}"),
+                        &format!(
+                            "partitions: {}",
+                            s.partitions
+                                .iter()
+                                .map(|p| p.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )),
+                    Some(p) if !p.groups.is_empty() => {
+                        match p.groups.iter().find(|g| g.name == *group) {
+                            None => errors.push(err(
+                                entry,
+                                &field,
+                                format!("{spec:?}: partition {part:?} has no group {group:?}"),
+                                &format!(
+                                    "groups: {}",
+                                    p.groups
+                                        .iter()
+                                        .map(|g| g.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                            )),
+                            Some(g) => {
+                                let have = g
+                                    .nodes
+                                    .iter()
+                                    .filter_map(|n| nodelist::expand(n))
+                                    .map(|v| v.len() as u64)
+                                    .sum::<u64>();
+                                if !g.nodes.is_empty() && n > have {
+                                    errors.push(err(
+                                        entry,
+                                        &field,
+                                        format!(
+                                            "{spec:?} asks {n} nodes; group {group:?} has {have}"
+                                        ),
+                                        "lower the count",
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                    _ => known = false,
+                }
+            }
+        } else {
+            match nodelist::expand(spec) {
+                Some(v) if !v.is_empty() => listed += v.len() as u64,
+                _ => errors.push(err(
+                    entry,
+                    &field,
+                    format!("{spec:?} is not a node list (ranges go low to high, like node[001-004])"),
+                    "write host names, Slurm ranges like \"node[001-004,007]\" or partition:group:count",
+                )),
+            }
+        }
+    }
+    if !entry.nodes.is_empty()
+        && entry.num_nodes_set
+        && known
+        && entry.num_nodes.first() != Some(&listed)
+    {
+        warn_at(
+            entry,
+            ".num_nodes",
+            format!(
+                "num_nodes = {} is ignored: nodes names {listed} node(s), which is what runs",
+                entry.num_nodes.first().copied().unwrap_or(1)
+            ),
+        );
+    }
+    // the system's own size, when its file lists nodes
+    if let Some(SystemKind::Slurm(s)) = system.map(|s| &s.kind) {
+        let part = s.partitions.iter().find(|p| p.name == s.default_partition);
+        let size: u64 = part
+            .map(|p| {
+                p.groups
+                    .iter()
+                    .flat_map(|g| &g.nodes)
+                    .filter_map(|n| nodelist::expand(n))
+                    .map(|v| v.len() as u64)
+                    .sum()
+            })
+            .unwrap_or(0);
+        let want = if entry.nodes.is_empty() {
+            entry.num_nodes.iter().copied().max().unwrap_or(1)
+        } else {
+            listed
+        };
+        if size > 0 && want > size && entry.nodes.iter().all(|n| !n.contains(':')) {
+            errors.push(err(
+                entry,
+                if entry.nodes.is_empty() {
+                    ".num_nodes"
+                } else {
+                    ".nodes"
+                },
+                format!(
+                    "test '{}' asks {want} nodes; partition {:?} has {size}",
+                    entry.id, s.default_partition
+                ),
+                "lower num_nodes, or list more nodes in the system's partition groups",
+            ));
+        }
+    }
+}

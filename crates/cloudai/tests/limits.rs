@@ -1,0 +1,144 @@
+//! Counts and node requests are checked when the scenario loads, before any results directory exists: bounds on
+//! iterations, tests and sweep steps; node specs that cannot be read or met; time limits that look like typos and
+//! `num_nodes` next to `nodes` are warnings.
+
+mod common;
+
+use common::{stdout_of, Work};
+
+const SYSTEM: &str = r#"
+name = "cluster"
+scheduler = "slurm"
+install_path = "install"
+output_path = "out"
+default_partition = "batch"
+[[partitions]]
+name = "batch"
+  [[partitions.groups]]
+  name = "g1"
+  nodes = ["gpu-[01-08]"]
+"#;
+
+const SLEEP: &str =
+    "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
+
+fn dry_run(scenario: &str, test: &str) -> (Option<i32>, String, bool) {
+    let w = Work::new();
+    w.file("system.toml", SYSTEM);
+    w.file("tests/sleep.toml", test);
+    w.file("s.toml", scenario);
+    let out = w
+        .cloudai()
+        .args([
+            "dry-run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        stdout_of(&out),
+        w.path().join("out").exists(),
+    )
+}
+
+fn entry(extra: &str) -> String {
+    format!("name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n{extra}")
+}
+
+#[track_caller]
+fn refused(scenario: &str, test: &str, want: &[&str]) {
+    let (code, text, made) = dry_run(scenario, test);
+    assert_eq!(code, Some(1), "{text}");
+    for w in want {
+        assert!(text.contains(w), "missing {w:?} in:\n{text}");
+    }
+    assert!(!made, "a results directory was created:\n{text}");
+}
+
+#[test]
+fn counts_have_bounds() {
+    refused(
+        &entry("iterations = 10001\n"),
+        SLEEP,
+        &["field 'Tests.0.iterations': 10001 iterations is more than the limit of 10000"],
+    );
+    let many: String = (0..10_001)
+        .map(|i| format!("[[Tests]]\nid = \"t{i}\"\ntest_name = \"sleep\"\n"))
+        .collect();
+    refused(
+        &format!("name = \"s\"\n{many}"),
+        SLEEP,
+        &["10001 [[Tests]] entries is more than the limit of 10000"],
+    );
+    // a sweep of 101 x 101 x 2 steps
+    let list = |n: usize| {
+        (0..n)
+            .map(|i| format!("\"{i}\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    refused(
+        &entry(&format!(
+            "num_nodes = [1, 2]\n[Tests.extra_env_vars]\nA = [{}]\nB = [{}]\n",
+            list(101),
+            list(101)
+        )),
+        SLEEP,
+        &["has 20402 steps, more than the limit of 10000"],
+    );
+}
+
+#[test]
+fn node_requests_the_system_cannot_meet_are_refused_at_load() {
+    refused(
+        &entry("nodes = [\"node[005-001]\"]\n"),
+        SLEEP,
+        &["field 'Tests.0.nodes.0': \"node[005-001]\" is not a node list"],
+    );
+    refused(
+        &entry("nodes = [\"gpu[0-99999999]\"]\n"),
+        SLEEP,
+        &["is not a node list"],
+    );
+    refused(
+        &entry("nodes = [\"debug:g1:2\"]\n"),
+        SLEEP,
+        &["\"debug:g1:2\": the system has no partition \"debug\"", "partitions: batch"],
+    );
+    refused(
+        &entry("nodes = [\"batch:g9:2\"]\n"),
+        SLEEP,
+        &["partition \"batch\" has no group \"g9\""],
+    );
+    refused(
+        &entry("num_nodes = 9\n"),
+        SLEEP,
+        &["field 'Tests.0.num_nodes': test 't' asks 9 nodes; partition \"batch\" has 8"],
+    );
+}
+
+#[test]
+fn likely_typos_are_warned_about_and_run() {
+    let (code, text, _) = dry_run(
+        &entry("time_limit = \"00:99:99\"\nnodes = [\"gpu-[01-02]\"]\nnum_nodes = 4\n"),
+        SLEEP,
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("[WARNING] ")
+            && text.contains(
+                "\"00:99:99\" has minutes or seconds of 60 or more; read as 01:40:39"
+            ),
+        "{text}"
+    );
+    assert!(
+        text.contains("num_nodes = 4 is ignored: nodes names 2 node(s)"),
+        "{text}"
+    );
+}
