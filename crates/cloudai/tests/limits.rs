@@ -109,7 +109,10 @@ fn node_requests_the_system_cannot_meet_are_refused_at_load() {
     refused(
         &entry("nodes = [\"debug:g1:2\"]\n"),
         SLEEP,
-        &["\"debug:g1:2\": the system has no partition \"debug\"", "partitions: batch"],
+        &[
+            "\"debug:g1:2\": the system has no partition \"debug\"",
+            "partitions: batch",
+        ],
     );
     refused(
         &entry("nodes = [\"batch:g9:2\"]\n"),
@@ -132,9 +135,7 @@ fn likely_typos_are_warned_about_and_run() {
     assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("[WARNING] ")
-            && text.contains(
-                "\"00:99:99\" has minutes or seconds of 60 or more; read as 01:40:39"
-            ),
+            && text.contains("\"00:99:99\" has minutes or seconds of 60 or more; read as 01:40:39"),
         "{text}"
     );
     assert!(

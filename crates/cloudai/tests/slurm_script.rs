@@ -233,7 +233,9 @@ fn unmeetable_group_request_is_refused_up_front() {
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("s.toml:2:1: field 'Tests.0.nodes.0': \"batch:g1:9\" asks 9 nodes; group \"g1\" has 8"),
+        text.contains(
+            "s.toml:2:1: field 'Tests.0.nodes.0': \"batch:g1:9\" asks 9 nodes; group \"g1\" has 8"
+        ),
         "{text}"
     );
     assert!(!w.path().join("out").exists());

@@ -214,6 +214,17 @@ pub fn report_errors(errors: &crate::config::ConfigErrors) {
     }
 }
 
+/// Whether results files could not be written (a full disk): says so once, as an error. Callers exit 1.
+pub fn incomplete(root: &std::path::Path) -> bool {
+    match crate::util::fsx::failure_summary(root) {
+        Some(msg) => {
+            crate::error!("{msg}");
+            true
+        }
+        None => false,
+    }
+}
+
 /// Names everything that may still hold resources, writes `leftovers.json` into the results root, and gives
 /// the exit code that says so.
 pub fn report_leftovers(

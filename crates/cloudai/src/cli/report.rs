@@ -91,6 +91,9 @@ pub fn generate(args: &ReportArgs) -> i32 {
             if !super::write_junit(args.junit.as_deref(), &summary.scenario, &records) {
                 return 1;
             }
+            if super::incomplete(&args.result_dir) {
+                return 1;
+            }
             super::verdict(&records)
         }
         Err(e) => {

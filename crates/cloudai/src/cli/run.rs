@@ -157,6 +157,9 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     if !outcome.leftovers.is_empty() {
         return super::report_leftovers(&runner.layout.root, &outcome.leftovers);
     }
+    if super::incomplete(&runner.layout.root) {
+        return 1;
+    }
     if outcome.interrupted {
         crate::warn!(
             "Run interrupted: every submitted job was cancelled. Results so far are in {}",

@@ -453,6 +453,18 @@ impl Runner {
             self.system.attempts(&a.id)
         };
         (rec.status, rec.message) = verdict;
+        if !self.dry_run && crate::util::fsx::is_full(&a.dir) {
+            crate::error!(
+                "The disk holding {} is full: the output of {} #{} may be cut short",
+                a.dir.display(),
+                run.id,
+                slot.iteration
+            );
+            rec.message = format!(
+                "the disk holding the results is full, so the output may be cut short; {}",
+                rec.message
+            );
+        }
         self.save(&rec, &a.dir);
         crate::log::log_file_only(
             crate::log::Level::Debug,
