@@ -252,9 +252,38 @@ fn first_line(s: &str) -> &str {
 
 /// Reads and parses a file; a missing or unreadable file is a config error too.
 pub fn load(path: &Path, what: &str) -> Result<Node, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigError::file(path, format!("cannot read {what}: {e}"))
-            .with_hint("check the path and its permissions")
+    let bytes = std::fs::read(path).map_err(|e| {
+        let (msg, hint) = if path.is_dir() {
+            (
+                format!("cannot read {what}: it is a directory"),
+                "give the path of a TOML file",
+            )
+        } else {
+            (
+                format!("cannot read {what}: {e}"),
+                "check the path and its permissions",
+            )
+        };
+        ConfigError::file(path, msg).with_hint(hint)
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..at];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let col = at - before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+        ConfigError::new(
+            Loc {
+                file: Arc::from(path),
+                line: line as u32,
+                col: col as u32,
+            },
+            "",
+            format!(
+                "not valid UTF-8 ({what}): byte {at} (0x{:02x}) cannot start or continue a character",
+                e.as_bytes()[at]
+            ),
+        )
+        .with_hint("save the file as UTF-8")
     })?;
     parse(path, &text, what)
 }

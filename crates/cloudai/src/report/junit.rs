@@ -36,7 +36,12 @@ fn seconds(r: &IterationRecord) -> f64 {
 /// The JUnit document for a scenario's records.
 pub fn render(scenario: &str, records: &[IterationRecord]) -> String {
     let count = |f: fn(Status) -> bool| records.iter().filter(|r| f(r.status)).count();
-    let failures = count(|s| matches!(s, Status::Failed | Status::Timeout | Status::Cancelled));
+    let failures = count(|s| {
+        matches!(
+            s,
+            Status::Failed | Status::Timeout | Status::Cancelled | Status::Interrupted
+        )
+    });
     let skipped = count(|s| matches!(s, Status::Skipped | Status::DryRun));
     let total: f64 = records.iter().map(seconds).sum();
     let stamp = records
@@ -81,7 +86,7 @@ pub fn render(scenario: &str, records: &[IterationRecord]) -> String {
             r.message.clone()
         };
         match r.status {
-            Status::Failed | Status::Timeout | Status::Cancelled => {
+            Status::Failed | Status::Timeout | Status::Cancelled | Status::Interrupted => {
                 let mut body = format!("end reason: {}\n", r.end_reason.as_str());
                 if let Some(j) = &r.job_id {
                     let _ = writeln!(body, "job: {j} ({})", r.scheduler);

@@ -62,6 +62,20 @@ pub struct Flag {
     pub drop_pct: f64,
 }
 
+/// summary.json: `results_root` absolute, every other path relative to it (however the tree was named on the
+/// command line, and whether the records were written by a run or rebuilt from the tree).
+fn summary_json(summary: &Summary, abs_root: &Path) -> std::io::Result<Vec<u8>> {
+    let mut v = serde_json::to_value(summary).map_err(std::io::Error::other)?;
+    for t in v["tests"].as_array_mut().into_iter().flatten() {
+        if let Some(p) = t["output_path"].as_str() {
+            let abs = std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p));
+            let rel = abs.strip_prefix(abs_root).unwrap_or(&abs);
+            t["output_path"] = rel.display().to_string().into();
+        }
+    }
+    serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)
+}
+
 #[derive(Debug, Serialize)]
 pub struct Summary {
     pub scenario: String,
@@ -455,9 +469,10 @@ pub fn generate(
             .entry(e.record.status.as_str().to_string())
             .or_insert(0) += 1;
     }
+    let abs_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let summary = Summary {
         scenario: name.clone(),
-        results_root: root.display().to_string(),
+        results_root: abs_root.display().to_string(),
         generated_at: chrono::Local::now().to_rfc3339(),
         tolerance_pct: opts.tolerance * 100.0,
         counts,
@@ -475,7 +490,7 @@ pub fn generate(
             sizes,
         }),
     };
-    let json = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
+    let json = summary_json(&summary, &abs_root)?;
     if opts.summary {
         write_atomic(&root.join(SUMMARY_FILE), &json)?;
     }

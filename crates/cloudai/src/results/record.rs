@@ -22,6 +22,8 @@ pub enum Status {
     /// Dry-run: every file was written, nothing ran, nothing was graded.
     #[serde(rename = "DRY-RUN")]
     DryRun,
+    /// cloudai stopped (killed) while the iteration's job was submitted or running: its end was never seen.
+    Interrupted,
 }
 
 impl Status {
@@ -34,6 +36,7 @@ impl Status {
             Status::Stopped => "STOPPED",
             Status::Skipped => "SKIPPED",
             Status::DryRun => "DRY-RUN",
+            Status::Interrupted => "INTERRUPTED",
         }
     }
 
@@ -115,6 +118,8 @@ pub enum EndReason {
     /// Never submitted.
     #[default]
     NotStarted,
+    /// cloudai itself stopped (killed) while the job was queued or running; what became of the job is unknown.
+    Interrupted,
 }
 
 impl EndReason {

@@ -246,6 +246,18 @@ impl Runner {
             .await
         {
             Ok(id) => {
+                // on disk from now on: if cloudai is killed, the tree says this iteration was interrupted
+                // (the final record replaces it when the job ends)
+                let mut rec = self.record(&run, slot.iteration, &dir, &prepared);
+                rec.job_id = Some(id.clone());
+                rec.submitted_at = Some(submitted_at.to_rfc3339());
+                rec.status = Status::Interrupted;
+                rec.end_reason = EndReason::Interrupted;
+                rec.message = format!(
+                    "cloudai stopped while job {id} was queued or running (killed?); its end was not seen: check \
+                     the scheduler, then run the test again"
+                );
+                self.save(&rec, &dir);
                 slot.phase = Phase::Active(Box::new(Active {
                     id,
                     dir,

@@ -299,6 +299,19 @@ pub struct Inputs<'a> {
 
 pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigErrors> {
     let mut errors = ConfigErrors::default();
+    if let Some(d) = inputs.hook_dir.filter(|d| !d.is_dir()) {
+        errors.push(
+            ConfigError::file(
+                d,
+                if d.exists() {
+                    "--hook-dir is not a directory"
+                } else {
+                    "--hook-dir does not exist"
+                },
+            )
+            .with_hint("give the directory holding hook scenarios (and their tests in test/), like conf/hook"),
+        );
+    }
     let system = match inputs.system {
         Some(p) => crate::config::system::load(p),
         None => crate::config::system::builtin_standalone(),
@@ -316,6 +329,9 @@ pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigError
     let (Some(system), Some(tests), Some(file)) = (system, tests, file) else {
         return Err(errors);
     };
+    if errors.has_errors() {
+        return Err(errors);
+    }
     let hooks = if file.pre_test.is_some() || file.post_test.is_some() {
         let dir = inputs
             .hook_dir

@@ -1,0 +1,163 @@
+//! What a tree says after `cloudai run` is killed outright, and smaller input edges: summary.json paths relative
+//! to the results root, a missing --hook-dir, a symlink loop among the tests, a config file that is not UTF-8.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cloudai::results::{EndReason, IterationRecord, Status};
+use common::{stdout_of, Work};
+
+const SLEEP: &str =
+    "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 30\n";
+
+#[test]
+fn kill_9_then_generate_report_says_interrupted() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/sleep.toml", SLEEP);
+    w.file(
+        "s.toml",
+        "name = \"k\"\n[[Tests]]\nid = \"long\"\ntest_name = \"sleep\"\n",
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(common::RUN_S_TOML)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // the iteration's record appears once its job is submitted
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let dir = loop {
+        let found = std::fs::read_dir(w.path().join("out"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("long/0"))
+            .filter(|d| d.join("cloudai-run.json").is_file());
+        if let Some(d) = found {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "no record was written");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    child.kill().unwrap(); // SIGKILL: no cleanup at all
+    child.wait().unwrap();
+    let rec = IterationRecord::read(&dir).unwrap();
+    // the orphaned job (its own process group) is ours to clean up
+    if let Some(pid) = rec.job_id.as_deref().and_then(|j| j.parse::<i32>().ok()) {
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    assert_eq!(
+        (rec.status, rec.end_reason),
+        (Status::Interrupted, EndReason::Interrupted)
+    );
+
+    let root = dir.parent().unwrap().parent().unwrap().to_path_buf();
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(root.strip_prefix(w.path()).unwrap())
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("INTERRUPTED"), "{text}");
+    assert!(!text.contains("SKIPPED"), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["tests"][0]["status"], "INTERRUPTED");
+    // paths relative to the results root, which is absolute
+    assert_eq!(summary["tests"][0]["output_path"], "long/0");
+    assert!(summary["results_root"]
+        .as_str()
+        .is_some_and(|r| std::path::Path::new(r).is_absolute()));
+}
+
+#[test]
+fn summary_paths_are_relative_to_the_root_after_a_run_too() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/sleep.toml",
+        &SLEEP.replace("seconds = 30", "seconds = 0"),
+    );
+    w.file(
+        "s.toml",
+        "name = \"r\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.results_root().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["tests"][0]["output_path"], "a/0");
+}
+
+#[test]
+fn edges_of_input() {
+    // a --hook-dir that does not exist
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/sleep.toml", SLEEP);
+    w.file(
+        "s.toml",
+        "name = \"r\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args(common::RUN_S_TOML)
+        .args(["--hook-dir", "no/such/dir"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("no/such/dir: --hook-dir does not exist"),
+        "{text}"
+    );
+
+    // a symlink loop among the tests: a warning, the rest loads
+    std::os::unix::fs::symlink("loop.toml", w.path().join("tests/loop.toml")).unwrap();
+    let out = w
+        .cloudai()
+        .args([
+            "dry-run",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[WARNING] tests/loop.toml: skipped, it cannot be read"),
+        "{text}"
+    );
+
+    // not UTF-8: the byte offset and its line and column
+    let mut bytes = b"name = \"sleep\"\ndescription = \"caf".to_vec();
+    bytes.push(0xe9);
+    bytes.extend_from_slice(b"\"\ntest_template_name = \"Sleep\"\n");
+    std::fs::remove_file(w.path().join("tests/loop.toml")).unwrap();
+    std::fs::write(w.path().join("tests/sleep.toml"), &bytes).unwrap();
+    let out = w
+        .cloudai()
+        .args([
+            "dry-run",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("tests/sleep.toml:2:19: not valid UTF-8 (test spec): byte 33 (0xe9)"),
+        "{text}"
+    );
+}
