@@ -523,6 +523,28 @@ fn ids_and_names_that_escape_the_output_directory_are_rejected() {
     }
 }
 
+/// A test's name names its hook output directory (`pre_test/<name>/`): it must be one path component too.
+#[test]
+fn a_test_name_that_would_escape_is_rejected() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/s.toml",
+        "name = \"../../ESCAPED\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"x\"\n[[Tests]]\nid = \"a\"\ntest_name = \"../../ESCAPED\"\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("tests/s.toml:1:8: field 'name': \"../../ESCAPED\" contains '/'"),
+        "{text}"
+    );
+}
+
 /// Two runs of one scenario started in the same second into one output directory end with two complete trees.
 #[test]
 fn concurrent_runs_get_their_own_results_directories() {

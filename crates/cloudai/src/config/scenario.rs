@@ -191,9 +191,9 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
     })
 }
 
-/// A scenario name or test id names a directory of the results tree: it must be one safe path component, or a
-/// crafted config could write outside the output directory.
-fn path_component(ctx: &mut Ctx, node: &Node, field: &str, value: &str) {
+/// A scenario name, test id or test name (hooks' output directories) names a directory of the results tree: it
+/// must be one safe path component, or a crafted config could write outside the output directory.
+pub fn path_component(ctx: &mut Ctx, node: &Node, field: &str, value: &str) {
     let why = if value == "." || value == ".." {
         Some("is a relative directory name")
     } else if value.contains('/') {

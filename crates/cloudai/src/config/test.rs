@@ -138,6 +138,9 @@ pub fn load_raw(path: &Path) -> Result<RawTest, ConfigErrors> {
     let name = ctx
         .table(&node, "")
         .and_then(|v| v.req_str(&mut ctx, "name"));
+    if let (Some(n), Some(at)) = (&name, node.as_table().and_then(|t| t.get("name"))) {
+        super::scenario::path_component(&mut ctx, at, "name", n);
+    }
     match name {
         Some(name) if !ctx.errors.has_errors() => Ok(RawTest {
             file: path.to_path_buf(),
