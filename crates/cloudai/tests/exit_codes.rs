@@ -216,3 +216,55 @@ fn an_unwritable_junit_path_is_an_error() {
         "{text}"
     );
 }
+
+/// A dry-run's iterations are DRY-RUN (exit 0) in its own table, and stay DRY-RUN when generate-report reads the
+/// tree later; an iteration that has output since is graded.
+#[test]
+fn dry_run_and_generate_report_agree() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/nccl.toml",
+        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"d\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = 2\n",
+    );
+    let mut args = common::RUN_S_TOML.to_vec();
+    args[0] = "dry-run";
+    let out = w.cloudai().args(&args).output().unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(text.matches("│ DRY-RUN │").count(), 2, "{text}");
+    let root = w.results_root();
+    // iteration directories hold exactly CloudAI's files; the tree's summary says it was a dry-run
+    assert!(!root.join("ar/0/cloudai-run.json").exists());
+    let summary = std::fs::read_to_string(root.join("summary.json")).unwrap();
+    assert!(summary.contains("\"mode\": \"dry-run\""), "{summary}");
+
+    // output appears for iteration 1 only: it is graded, iteration 0 stays a dry-run
+    let sample = std::fs::read_to_string(
+        common::data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+    )
+    .unwrap();
+    std::fs::write(root.join("ar/1/stdout.txt"), sample).unwrap();
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    let statuses: Vec<&str> = summary["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["DRY-RUN", "PASSED"], "{text}");
+    assert_eq!(summary["mode"], "dry-run");
+}

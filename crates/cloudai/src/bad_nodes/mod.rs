@@ -210,6 +210,7 @@ pub fn run(req: &Request) -> i32 {
             tolerance: req.tolerance,
             regrade: false,
             summary: true,
+            dry_run: false,
             baseline: req.baseline.clone(),
             peaks: Peaks::of(&sys_cfg),
         };

@@ -63,6 +63,7 @@ pub fn generate(args: &ReportArgs) -> i32 {
         tolerance: args.baseline.tolerance / 100.0,
         regrade: true,
         summary: true,
+        dry_run: crate::report::scenario::is_dry_run_tree(&args.result_dir),
         baseline: grading,
         peaks,
     };

@@ -123,7 +123,8 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         compare: Vec::new(),
         tolerance: args.baseline.tolerance / 100.0,
         regrade: false,
-        summary: !dry_run,
+        summary: true,
+        dry_run,
         baseline: if dry_run { None } else { grading },
         peaks: crate::report::scenario::Peaks::of(&system),
     };

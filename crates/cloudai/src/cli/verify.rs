@@ -181,7 +181,14 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         "test scenarios",
         &of(Class::Scenario),
         &mut |p| {
-            let file = scen::load(p)?;
+            let file = match scen::load_lenient(p) {
+                (Some(f), e) if !e.has_errors() => f,
+                (Some(f), mut e) => {
+                    e.0.extend(crate::scenario::entry_errors(f, &library, None));
+                    return Err(e);
+                }
+                (None, e) => return Err(e),
+            };
             let hooks = match &hooks {
                 Some(Ok(h)) => Some(h),
                 Some(Err(e)) if file.pre_test.is_some() || file.post_test.is_some() => {

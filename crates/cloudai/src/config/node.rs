@@ -255,8 +255,8 @@ pub fn load(path: &Path, what: &str) -> Result<Node, ConfigError> {
     let bytes = std::fs::read(path).map_err(|e| {
         let (msg, hint) = if path.is_dir() {
             (
-                format!("cannot read {what}: it is a directory"),
-                "give the path of a TOML file",
+                format!("{what}: is a directory; expected a TOML file"),
+                "give the path of a .toml file inside it",
             )
         } else {
             (

@@ -121,10 +121,27 @@ pub fn load(path: &Path) -> Result<ScenarioFile, ConfigErrors> {
     decode(&root, path)
 }
 
+/// As `load`, keeping what could be read beside the errors (see `decode_lenient`).
+pub fn load_lenient(path: &Path) -> (Option<ScenarioFile>, ConfigErrors) {
+    match node::load(path, "test scenario") {
+        Ok(root) => decode_lenient(&root, path),
+        Err(e) => (None, e.into()),
+    }
+}
+
 pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
+    match decode_lenient(root, path) {
+        (Some(f), e) if !e.has_errors() => Ok(f),
+        (_, e) => Err(e),
+    }
+}
+
+/// Reads a scenario as far as it can be read: the file (when its name and entries could be read) and every
+/// problem found, so resolving it can report more problems (an unknown test name) in the same pass.
+pub fn decode_lenient(root: &Node, path: &Path) -> (Option<ScenarioFile>, ConfigErrors) {
     let mut ctx = Ctx::new();
     let Some(v) = ctx.table(root, "") else {
-        return Err(ctx.errors);
+        return (None, ctx.errors);
     };
     super::decode::reject_control_chars(&mut ctx, root, "");
     let name = v.req_str(&mut ctx, "name");
@@ -177,9 +194,9 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
     v.done(&mut ctx, SCENARIO_FIELDS);
     check_ids(&mut ctx, &tests);
     let Some(name) = name else {
-        return Err(ctx.errors);
+        return (None, ctx.errors);
     };
-    ctx.finish(ScenarioFile {
+    let file = ScenarioFile {
         file: path.to_path_buf(),
         name,
         sol_path,
@@ -188,7 +205,8 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
         pre_test,
         post_test,
         reports,
-    })
+    };
+    (Some(file), ctx.errors)
 }
 
 /// A scenario name, test id or test name (hooks' output directories) names a directory of the results tree: it

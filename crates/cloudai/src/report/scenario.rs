@@ -22,8 +22,10 @@ pub struct Options {
     pub tolerance: f64,
     /// Grade again from the output (generate-report); a run has just graded.
     pub regrade: bool,
-    /// Write summary.json. A dry-run leaves it out, so its tree holds exactly CloudAI's files.
+    /// Write summary.json (at the root, beside the page: iteration directories hold exactly CloudAI's files).
     pub summary: bool,
+    /// The tree is a dry-run's: iterations without a record or output are DRY-RUN, not SKIPPED.
+    pub dry_run: bool,
     /// Grade against a baseline (`--baseline`).
     pub baseline: Option<crate::baseline::Grading>,
     /// The system's link peaks per GPU (GB/s): NVLink for 1-node runs, the network for multi-node ones.
@@ -62,6 +64,14 @@ pub struct Flag {
     pub drop_pct: f64,
 }
 
+/// Whether a tree's summary.json says a dry-run made it.
+pub fn is_dry_run_tree(root: &Path) -> bool {
+    std::fs::read(root.join(SUMMARY_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["mode"] == "dry-run")
+}
+
 /// summary.json: `results_root` absolute, every other path relative to it (however the tree was named on the
 /// command line, and whether the records were written by a run or rebuilt from the tree).
 fn summary_json(summary: &Summary, abs_root: &Path) -> std::io::Result<Vec<u8>> {
@@ -79,6 +89,8 @@ fn summary_json(summary: &Summary, abs_root: &Path) -> std::io::Result<Vec<u8>> 
 #[derive(Debug, Serialize)]
 pub struct Summary {
     pub scenario: String,
+    /// `run` or `dry-run`: what made this tree (kept by generate-report).
+    pub mode: &'static str,
     pub results_root: String,
     pub generated_at: String,
     pub tolerance_pct: f64,
@@ -192,6 +204,17 @@ fn entry(
             message: "no run record in this directory".into(),
             ..Default::default()
         });
+    // a dry-run writes no record into iteration directories (they hold exactly CloudAI's files); its summary
+    // says it was a dry-run, and an iteration that has no output since is still one
+    if opts.dry_run
+        && record.end_reason == EndReason::NotStarted
+        && !dir.join("stdout.txt").exists()
+    {
+        record.status = Status::DryRun;
+        record.end_reason = EndReason::DryRun;
+        record.message = "dry-run: files written, nothing ran".into();
+        report = None;
+    }
     // the record on disk is rewritten once, when re-grading or the baseline changed it
     let mut changed = false;
     let gradable = matches!(
@@ -281,6 +304,7 @@ pub fn read_tree(root: &Path, regrade: bool) -> Vec<Entry> {
         tolerance: 0.0,
         regrade,
         summary: false,
+        dry_run: false,
         baseline: None,
         peaks: Peaks::default(),
     };
@@ -472,6 +496,7 @@ pub fn generate(
     let abs_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let summary = Summary {
         scenario: name.clone(),
+        mode: if opts.dry_run { "dry-run" } else { "run" },
         results_root: abs_root.display().to_string(),
         generated_at: chrono::Local::now().to_rfc3339(),
         tolerance_pct: opts.tolerance * 100.0,

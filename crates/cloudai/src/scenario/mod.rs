@@ -288,6 +288,24 @@ fn count_nodes(nodes: &[String]) -> Option<u64> {
     Some(n)
 }
 
+/// What resolving a scenario's entries finds (unknown test names, templates the system cannot run, limits),
+/// for a scenario that already has other errors: every problem is reported in one pass.
+pub fn entry_errors(
+    file: crate::config::scenario::ScenarioFile,
+    tests: &TestLibrary,
+    system: Option<&SystemConfig>,
+) -> Vec<ConfigError> {
+    let entries_only = crate::config::scenario::ScenarioFile {
+        pre_test: None,
+        post_test: None,
+        ..file
+    };
+    match resolve(&entries_only, tests, None, system) {
+        Ok(_) => Vec::new(),
+        Err(more) => more.0.into_iter().filter(|e| !e.warning).collect(),
+    }
+}
+
 /// Loads the system, test library, hooks (only when the scenario uses them) and scenario, and resolves them.
 pub struct Inputs<'a> {
     /// `None` selects the built-in standalone system.
@@ -323,13 +341,14 @@ pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigError
             .ok(),
         None => Some(TestLibrary::default()),
     };
-    let file = crate::config::scenario::load(inputs.scenario)
-        .map_err(|e| errors.0.extend(e.0))
-        .ok();
+    let (file, file_errors) = crate::config::scenario::load_lenient(inputs.scenario);
+    errors.0.extend(file_errors.0);
     let (Some(system), Some(tests), Some(file)) = (system, tests, file) else {
         return Err(errors);
     };
     if errors.has_errors() {
+        // the entries that could be read still name their tests: report those problems in the same pass
+        errors.0.extend(entry_errors(file, &tests, Some(&system)));
         return Err(errors);
     }
     let hooks = if file.pre_test.is_some() || file.post_test.is_some() {
