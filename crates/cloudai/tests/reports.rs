@@ -195,10 +195,11 @@ fn charts_render_in_headless_chromium() {
         &root.join("ar/0/cloudai_nccl_test_bokeh_report.html"),
         &w.path().join("profile"),
     );
-    // the script drew both charts: 2 series each, one point per row (25 rows)
-    assert_eq!(dom.matches("class=\"series\"").count(), 4, "{dom}");
-    assert_eq!(dom.matches("class=\"point\"").count(), 4 * 25);
-    assert!(dom.contains(">128MB<"), "x axis labels");
+    // the script drew the three charts (busbw, latency, algbw): 2 series each, one marker per row (25 rows)
+    // plus one per legend entry
+    assert_eq!(dom.matches("class=\"series\"").count(), 6, "{dom}");
+    assert_eq!(dom.matches("class=\"point\"").count(), 6 * 25 + 6);
+    assert!(dom.contains(">128 MiB<"), "x axis labels");
     let dom = rendered_dom(
         browser,
         &root.join("nccl-local.html"),
@@ -208,4 +209,32 @@ fn charts_render_in_headless_chromium() {
         dom.contains("data-name=\"iteration 0\"") && dom.contains("data-name=\"iteration 1\""),
         "comparison overlay"
     );
+}
+
+/// `--compare` with a tree that holds nothing comparable says so on the console, the page and summary.json.
+#[test]
+fn a_comparison_that_matches_nothing_says_so() {
+    let w = Work::new();
+    let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 1);
+    let empty = w.path().join("elsewhere");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .arg("--compare")
+        .arg(&empty)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[WARNING] --compare ")
+            && text.contains("no iteration there has NCCL results to compare with"),
+        "{text}"
+    );
+    let s = summary(&root);
+    assert_eq!(s["compare_notes"].as_array().map(Vec::len), Some(1));
+    let page = std::fs::read_to_string(root.join("nccl-local.html")).unwrap();
+    assert!(page.contains("no iteration there has NCCL results"));
 }

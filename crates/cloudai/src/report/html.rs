@@ -41,7 +41,32 @@ pub fn chart_spec(
     log_y: bool,
     series: Vec<serde_json::Value>,
 ) -> serde_json::Value {
-    serde_json::json!({ "title": title, "ylabel": ylabel, "unit": unit, "logY": log_y, "series": series })
+    let vname = ylabel.split(" (").next().unwrap_or(ylabel);
+    serde_json::json!({ "title": title, "ylabel": ylabel, "vname": vname, "unit": unit, "logY": log_y, "series": series })
+}
+
+/// Horizontal reference lines (a threshold, a target): (label, value).
+pub fn with_refs(mut spec: serde_json::Value, refs: &[(&str, f64)]) -> serde_json::Value {
+    spec["refs"] = refs
+        .iter()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(l, v)| serde_json::json!({ "label": l, "value": v }))
+        .collect();
+    spec
+}
+
+/// A series whose points carry more values for the hover and the CSV export: (size, value, {name: text}).
+pub fn rich_series(
+    name: &str,
+    points: Vec<(u64, f64, serde_json::Value)>,
+    dashed: bool,
+) -> serde_json::Value {
+    let pts: Vec<serde_json::Value> = points
+        .into_iter()
+        .filter(|(_, v, _)| v.is_finite())
+        .map(|(s, v, x)| serde_json::json!([s, v, x]))
+        .collect();
+    serde_json::json!({ "name": name, "points": pts, "dashed": dashed })
 }
 
 pub fn series(name: &str, points: &[(u64, f64)], dashed: bool) -> serde_json::Value {

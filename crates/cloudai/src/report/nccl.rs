@@ -1,10 +1,10 @@
 //! Per-iteration NCCL reports: `cloudai_nccl_test_csv_report.csv` (CloudAI's columns) and
 //! `cloudai_nccl_test_bokeh_report.html` (name kept for compatibility; our own offline charts).
 
-use super::html::{chart, chart_spec, esc, human_size, page, series};
+use super::html::{chart, chart_spec, esc, human_size, page, rich_series, with_refs};
 use crate::config::args::py_float;
 use crate::workloads::nccl::grade::Metrics;
-use crate::workloads::nccl::parse::{Output, Row};
+use crate::workloads::nccl::parse::{Output, Row, Side};
 
 pub const CSV_FILE: &str = "cloudai_nccl_test_csv_report.csv";
 pub const HTML_FILE: &str = "cloudai_nccl_test_bokeh_report.html";
@@ -70,10 +70,12 @@ pub fn csv(out: &Output) -> String {
     s
 }
 
-fn points(rows: &[&Row], f: impl Fn(&Row) -> Option<f64>) -> Vec<(u64, f64)> {
-    rows.iter()
-        .filter_map(|r| f(r).map(|v| (r.size, v)))
-        .collect()
+fn side(r: &Row, in_place: bool) -> Option<&Side> {
+    if in_place {
+        r.in_place.as_ref()
+    } else {
+        Some(&r.out_of_place)
+    }
 }
 
 /// Rows shown in an iteration's page (table and charts) and kept in its curve for the scenario page; the CSV
@@ -81,7 +83,14 @@ fn points(rows: &[&Row], f: impl Fn(&Row) -> Option<f64>) -> Vec<(u64, f64)> {
 pub const REPORT_ROW_CAP: usize = 5000;
 
 /// The page for one iteration: summary cards, bus bandwidth and latency charts, and the table.
-pub fn html(title: &str, out: &Output, m: &Metrics, verdict: &str, passed: bool) -> String {
+pub fn html(
+    title: &str,
+    out: &Output,
+    m: &Metrics,
+    verdict: &str,
+    passed: bool,
+    min_busbw: Option<f64>,
+) -> String {
     let (gpu, per_node, ranks) = device_facts(out);
     let total = out.runs.iter().map(|r| r.rows.len()).sum::<usize>();
     let rows: Vec<&Row> = out
@@ -90,15 +99,28 @@ pub fn html(title: &str, out: &Output, m: &Metrics, verdict: &str, passed: bool)
         .flat_map(|r| r.rows.iter())
         .take(REPORT_ROW_CAP)
         .collect();
-    let oop_bw = points(&rows, |r| Some(r.out_of_place.busbw));
-    let ip_bw = points(&rows, |r| r.in_place.as_ref().map(|s| s.busbw));
-    let oop_t = points(&rows, |r| Some(r.out_of_place.time_us));
-    let ip_t = points(&rows, |r| r.in_place.as_ref().map(|s| s.time_us));
+    // every chart point carries the other values of its row, for the hover and the CSV export
+    let rich = |ip: bool, val: fn(&Side) -> f64, extra: fn(&Side) -> serde_json::Value| {
+        rows.iter()
+            .filter_map(|r| side(r, ip).map(|s| (r.size, val(s), extra(s))))
+            .collect::<Vec<_>>()
+    };
+    let bw_extra: fn(&Side) -> serde_json::Value = |s| serde_json::json!({"algbw": format!("{:.2} GB/s", s.algbw), "time": format!("{} us", s.time_us)});
+    let t_extra: fn(&Side) -> serde_json::Value = |s| serde_json::json!({"busbw": format!("{:.2} GB/s", s.busbw), "algbw": format!("{:.2} GB/s", s.algbw)});
+    let alg_extra: fn(&Side) -> serde_json::Value = |s| serde_json::json!({"busbw": format!("{:.2} GB/s", s.busbw), "time": format!("{} us", s.time_us)});
+    let pair = |val: fn(&Side) -> f64, extra: fn(&Side) -> serde_json::Value| {
+        vec![
+            rich_series("out-of-place", rich(false, val, extra), false),
+            rich_series("in-place", rich(true, val, extra), true),
+        ]
+    };
+    let refs: Vec<(&str, f64)> = min_busbw
+        .map(|m| vec![("min_busbw", m)])
+        .unwrap_or_default();
     let data = serde_json::json!({ "charts": {
-        "busbw": chart_spec("Bus bandwidth", "busbw (GB/s)", "GB/s", false,
-            vec![series("out-of-place", &oop_bw, false), series("in-place", &ip_bw, true)]),
-        "latency": chart_spec("Latency", "time (us, log)", "us", true,
-            vec![series("out-of-place", &oop_t, false), series("in-place", &ip_t, true)]),
+        "busbw": with_refs(chart_spec("Bus bandwidth", "busbw (GB/s)", "GB/s", false, pair(|s| s.busbw, bw_extra)), &refs),
+        "latency": chart_spec("Latency", "time (us, log)", "us", true, pair(|s| s.time_us, t_extra)),
+        "algbw": chart_spec("Algorithm bandwidth", "algbw (GB/s)", "GB/s", false, pair(|s| s.algbw, alg_extra)),
     }});
     let card = |label: &str, value: String| {
         format!(
@@ -132,6 +154,7 @@ pub fn html(title: &str, out: &Output, m: &Metrics, verdict: &str, passed: bool)
     body.push_str("</div>\n");
     body.push_str(&chart("busbw"));
     body.push_str(&chart("latency"));
+    body.push_str(&chart("algbw"));
     body.push_str("<h2>Results</h2>\n");
     if total > rows.len() {
         body.push_str(&format!(

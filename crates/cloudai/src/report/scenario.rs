@@ -98,6 +98,9 @@ pub struct Summary {
     pub tests: Vec<Entry>,
     pub compared_with: Vec<String>,
     pub drops: Vec<Flag>,
+    /// `--compare` trees that matched nothing, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compare_notes: Vec<String>,
     /// The baseline graded against (`--baseline`), with its tolerance and minimum size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineInfo>,
@@ -398,6 +401,7 @@ pub fn generate(
     let mut flags = Vec::new();
     let mut charts = serde_json::Map::new();
     let mut sections = String::new();
+    let mut matched = std::collections::HashSet::new();
     for id in &ids {
         let mine: Vec<&Entry> = entries
             .iter()
@@ -437,6 +441,7 @@ pub fn generate(
             if t.is_empty() {
                 continue;
             }
+            matched.insert(other.clone());
             let base = mean_curve(&t);
             if ser.is_empty() {
                 ser.push(series("this run", &cur, false));
@@ -481,6 +486,28 @@ pub fn generate(
         }
     }
 
+    // a comparison that compares nothing must say so, not show an empty page
+    let mut compare_notes = Vec::new();
+    for (other, theirs) in &others {
+        if matched.contains(other) {
+            continue;
+        }
+        let note = if theirs.iter().all(|e| e.curve.is_empty()) {
+            format!("--compare {other}: no iteration there has NCCL results to compare with")
+        } else {
+            let mut their_ids: Vec<&str> =
+                theirs.iter().map(|e| e.record.test_id.as_str()).collect();
+            their_ids.dedup();
+            format!(
+                "--compare {other}: none of its tests ({}) has results in this run; comparisons match test ids",
+                their_ids.join(", ")
+            )
+        };
+        crate::warn!("{note}");
+        sections.insert_str(0, &format!("<p class=\"other\">{}</p>\n", esc(&note)));
+        compare_notes.push(note);
+    }
+
     let mut sizes = Vec::new();
     if let Some(g) = &opts.baseline {
         let (html, rows) = super::baseline::section(&entries, g, &mut charts);
@@ -508,6 +535,7 @@ pub fn generate(
             .map(|p| p.display().to_string())
             .collect(),
         drops: flags,
+        compare_notes,
         baseline: opts.baseline.as_ref().map(|g| BaselineInfo {
             file: g.baseline.file.display().to_string(),
             tolerance_pct: g.tolerance * 100.0,

@@ -230,7 +230,14 @@ impl Workload for NcclTest {
             ),
             (
                 crate::report::nccl::HTML_FILE.to_string(),
-                crate::report::nccl::html(title, &out, &m, &status, v.passed),
+                crate::report::nccl::html(
+                    title,
+                    &out,
+                    &m,
+                    &status,
+                    v.passed,
+                    test.cmd_args.get("min_busbw").and_then(ArgValue::as_float),
+                ),
             ),
         ];
         let mut metrics = serde_json::Map::new();
