@@ -22,7 +22,7 @@ fn chromium() -> Option<&'static str> {
             std::env::var("CLOUDAI_REQUIRE_BROWSER").is_err(),
             "chromium is not installed"
         );
-        println!("skipped: chromium is not installed");
+        common::skip("chromium is not installed");
     }
     found
 }

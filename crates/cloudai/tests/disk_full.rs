@@ -48,7 +48,7 @@ fn a_full_disk_is_one_error_and_leaves_a_consistent_tree() {
     let _m = match tmpfs(&disk, "64k") {
         Ok(m) => m,
         Err(e) if std::env::var_os("CLOUDAI_REQUIRE_TMPFS").is_none() => {
-            println!("skipped: cannot mount a tmpfs here ({e})");
+            common::skip(&format!("cannot mount a tmpfs here: {e}"));
             return;
         }
         Err(e) => panic!("CLOUDAI_REQUIRE_TMPFS is set but a tmpfs cannot be mounted: {e}"),

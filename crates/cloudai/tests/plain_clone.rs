@@ -20,7 +20,7 @@ fn a_plain_clone_passes_a_compat_test_without_the_shared_folder() {
         .is_ok_and(|o| o.status.success());
     if !is_checkout {
         assert!(std::env::var("CI").is_err(), "CI runs from a git clone");
-        eprintln!("skipped: {} is not a git checkout", repo.display());
+        common::skip(&format!("{} is not a git checkout", repo.display()));
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -161,7 +161,7 @@ fn chromium() -> Option<&'static str> {
             std::env::var("CLOUDAI_REQUIRE_BROWSER").is_err(),
             "chromium is not installed"
         );
-        eprintln!("skipped: chromium is not installed");
+        common::skip("chromium is not installed");
     }
     found
 }

@@ -52,6 +52,15 @@ pub fn list(args: &ListArgs) -> i32 {
         }
         What::Templates => {
             println!("Available test templates:");
+            // only what runs today; CloudAI's other pairings (kubernetes) validate but do not run yet
+            let runs_on = |w: &&dyn crate::workloads::Workload| {
+                w.schedulers()
+                    .iter()
+                    .filter(|s| crate::systems::RUNNABLE.contains(s))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
             for (i, w) in workloads::all().iter().enumerate() {
                 if args.verbose {
                     let args: Vec<&str> = w.args().iter().map(|a| a.name).collect();
@@ -59,16 +68,11 @@ pub fn list(args: &ListArgs) -> i32 {
                         "{}. \"{}\" schedulers={} cmd_args={}",
                         i + 1,
                         w.template(),
-                        w.schedulers().join(","),
+                        runs_on(w),
                         args.join(",")
                     );
                 } else {
-                    println!(
-                        "{}. \"{}\" schedulers={}",
-                        i + 1,
-                        w.template(),
-                        w.schedulers().join(",")
-                    );
+                    println!("{}. \"{}\" schedulers={}", i + 1, w.template(), runs_on(w));
                 }
             }
         }

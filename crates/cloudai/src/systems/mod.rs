@@ -141,6 +141,9 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
     env.into_iter().collect()
 }
 
+/// Schedulers `build` runs today (the others' configs are read and validated).
+pub const RUNNABLE: &[&str] = &["standalone", "slurm", "runai"];
+
 /// The system for a config, or why it cannot run yet.
 pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
     match &cfg.kind {

@@ -10,6 +10,17 @@ use assert_cmd::Command;
 use chrono::{DateTime, FixedOffset};
 use cloudai::results::{EndReason, IterationRecord, Status};
 
+/// Says that a test skips, visibly: written to the process's stderr directly, which the test harness does not
+/// capture (unlike `eprintln!`), so the line shows in a normal `cargo test` run.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {} ({reason})",
+        std::thread::current().name().unwrap_or("a test")
+    );
+}
+
 pub struct Work {
     pub dir: tempfile::TempDir,
 }

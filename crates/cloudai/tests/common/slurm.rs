@@ -17,7 +17,7 @@ pub fn cluster_up() -> bool {
             std::env::var("CLOUDAI_REQUIRE_SLURM").is_err(),
             "no Slurm cluster reachable: start it with scripts/slurm-cluster.sh start"
         );
-        eprintln!("skipped: no Slurm cluster (scripts/slurm-cluster.sh start)");
+        crate::common::skip("no Slurm cluster (scripts/slurm-cluster.sh start)");
     }
     up
 }
