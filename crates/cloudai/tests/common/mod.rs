@@ -104,6 +104,42 @@ pub fn repo() -> PathBuf {
         .unwrap()
 }
 
+/// A fresh `git clone` of this repository's HEAD in a temporary directory (no ../shared beside it), or None with
+/// a visible skip line when the source is not a git checkout (CI always runs from one).
+pub fn clone_head() -> Option<(tempfile::TempDir, PathBuf)> {
+    let repo = repo();
+    let is_checkout = std::process::Command::new("git")
+        .args([
+            "-C",
+            repo.to_str().unwrap(),
+            "rev-parse",
+            "--verify",
+            "HEAD",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !is_checkout {
+        assert!(std::env::var("CI").is_err(), "CI runs from a git clone");
+        skip(&format!("{} is not a git checkout", repo.display()));
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let clone = tmp.path().join("work/cloudai-rs");
+    let out = std::process::Command::new("git")
+        .args(["clone", "--quiet", "--no-hardlinks"])
+        .arg(&repo)
+        .arg(&clone)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!tmp.path().join("work/shared").exists());
+    Some((tmp, clone))
+}
+
 pub fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
