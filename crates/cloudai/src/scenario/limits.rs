@@ -207,19 +207,16 @@ pub fn check(
             listed
         };
         if size > 0 && want > size && entry.nodes.iter().all(|n| !n.contains(':')) {
-            errors.push(err(
+            // the file's list may be a subset of the real partition (Slurm knows): a warning, not an error
+            warn_at(
                 entry,
-                if entry.nodes.is_empty() {
-                    ".num_nodes"
-                } else {
-                    ".nodes"
-                },
+                if entry.nodes.is_empty() { ".num_nodes" } else { ".nodes" },
                 format!(
-                    "test '{}' asks {want} nodes; partition {:?} has {size}",
+                    "test '{}' asks {want} nodes; the system file lists {size} in partition {:?} (Slurm decides; \
+                     a job it can never start ends `unschedulable`)",
                     entry.id, s.default_partition
                 ),
-                "lower num_nodes, or list more nodes in the system's partition groups",
-            ));
+            );
         }
     }
 }
