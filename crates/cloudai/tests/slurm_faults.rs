@@ -287,7 +287,9 @@ fn a_node_failing_under_a_running_job_is_recorded_as_an_attempt() {
     scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
     // long enough for two polls (monitor_interval = 1) to see it pending
     std::thread::sleep(Duration::from_millis(2500));
-    wait_for("the job to run again", Duration::from_secs(60), || {
+    // a busy machine can take a while to see the node answer again: keep resuming it and moving the start up
+    wait_for("the job to run again", Duration::from_secs(120), || {
+        scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
         scontrol(&["update", &format!("jobid={id}"), "starttime=now"]);
         job(&id).filter(|(st, _, _)| st == "RUNNING").map(|_| ())
     });
