@@ -75,7 +75,7 @@ pub struct RunArgs {
     /// Accepted for CloudAI compatibility: installation is not checked by this version
     #[arg(long)]
     enable_cache_without_check: bool,
-    /// Slurm only: run the whole scenario in one sbatch job
+    /// Slurm only: run the whole scenario in one sbatch job (CloudAI's flag; refused by this version, which submits one job per test iteration)
     #[arg(long)]
     single_sbatch: bool,
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
