@@ -58,19 +58,7 @@ fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
         "s.toml",
         "name = \"big\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\n",
     );
-    let out = w
-        .cloudai()
-        .args([
-            "dry-run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
-        .output()
-        .unwrap();
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert!(
         out.status.success(),
         "{}",

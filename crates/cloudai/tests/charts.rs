@@ -10,23 +10,6 @@ use std::process::Command;
 use cloudai::workloads::nccl::{grade, read};
 use common::{data, Work};
 
-fn chromium() -> Option<&'static str> {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CLOUDAI_REQUIRE_BROWSER").is_err(),
-            "chromium is not installed"
-        );
-        common::skip("chromium is not installed");
-    }
-    found
-}
-
 fn browser(b: &str, profile: &Path, extra: &[String], page: &Path) -> std::process::Output {
     Command::new(b)
         .args([
@@ -57,7 +40,7 @@ fn y_ticks(svg: &str) -> Vec<f64> {
 
 #[test]
 fn charts_engineers_can_trust() {
-    let Some(b) = chromium() else { return };
+    let Some(b) = common::chromium() else { return };
     let w = Work::new();
     let out =
         read::parse_file(&data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"))

@@ -146,7 +146,7 @@ proptest! {
         tests_and_scenario(&w, &value, &id, &image);
         let out = w
             .cloudai()
-            .args(["dry-run", "--system-config", "system.toml", "--tests-dir", "tests", "--test-scenario", "s.toml"])
+            .args(common::DRY_RUN_S_TOML)
             .output()
             .unwrap();
         prop_assert!(out.status.success(), "{}", stdout_of(&out));
@@ -210,19 +210,7 @@ fn a_newline_in_any_value_is_a_config_error() {
             "s.toml",
             "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
         );
-        let out = w
-            .cloudai()
-            .args([
-                "dry-run",
-                "--system-config",
-                "system.toml",
-                "--tests-dir",
-                "tests",
-                "--test-scenario",
-                "s.toml",
-            ])
-            .output()
-            .unwrap();
+        let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
         let text = stdout_of(&out);
         assert_eq!(out.status.code(), Some(1), "{what}: {text}");
         assert!(text.contains("control character '\\n'"), "{what}: {text}");

@@ -27,19 +27,7 @@ fn dry_run(scenario: &str, test: &str) -> (Option<i32>, String, bool) {
     w.file("system.toml", SYSTEM);
     w.file("tests/sleep.toml", test);
     w.file("s.toml", scenario);
-    let out = w
-        .cloudai()
-        .args([
-            "dry-run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
-        .output()
-        .unwrap();
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     (
         out.status.code(),
         stdout_of(&out),

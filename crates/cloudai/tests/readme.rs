@@ -49,12 +49,9 @@ fn script(lines: &[String]) -> String {
         if t.is_empty() || t.starts_with('#') || t.starts_with("cargo test") {
             continue;
         }
-        if t.starts_with("cargo install --path ") {
+        if let Some(rest) = t.strip_prefix("cargo install --path ") {
             // the install's result is the binary under test: check that the path it names is a crate
-            let path = t["cargo install --path ".len()..]
-                .split_whitespace()
-                .next()
-                .unwrap();
+            let path = rest.split_whitespace().next().unwrap();
             out.push_str(&format!("test -f {path}/Cargo.toml\n"));
             continue;
         }

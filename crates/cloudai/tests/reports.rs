@@ -148,24 +148,6 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Headless Chromium from Debian's package: skipped without it, unless CLOUDAI_REQUIRE_BROWSER=1 (CI).
-fn chromium() -> Option<&'static str> {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|b| {
-        Command::new(b)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CLOUDAI_REQUIRE_BROWSER").is_err(),
-            "chromium is not installed"
-        );
-        common::skip("chromium is not installed");
-    }
-    found
-}
-
 fn rendered_dom(browser: &str, page: &Path, profile: &Path) -> String {
     let out = Command::new(browser)
         .args([
@@ -187,7 +169,9 @@ fn rendered_dom(browser: &str, page: &Path, profile: &Path) -> String {
 
 #[test]
 fn charts_render_in_headless_chromium() {
-    let Some(browser) = chromium() else { return };
+    let Some(browser) = common::chromium() else {
+        return;
+    };
     let w = Work::new();
     let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 2);
     let dom = rendered_dom(

@@ -31,18 +31,7 @@ const TESTS: &[(&str, &str)] = &[
 ];
 
 fn dry_run(w: &Work) -> std::process::Output {
-    w.cloudai()
-        .args([
-            "dry-run",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
-        .output()
-        .unwrap()
+    w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap()
 }
 
 /// Dry-runs one test entry and returns (its scratch dir, iteration dir, batch script).

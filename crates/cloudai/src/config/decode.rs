@@ -137,6 +137,20 @@ pub fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
     }
 }
 
+/// An env map's key is written as `export NAME=…`: it must be a valid variable name.
+pub fn env_name(ctx: &mut Ctx, loc: &Loc, field: &str, k: &str) -> bool {
+    let ok = crate::util::shell::is_env_name(k);
+    if !ok {
+        ctx.err(
+            loc,
+            field,
+            format!("{k:?} is not an environment variable name"),
+            Some("use letters, digits and '_', not starting with a digit (it is written as `export NAME=…`)".into()),
+        );
+    }
+    ok
+}
+
 // ---- scalar coercions (pydantic v2 lax mode) ----
 
 pub fn as_str(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {

@@ -294,13 +294,7 @@ fn env_vars(ctx: &mut Ctx, v: &View, key: &str) -> IndexMap<String, ArgValue> {
         return out;
     };
     for (k, e) in &t.table.entries {
-        if !crate::util::shell::is_env_name(k) {
-            ctx.err(
-                &e.key_loc,
-                &t.field(k),
-                format!("{k:?} is not an environment variable name"),
-                Some("use letters, digits and '_', not starting with a digit (it is written as `export NAME=…`)".into()),
-            );
+        if !super::decode::env_name(ctx, &e.key_loc, &t.field(k), k) {
             continue;
         }
         let f = t.field(k);

@@ -265,6 +265,36 @@ pub fn nccl_standalone(
         .unwrap()
 }
 
+/// `cloudai dry-run` of `system.toml`, `tests/` and `s.toml` in the work directory.
+pub const DRY_RUN_S_TOML: [&str; 7] = [
+    "dry-run",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test-scenario",
+    "s.toml",
+];
+
+/// Headless Chromium from Debian's package: None (with a visible skip) without it, unless CLOUDAI_REQUIRE_BROWSER=1
+/// (CI) makes that a failure.
+pub fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser"].into_iter().find(|b| {
+        std::process::Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CLOUDAI_REQUIRE_BROWSER").is_err(),
+            "chromium is not installed"
+        );
+        skip("chromium is not installed");
+    }
+    found
+}
+
 /// `cloudai run` of `system.toml`, `tests/` and `s.toml` in the work directory.
 pub const RUN_S_TOML: [&str; 7] = [
     "run",
