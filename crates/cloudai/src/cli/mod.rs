@@ -4,7 +4,9 @@ mod baseline;
 mod find_bad_nodes;
 mod list;
 mod report;
+mod resume;
 mod run;
+mod status;
 mod verify;
 
 use std::path::PathBuf;
@@ -47,6 +49,10 @@ enum Command {
     Baseline(baseline::BaselineCmd),
     /// Run an NCCL test on node pairs, round by round, and name the nodes to blame
     FindBadNodes(find_bad_nodes::FindArgs),
+    /// Finish a results tree whose cloudai was killed or detached: re-attach to its jobs, run what never started
+    Resume(resume::ResumeArgs),
+    /// Every iteration of a results tree: state, job, nodes, elapsed, pending reason (one scheduler query)
+    Status(status::StatusArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -55,8 +61,8 @@ pub struct CommonArgs {
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
     /// Test scenario TOML
-    #[arg(long)]
-    test_scenario: PathBuf,
+    #[arg(long, required_unless_present = "resume")]
+    test_scenario: Option<PathBuf>,
     /// Directory of test TOMLs (only *.toml directly inside)
     #[arg(long)]
     tests_dir: Option<PathBuf>,
@@ -83,6 +89,12 @@ pub struct RunArgs {
     junit: Option<PathBuf>,
     #[command(flatten)]
     baseline: BaselineArgs,
+    /// Submit what can be submitted, then exit and leave the jobs running; `cloudai resume DIR` finishes
+    #[arg(long)]
+    detach: bool,
+    /// Resume this results tree instead of starting a new run (the same as `cloudai resume DIR`)
+    #[arg(long, value_name = "RESULTS_DIR", conflicts_with_all = ["test_scenario", "system_config", "tests_dir", "hook_dir"])]
+    resume: Option<PathBuf>,
 }
 
 /// Grading against a baseline (`cloudai baseline create`).
@@ -159,6 +171,8 @@ pub fn main() -> i32 {
                 Command::GenerateReport(args) => report::generate(&args),
                 Command::Baseline(args) => baseline::baseline(&args),
                 Command::FindBadNodes(args) => find_bad_nodes::find(&args),
+                Command::Resume(args) => resume::resume_cmd(&args),
+                Command::Status(args) => status::status(&args),
                 Command::List(_) => unreachable!(),
             }
         }

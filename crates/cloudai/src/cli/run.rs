@@ -11,11 +11,14 @@ use crate::scenario::{self, Inputs, Scenario};
 use crate::{error, info};
 
 pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
+    if let Some(dir) = &args.resume {
+        return super::resume::resume(dir, args.junit.as_deref(), &args.baseline);
+    }
     let c = &args.common;
     let inputs = Inputs {
         system: c.system_config.as_deref(),
         tests_dir: c.tests_dir.as_deref(),
-        scenario: &c.test_scenario,
+        scenario: scenario_path(args),
         hook_dir: c.hook_dir.as_deref(),
     };
     let (system, scenario) = match scenario::load_all(&inputs) {
@@ -117,18 +120,72 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         layout.root.display()
     );
 
-    let runner = Runner::new(sys, &system, scenario, layout, dry_run);
-    let mut outcome = rt.block_on(runner.run());
+    if !dry_run {
+        // the tree must be resumable by another process from now on: its inputs and its owner
+        let c = &args.common;
+        let recorded = crate::results::state::record_inputs(
+            &layout.root,
+            c.system_config.as_deref(),
+            scenario_path(args),
+            c.tests_dir.as_deref(),
+            c.hook_dir.as_deref(),
+            dry_run,
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|_| crate::results::state::lock(&layout.root));
+        if let Err(e) = recorded {
+            error!(
+                "Cannot record the run's inputs in {}: {e}",
+                layout.root.display()
+            );
+            return 1;
+        }
+    }
+    let mut runner = Runner::new(sys, &system, scenario, layout, dry_run);
+    runner.detach = args.detach && !dry_run;
+    let outcome = rt.block_on(runner.run());
+    let grading = if dry_run { None } else { grading };
+    let code = conclude(
+        &runner,
+        outcome,
+        &system,
+        args.junit.as_deref(),
+        args.baseline.tolerance,
+        grading,
+        false,
+    );
+    crate::results::state::unlock(&runner.layout.root);
+    code
+}
+
+fn scenario_path(args: &RunArgs) -> &Path {
+    args.common
+        .test_scenario
+        .as_deref()
+        .unwrap_or(Path::new("scenario.toml"))
+}
+
+/// After the engine: reports (over the whole tree when resuming), the status table, JUnit, and the exit code.
+pub(super) fn conclude(
+    runner: &Runner,
+    mut outcome: crate::runner::RunOutcome,
+    system: &crate::config::system::SystemConfig,
+    junit: Option<&Path>,
+    tolerance_pct: f64,
+    grading: Option<crate::baseline::Grading>,
+    resumed: bool,
+) -> i32 {
     let opts = crate::report::scenario::Options {
         compare: Vec::new(),
-        tolerance: args.baseline.tolerance / 100.0,
+        tolerance: tolerance_pct / 100.0,
         regrade: false,
         summary: true,
-        dry_run,
-        baseline: if dry_run { None } else { grading },
-        peaks: crate::report::scenario::Peaks::of(&system),
+        dry_run: runner.dry_run,
+        baseline: grading,
+        peaks: crate::report::scenario::Peaks::of(system),
     };
-    match crate::report::scenario::generate(&runner.layout.root, Some(&outcome.records), &opts) {
+    let known = (!resumed).then_some(&outcome.records);
+    match crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts) {
         Ok(summary) => {
             info!(
                 "Generated scenario report at {}",
@@ -138,8 +195,9 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
                     .join(format!("{}.html", runner.scenario.name))
                     .display()
             );
-            // the report pass may grade further (a baseline): its records are the final word
-            if opts.baseline.is_some() {
+            // the report pass may grade further (a baseline), and a resumed tree's earlier iterations count too:
+            // its records are the final word
+            if opts.baseline.is_some() || resumed {
                 outcome.records = summary.tests.into_iter().map(|e| e.record).collect();
             }
         }
@@ -150,11 +208,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     }
     info!("Scenario results");
     log::print(&crate::report::status_table::render(&outcome.records));
-    let junit_ok = super::write_junit(
-        args.junit.as_deref(),
-        &runner.scenario.name,
-        &outcome.records,
-    );
+    let junit_ok = super::write_junit(junit, &runner.scenario.name, &outcome.records);
     if !outcome.leftovers.is_empty() {
         return super::report_leftovers(&runner.layout.root, &outcome.leftovers);
     }
@@ -167,6 +221,9 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
             runner.layout.root.display()
         );
         return 130;
+    }
+    if runner.detach {
+        return 0;
     }
     info!("All jobs are complete.");
     if !junit_ok {

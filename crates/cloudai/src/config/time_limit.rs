@@ -53,6 +53,15 @@ pub fn format(secs: u64) -> String {
     }
 }
 
+/// `format` for a duration that may be negative (clock skew): `-` then the magnitude.
+pub fn format_signed(secs: i64) -> String {
+    if secs < 0 {
+        format!("-{}", format(secs.unsigned_abs()))
+    } else {
+        format(secs as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

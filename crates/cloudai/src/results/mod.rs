@@ -2,6 +2,7 @@
 //! per-iteration record.
 
 pub mod record;
+pub mod state;
 pub mod test_run;
 
 use std::path::{Path, PathBuf};

@@ -189,9 +189,15 @@ pub struct Attempt {
 }
 
 impl IterationRecord {
+    /// Written durably: the record is the run's journal (see `resume`).
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        crate::util::fsx::write_atomic(&dir.join(RECORD_FILE), &json)
+        crate::util::fsx::write_durable(&dir.join(RECORD_FILE), &json)
+    }
+
+    /// An iteration cloudai stopped watching before its end (killed, detached): its job may still run.
+    pub fn is_unfinished(&self) -> bool {
+        self.status == Status::Interrupted
     }
 
     pub fn read(dir: &Path) -> std::io::Result<Self> {

@@ -6,8 +6,10 @@
 //! `end_post_comp` stops this run when the dependency is done.
 
 mod cancel;
+mod journal;
 mod progress;
 mod queue;
+pub mod resume;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +41,10 @@ pub struct Runner {
     pub max_pending_time: Option<u64>,
     /// Counts submissions, so the loop polls a freshly submitted job before it sleeps.
     pub submissions: std::cell::Cell<u64>,
+    /// Where each test run stands when resuming a tree (None: a fresh run).
+    pub plan: std::cell::RefCell<Option<Vec<resume::SlotPlan>>>,
+    /// Submit what can be submitted, then stop watching (`run --detach`); `resume` finishes.
+    pub detach: bool,
 }
 
 pub struct RunOutcome {
@@ -109,6 +115,8 @@ impl Runner {
             }),
             max_pending_time: cfg.max_pending_time,
             submissions: Default::default(),
+            plan: Default::default(),
+            detach: false,
         }
     }
 
@@ -125,6 +133,9 @@ impl Runner {
                 stopped_by: None,
             })
             .collect();
+        if let Some(plan) = self.plan.borrow_mut().take() {
+            resume::apply(&mut slots, plan);
+        }
         let mut records = Vec::new();
         let (mut sigint, mut sigterm) = match (
             signal(SignalKind::interrupt()),
@@ -154,6 +165,16 @@ impl Runner {
             self.stop_dependents(&mut slots).await;
             self.enforce_time_limits(&mut slots).await;
             if slots.iter().all(Slot::done) {
+                break;
+            }
+            if self.detach {
+                // the journal records every submitted job; `resume` re-attaches to them
+                let n = slots
+                    .iter()
+                    .filter(|s| matches!(s.phase, Phase::Active(_)))
+                    .count();
+                info!("Detached: {n} job(s) submitted and left running; `cloudai resume {}` finishes the scenario", self.layout.root.display());
+                self.system.release();
                 break;
             }
             if !self.dry_run {
@@ -240,24 +261,21 @@ impl Runner {
         info!("Running test: {}", run.id);
         let submitted_at = Local::now();
         self.submissions.set(self.submissions.get() + 1);
+        self.journal(&run, slot.iteration, &dir, &prepared, None, submitted_at);
         match self
             .system
             .submit(&run, &dir, &prepared, self.dry_run)
             .await
         {
             Ok(id) => {
-                // on disk from now on: if cloudai is killed, the tree says this iteration was interrupted
-                // (the final record replaces it when the job ends)
-                let mut rec = self.record(&run, slot.iteration, &dir, &prepared);
-                rec.job_id = Some(id.clone());
-                rec.submitted_at = Some(submitted_at.to_rfc3339());
-                rec.status = Status::Interrupted;
-                rec.end_reason = EndReason::Interrupted;
-                rec.message = format!(
-                    "cloudai stopped while job {id} was queued or running (killed?); its end was not seen: check \
-                     the scheduler, then run the test again"
+                self.journal(
+                    &run,
+                    slot.iteration,
+                    &dir,
+                    &prepared,
+                    Some(&id),
+                    submitted_at,
                 );
-                self.save(&rec, &dir);
                 slot.phase = Phase::Active(Box::new(Active {
                     id,
                     dir,
@@ -272,48 +290,6 @@ impl Runner {
                 }))
             }
             Err(msg) => self.fail_submit(slot, records, &dir, &prepared, msg),
-        }
-    }
-
-    fn fail_submit(
-        &self,
-        slot: &mut Slot,
-        records: &mut Vec<IterationRecord>,
-        dir: &Path,
-        p: &Prepared,
-        msg: String,
-    ) {
-        error!("Failed to submit test {}: {msg}", slot.run.id);
-        let mut rec = self.record(&slot.run, slot.iteration, dir, p);
-        rec.end_reason = EndReason::SubmitFailed;
-        rec.status = Status::Failed;
-        rec.message = msg;
-        self.save(&rec, dir);
-        records.push(rec);
-        slot.phase = Phase::Done;
-    }
-
-    fn record(&self, run: &TestRun, iteration: u64, dir: &Path, p: &Prepared) -> IterationRecord {
-        IterationRecord {
-            test_id: run.id.clone(),
-            test_name: run.test.name.clone(),
-            template: run.test.test_template_name.clone(),
-            iteration,
-            iterations: run.iterations,
-            scheduler: self.scheduler.to_string(),
-            output_path: dir.display().to_string(),
-            test_cmd: p.test_cmd.clone(),
-            time_limit_secs: run.effective_time_limit(),
-            ..Default::default()
-        }
-    }
-
-    fn save(&self, rec: &IterationRecord, dir: &Path) {
-        if self.dry_run {
-            return; // a dry-run tree holds exactly CloudAI's files
-        }
-        if let Err(e) = rec.write(dir) {
-            error!("Cannot write the run record in {}: {e}", dir.display());
         }
     }
 
@@ -361,7 +337,8 @@ impl Runner {
             match state {
                 JobState::Pending(q) => self.pending(&slot.run, a, q).await,
                 JobState::Running => {
-                    if a.started.is_none() {
+                    let first = a.started.is_none();
+                    if first {
                         a.started = Some((Local::now(), Instant::now()));
                     }
                     a.pending_since = None;
@@ -369,6 +346,9 @@ impl Runner {
                         info!("job {} ({}) running", a.id, slot.run.id);
                     }
                     slot.started = true;
+                    if first && !self.dry_run {
+                        self.journal_running(slot);
+                    }
                 }
                 JobState::Finished(outcome) => {
                     slot.started = true;

@@ -85,6 +85,22 @@ pub trait System: Send + Sync {
     ) -> Result<JobId, String>;
     /// The state of each job, in the order given. One call per poll for all jobs.
     async fn poll(&self, ids: &[JobId]) -> Vec<JobState>;
+    /// Takes over a job an earlier cloudai process submitted (`resume`): from now on it is polled, cancelled and
+    /// collected like one submitted here. `job` is rebuilt from the iteration's files.
+    async fn attach(
+        &self,
+        _run: &TestRun,
+        _dir: &Path,
+        _id: &JobId,
+        _job: &Prepared,
+    ) -> Result<(), String> {
+        Err("this scheduler cannot re-attach to jobs".into())
+    }
+    /// The job an earlier process submitted for this iteration but never recorded (killed in between), if the
+    /// scheduler still knows it.
+    async fn find_submitted(&self, _run: &TestRun, _dir: &Path) -> Option<JobId> {
+        None
+    }
     /// Asks the scheduler to stop the job; the runner keeps polling until it is finished.
     async fn cancel(&self, id: &JobId) -> Result<(), String>;
     /// Fetches what the scheduler knows about a finished job into its directory (logs, accounting).
@@ -101,6 +117,8 @@ pub trait System: Send + Sync {
     fn attempts(&self, _id: &JobId) -> Vec<crate::results::record::Attempt> {
         Vec::new()
     }
+    /// Stops tracking every job without stopping it (`run --detach`): they run on for `resume`.
+    fn release(&self) {}
     /// Everything we asked to stop or delete whose end the scheduler has not confirmed (it may hold resources).
     fn leftovers(&self) -> Vec<crate::results::record::Leftover> {
         Vec::new()

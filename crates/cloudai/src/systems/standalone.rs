@@ -39,6 +39,27 @@ impl Standalone {
     }
 }
 
+/// The job's pid, written by its wrapper first thing (for `resume` after a kill between spawn and journal).
+const PID_FILE: &str = ".cloudai-job";
+/// The job's exit status, written by its wrapper last: read by `resume` when nobody was waiting for it.
+const EXIT_FILE: &str = ".cloudai-exit";
+
+/// The command in a wrapper that leaves its pid and exit status in the iteration directory, so a job that
+/// outlives cloudai (kill -9) can be re-attached; a command killed by a signal ends the wrapper the same way.
+fn wrapped(cmd: &str, dir: &Path) -> String {
+    let d = crate::util::shell::quote(&dir.display().to_string()).into_owned();
+    format!(
+        "echo $$ > {d}/{PID_FILE}\n(\n{cmd}\n)\nrc=$?\necho $rc > {d}/{EXIT_FILE}\n\
+         if [ $rc -gt 128 ]; then kill -$((rc - 128)) $$; fi\nexit $rc"
+    )
+}
+
+/// Whether any process of the group is alive.
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence
+    unsafe { libc::killpg(pgid, 0) == 0 }
+}
+
 fn killpg(pgid: i32, sig: i32) {
     // SAFETY: plain syscall on a process group we created; errors (already gone) are irrelevant.
     unsafe {
@@ -84,14 +105,15 @@ impl System for Standalone {
         };
         let mut cmd = tokio::process::Command::new("bash");
         cmd.arg("-c")
-            .arg(&job.full_cmd)
+            .arg(wrapped(&job.full_cmd, dir))
             .envs(job.env.iter().map(|(k, v)| (k, v)))
             .env("CLOUDAI_OUTPUT_DIR", dir)
             .stdin(Stdio::null())
             .stdout(open("stdout.txt")?)
             .stderr(open("stderr.txt")?)
             .process_group(0)
-            .kill_on_drop(true);
+            // no kill_on_drop: dropping the system kills the whole group, and a detached job must outlive us
+            .kill_on_drop(false);
         let mut child = cmd.spawn().map_err(|e| format!("cannot start bash: {e}"))?;
         let pid = child
             .id()
@@ -164,8 +186,78 @@ impl System for Standalone {
         Ok(())
     }
 
+    async fn attach(
+        &self,
+        _run: &TestRun,
+        dir: &Path,
+        id: &JobId,
+        _job: &Prepared,
+    ) -> Result<(), String> {
+        let pgid: i32 = id
+            .parse()
+            .map_err(|_| format!("{id:?} is not a process id"))?;
+        if !group_alive(pgid) && !dir.join(EXIT_FILE).exists() {
+            return Err(format!(
+                "process group {pgid} is gone and left no exit status in {}",
+                dir.display()
+            ));
+        }
+        self.jobs.lock().unwrap().insert(
+            id.clone(),
+            Job {
+                pgid,
+                outcome: None,
+            },
+        );
+        let (jobs, wake, key, dir) = (
+            self.jobs.clone(),
+            self.wake.clone(),
+            id.clone(),
+            dir.to_path_buf(),
+        );
+        // not our child: watch the group until it is gone, then read the status its wrapper wrote
+        tokio::spawn(async move {
+            while group_alive(pgid) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let rc = std::fs::read_to_string(dir.join(EXIT_FILE))
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok());
+            let outcome = match rc {
+                Some(rc) if rc > 128 => JobOutcome {
+                    signal: Some(rc - 128),
+                    ..Default::default()
+                },
+                Some(rc) => JobOutcome {
+                    exit_code: Some(rc),
+                    ..Default::default()
+                },
+                None => JobOutcome {
+                    failure: Some("the job ended unwatched and left no exit status".into()),
+                    ..Default::default()
+                },
+            };
+            if let Some(j) = jobs.lock().unwrap().get_mut(&key) {
+                j.outcome = Some(outcome);
+            }
+            wake.notify_one();
+        });
+        Ok(())
+    }
+
+    async fn find_submitted(&self, _run: &TestRun, dir: &Path) -> Option<JobId> {
+        let pid = std::fs::read_to_string(dir.join(PID_FILE)).ok()?;
+        let pid = pid.trim().parse::<i32>().ok()?;
+        (group_alive(pid) || dir.join(EXIT_FILE).exists()).then(|| pid.to_string())
+    }
+
     fn nodes(&self, _id: &JobId) -> Vec<String> {
         vec![hostname()]
+    }
+
+    fn release(&self) {
+        // dropping the system kills what it tracks; detached jobs must outlive us
+        self.jobs.lock().unwrap().clear();
     }
 
     fn wakeup(&self) -> Option<Arc<Notify>> {

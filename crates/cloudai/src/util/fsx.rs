@@ -10,6 +10,16 @@ use std::sync::Mutex;
 static FAILED: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
 
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    write(path, contents, false)
+}
+
+/// As `write_atomic`, and on disk before it returns (file and directory synced): for the run's journal, which a
+/// `resume` after a crash or power loss must find as it was.
+pub fn write_durable(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    write(path, contents, true)
+}
+
+fn write(path: &Path, contents: &[u8], durable: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
@@ -19,8 +29,15 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         // dry-run ten times slower.
         f.write_all(contents)?;
         f.flush()?;
+        if durable {
+            f.sync_all()?;
+        }
         drop(f);
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        if durable {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if let Err(e) = &r {
         let _ = std::fs::remove_file(&tmp);

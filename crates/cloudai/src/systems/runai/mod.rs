@@ -107,8 +107,6 @@ pub struct RunAi {
     cfg: Arc<SystemConfig>,
     client: Option<Arc<Client>>,
     jobs: Mutex<HashMap<JobId, Job>>,
-    /// Unique per results tree, so names and identities do not collide between runs.
-    salt: Mutex<String>,
     /// Workloads planned by `prepare`, by iteration directory, for `submit`.
     planned: Mutex<HashMap<PathBuf, Vec<Step>>>,
     /// Workloads we asked to delete whose deletion is not confirmed yet, by workload id.
@@ -132,7 +130,6 @@ impl RunAi {
             cfg,
             client,
             jobs: Mutex::default(),
-            salt: Mutex::default(),
             planned: Mutex::default(),
             unconfirmed: Mutex::default(),
         })
@@ -185,13 +182,10 @@ impl RunAi {
     /// The workloads of one iteration in order: pre-test hooks, the test, post-test hooks. Names are stable for
     /// this results tree.
     fn steps(&self, run: &TestRun, dir: &Path) -> Vec<Step> {
-        let salt = {
-            let mut s = self.salt.lock().unwrap();
-            if s.is_empty() {
-                *s = chrono::Local::now().format("%Y%m%d%H%M%S%f").to_string();
-            }
-            s.clone()
-        };
+        // the results tree (created exclusively, with its timestamp) names the run: identities are unique per
+        // tree and the same again when `resume` rebuilds them
+        let root = dir.parent().and_then(Path::parent).unwrap_or(dir);
+        let salt = payload::short_hash(&root.display().to_string());
         let hooks = |h: &Option<Arc<crate::scenario::HookScenario>>,
                      kind: StepKind,
                      sub: &str|
@@ -437,6 +431,71 @@ impl System for RunAi {
         let Some(wid) = wid else { return Ok(()) };
         self.write_events(&wid, &step, true).await;
         self.delete(id, &wid, &step, "cancel requested").await
+    }
+
+    async fn attach(
+        &self,
+        run: &TestRun,
+        dir: &Path,
+        id: &JobId,
+        _job: &Prepared,
+    ) -> Result<(), String> {
+        let steps = self.steps(run, dir);
+        let main = steps
+            .iter()
+            .position(|s| s.kind == StepKind::Main)
+            .expect("a plan has its main step");
+        if steps[main].name != *id {
+            return Err(format!(
+                "the journal names workload {id}, this tree's test {} would be {}",
+                run.id, steps[main].name
+            ));
+        }
+        // the step under way is the last one that still exists (ended ones were deleted); none: start over
+        // after the main step when its output is settled, else from the first step
+        let mut current = None;
+        for (i, st) in steps.iter().enumerate().rev() {
+            if let Some(wid) = self.adopt(st).await? {
+                current = Some((i, Some(wid)));
+                break;
+            }
+        }
+        let (current, workload_id) = current.unwrap_or_else(|| {
+            if dir.join("stdout.txt").exists() {
+                (main + 1, None)
+            } else {
+                (0, None)
+            }
+        });
+        if let Some(w) = &workload_id {
+            info!(
+                "Re-attached to Run:ai workload {} ({w})",
+                steps[current].name
+            );
+        }
+        let job = Job {
+            steps,
+            current,
+            workload_id,
+            ..Default::default()
+        };
+        self.jobs.lock().unwrap().insert(id.clone(), job);
+        Ok(())
+    }
+
+    async fn find_submitted(&self, run: &TestRun, dir: &Path) -> Option<JobId> {
+        let steps = self.steps(run, dir);
+        let main = steps
+            .iter()
+            .find(|s| s.kind == StepKind::Main)?
+            .name
+            .clone();
+        for st in &steps {
+            if let Ok(Some(_)) = self.adopt(st).await {
+                return Some(main);
+            }
+        }
+        None
     }
 
     fn nodes(&self, id: &JobId) -> Vec<String> {

@@ -51,6 +51,10 @@ impl RunAi {
             let Some(j) = jobs.get(job_id) else {
                 return JobState::Finished(JobOutcome::default());
             };
+            if j.current >= j.steps.len() {
+                // re-attached after every step had ended
+                return JobState::Finished(j.main_outcome.clone().unwrap_or_default());
+            }
             (
                 j.steps[j.current].clone(),
                 j.workload_id.clone(),

@@ -29,7 +29,7 @@ impl RunAi {
 
     /// The workload of that name when it is the one this step created (its identity annotation matches);
     /// an error when a workload of that name belongs to something else.
-    async fn adopt(&self, step: &Step) -> Result<Option<String>, String> {
+    pub(super) async fn adopt(&self, step: &Step) -> Result<Option<String>, String> {
         let Some(id) = self
             .find_by_name(&step.name)
             .await

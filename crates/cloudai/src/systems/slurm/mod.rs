@@ -135,6 +135,25 @@ fn run_blocking(program: &str, args: &[&str], limit: Duration) -> Out {
 }
 
 /// The job name written into the batch script.
+impl Slurm {
+    fn track(&self, id: &str, dir: &Path, job: &Prepared) {
+        self.jobs.lock().unwrap().insert(
+            id.to_string(),
+            Tracked {
+                dir: dir.to_path_buf(),
+                job_name: job_name_of(job),
+                full_cmd: job.full_cmd.clone(),
+                test_cmd: job.test_cmd.clone(),
+                misses: 0,
+                nodes: Vec::new(),
+                running_on: None,
+                restarts: 0,
+                attempts: Vec::new(),
+            },
+        );
+    }
+}
+
 fn job_name_of(job: &Prepared) -> String {
     job.files
         .iter()
@@ -306,21 +325,37 @@ impl System for Slurm {
             ));
         }
         info!("Submitted slurm job: {id}");
-        self.jobs.lock().unwrap().insert(
-            id.clone(),
-            Tracked {
-                dir: dir.to_path_buf(),
-                job_name: job_name_of(job),
-                full_cmd: job.full_cmd.clone(),
-                test_cmd: job.test_cmd.clone(),
-                misses: 0,
-                nodes: Vec::new(),
-                running_on: None,
-                restarts: 0,
-                attempts: Vec::new(),
-            },
-        );
+        self.track(&id, dir, job);
         Ok(id)
+    }
+
+    async fn attach(
+        &self,
+        _run: &TestRun,
+        dir: &Path,
+        id: &JobId,
+        job: &Prepared,
+    ) -> Result<(), String> {
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("{id:?} is not a Slurm job id"));
+        }
+        // polling finds it queued, running or (through sacct) ended while nobody watched
+        self.track(id, dir, job);
+        Ok(())
+    }
+
+    /// A job whose batch script is this iteration's (`squeue -o %o` shows the script path), still queued or
+    /// running.
+    async fn find_submitted(&self, _run: &TestRun, dir: &Path) -> Option<JobId> {
+        let script = dir.join(script::SCRIPT);
+        let out = run_cmd("squeue", &["-h", "--me", "-o", "%i|%o"]).await;
+        if !out.ok {
+            return None;
+        }
+        out.stdout.lines().find_map(|l| {
+            let (id, cmd) = l.split_once('|')?;
+            (Path::new(cmd.trim()) == script).then(|| id.trim().to_string())
+        })
     }
 
     async fn poll(&self, ids: &[JobId]) -> Vec<JobState> {

@@ -1,0 +1,278 @@
+//! `cloudai resume RESULTS_DIR` (also `run --resume`): finish a tree whose cloudai was killed or detached. The
+//! configs come from the copies in the tree; every iteration's journal record says whether it ended, whose job to
+//! re-attach to, or that it never started.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Local};
+use clap::Args;
+
+use super::BaselineArgs;
+use crate::results::state::{self, RunInfo};
+use crate::results::{EndReason, IterationRecord, Layout};
+use crate::runner::resume::{Attached, PlanState, SlotPlan};
+use crate::runner::Runner;
+use crate::scenario::{Inputs, TestRun};
+use crate::systems::{Prepared, System};
+use crate::{error, info, warn};
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// The results tree (`<output>/<scenario>_<timestamp>`)
+    result_dir: PathBuf,
+    /// Also write a JUnit XML report here
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    #[command(flatten)]
+    baseline: BaselineArgs,
+}
+
+pub fn resume_cmd(args: &ResumeArgs) -> i32 {
+    resume(&args.result_dir, args.junit.as_deref(), &args.baseline)
+}
+
+fn when(s: &Option<String>) -> Option<DateTime<Local>> {
+    s.as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Local))
+}
+
+/// `test_cmd` / `full_cmd` of an iteration's test-run.toml and its batch script, as `prepare` made them.
+fn prepared_from(dir: &Path) -> Prepared {
+    let toml = std::fs::read_to_string(dir.join("test-run.toml")).unwrap_or_default();
+    let field = |k: &str| {
+        toml.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} = ")))
+            .and_then(|v| v.parse::<toml_edit::Value>().ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let mut files = Vec::new();
+    let script = crate::systems::slurm::script::SCRIPT;
+    if let Ok(text) = std::fs::read_to_string(dir.join(script)) {
+        files.push((script.to_string(), text));
+    }
+    Prepared {
+        test_cmd: field("test_cmd"),
+        full_cmd: field("full_cmd"),
+        files,
+        env: Vec::new(),
+    }
+}
+
+/// Where one test run stands, from its iterations' journal records; attached jobs are taken over.
+async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
+    let mut started = false;
+    for i in 0..run.iterations {
+        let dir = root.join(&run.id).join(i.to_string());
+        let rec = match IterationRecord::read(&dir) {
+            Err(_) => {
+                return SlotPlan {
+                    iteration: i,
+                    state: PlanState::Waiting,
+                    started,
+                }
+            }
+            Ok(r) => r,
+        };
+        if !rec.is_unfinished() {
+            started = true;
+            // these end a test's iterations early, as the engine does
+            if matches!(
+                rec.end_reason,
+                EndReason::Cancelled | EndReason::StoppedByDependency | EndReason::Unschedulable
+            ) {
+                return SlotPlan {
+                    iteration: i,
+                    state: PlanState::Done,
+                    started,
+                };
+            }
+            continue;
+        }
+        let id = match rec.job_id.clone() {
+            Some(id) => Some(id),
+            None => sys.find_submitted(run, &dir).await,
+        };
+        let Some(id) = id else {
+            info!(
+                "{} #{i}: its submission was never completed; submitting it again",
+                run.id
+            );
+            return SlotPlan {
+                iteration: i,
+                state: PlanState::Waiting,
+                started,
+            };
+        };
+        let prepared = prepared_from(&dir);
+        if let Err(e) = sys.attach(run, &dir, &id, &prepared).await {
+            warn!("{} #{i}: cannot re-attach to job {id}: {e}", run.id);
+            let mut r = rec.clone();
+            r.end_reason = EndReason::Lost;
+            r.status = crate::results::Status::Failed;
+            r.message =
+                format!("after a restart of cloudai, job {id} could not be found again: {e}");
+            r.ended_at = Some(Local::now().to_rfc3339());
+            let _ = r.write(&dir);
+            continue;
+        }
+        info!("{} #{i}: re-attached to job {id}", run.id);
+        return SlotPlan {
+            iteration: i,
+            started: started || rec.started_at.is_some(),
+            state: PlanState::Attached(Attached {
+                id,
+                dir,
+                prepared,
+                submitted_at: when(&rec.submitted_at).unwrap_or_else(Local::now),
+                started_at: when(&rec.started_at),
+                queue: rec.queue_states.clone(),
+            }),
+        };
+    }
+    SlotPlan {
+        iteration: run.iterations,
+        state: PlanState::Done,
+        started,
+    }
+}
+
+fn inputs(
+    root: &Path,
+    info: &RunInfo,
+) -> (Option<PathBuf>, PathBuf, Option<PathBuf>, Option<PathBuf>) {
+    let st = state::state_dir(root);
+    (
+        info.system.as_ref().map(|s| st.join(s)),
+        st.join(&info.scenario),
+        info.tests_dir.as_ref().map(|t| st.join(t)),
+        info.hook_dir.as_ref().map(|h| st.join(h)),
+    )
+}
+
+pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> i32 {
+    if !root.is_dir() {
+        error!("{}: not a directory", root.display());
+        return 1;
+    }
+    if crate::report::scenario::is_dry_run_tree(root) {
+        error!("{} is a dry-run tree: nothing ran, so there is nothing to resume (run the scenario instead)", root.display());
+        return 1;
+    }
+    let info = match state::read_info(root) {
+        Ok(i) => i,
+        Err(e) => {
+            error!(
+                "{} cannot be resumed: {}/run.json: {e} (only trees written by `cloudai run` of this version can be)",
+                root.display(),
+                state::STATE_DIR
+            );
+            return 1;
+        }
+    };
+    if let Err(e) = state::lock(root) {
+        error!("{e}");
+        return 1;
+    }
+    let code = resume_locked(root, &info, junit, baseline);
+    state::unlock(root);
+    code
+}
+
+fn resume_locked(
+    root: &Path,
+    info: &RunInfo,
+    junit: Option<&Path>,
+    baseline: &BaselineArgs,
+) -> i32 {
+    for f in state::changed_inputs(root, info) {
+        warn!(
+            "{} changed since the run started; resuming with the copy taken then (in {}/inputs)",
+            f.display(),
+            state::STATE_DIR
+        );
+    }
+    let (system, scenario, tests, hooks) = inputs(root, info);
+    let loaded = crate::scenario::load_all(&Inputs {
+        system: system.as_deref(),
+        tests_dir: tests.as_deref(),
+        scenario: &scenario,
+        hook_dir: hooks.as_deref(),
+    });
+    let (system, scenario) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            super::report_errors(&e);
+            return 1;
+        }
+    };
+    let grading = match baseline.load() {
+        Ok(g) => g,
+        Err(e) => {
+            super::report_errors(&e);
+            return 1;
+        }
+    };
+    let system = std::sync::Arc::new(system);
+    let sys = match crate::systems::build(&system, false) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+    let rt = match crate::runner::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+    if let Err(e) = rt.block_on(sys.connect()) {
+        error!("Cannot use system '{}': {e}", system.name);
+        return 1;
+    }
+    let plan: Vec<SlotPlan> = rt.block_on(async {
+        let mut out = Vec::new();
+        for r in &scenario.test_runs {
+            out.push(plan_for(sys.as_ref(), r, root).await);
+        }
+        out
+    });
+    let open = plan
+        .iter()
+        .filter(|p| !matches!(p.state, PlanState::Done))
+        .count();
+    if open == 0 {
+        info!(
+            "Nothing to resume: every iteration of {} has ended",
+            root.display()
+        );
+    } else {
+        info!(
+            "Resuming {} ({open} test(s) still to finish)",
+            root.display()
+        );
+    }
+    let runner = Runner::new(
+        sys,
+        &system,
+        scenario,
+        Layout {
+            root: root.to_path_buf(),
+        },
+        false,
+    );
+    *runner.plan.borrow_mut() = Some(plan);
+    let outcome = rt.block_on(runner.run());
+    super::run::conclude(
+        &runner,
+        outcome,
+        &system,
+        junit,
+        baseline.tolerance,
+        grading,
+        true,
+    )
+}

@@ -1,0 +1,332 @@
+//! Surviving the CLI dying: `kill -9` of `cloudai run`, then `cloudai resume` re-attaches to what runs, collects
+//! what ended unwatched, submits what never started, and nothing runs twice — on Standalone, the real Slurm
+//! cluster and the Run:ai mock. `status` reads the journal while the run goes on; the lock keeps one owner.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cloudai::results::Status;
+use common::{record, stdout_of, Work};
+
+fn spawn(w: &Work, args: &[&str], envs: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    c.current_dir(w.path())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+fn root_of(w: &Work) -> Option<PathBuf> {
+    std::fs::read_dir(w.path().join("out"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .next()
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn status_json(w: &Work, root: &Path) -> serde_json::Value {
+    let out = w
+        .cloudai()
+        .arg("status")
+        .arg(root)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stdout_of(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn resume(w: &Work, root: &Path, envs: &[(&str, &str)]) -> std::process::Output {
+    let mut c = w.cloudai();
+    c.arg("resume").arg(root);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.timeout(Duration::from_secs(180)).output().unwrap()
+}
+
+/// Standalone: three tests, one depending on another; each command appends its directory to runs.log, so a
+/// second run of any iteration would show.
+#[test]
+fn standalone_kill_9_then_resume_ends_every_iteration_once() {
+    let w = Work::new();
+    w.standalone();
+    let log = w.path().join("runs.log");
+    w.file(
+        "tests/step.toml",
+        &format!(
+            "name = \"step\"\ndescription = \"s\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo $CLOUDAI_OUTPUT_DIR >> {}; sleep 2\"\n",
+            log.display()
+        ),
+    );
+    w.file(
+        "s.toml",
+        "name = \"three\"\n[[Tests]]\nid = \"a\"\ntest_name = \"step\"\n[[Tests]]\nid = \"b\"\ntest_name = \"step\"\niterations = 2\n\
+         [[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"a\"\n[[Tests]]\nid = \"c\"\ntest_name = \"step\"\n",
+    );
+    let mut child = spawn(&w, &common::RUN_S_TOML, &[]);
+    wait_until("the first jobs", 20, || {
+        root_of(&w).is_some_and(|r| {
+            r.join("a/0/cloudai-run.json").is_file() && r.join("c/0/cloudai-run.json").is_file()
+        })
+    });
+    let root = root_of(&w).unwrap();
+    // status while the owner runs: a and c are under way
+    let s = status_json(&w, &root);
+    assert_eq!(s["owner_alive"], true, "{s}");
+    let states: Vec<&str> = s["iterations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert!(
+        states
+            .iter()
+            .all(|s| ["submitting", "queued", "running"].contains(s)),
+        "{states:?}"
+    );
+    // a second owner is refused while the first lives
+    let out = resume(&w, &root, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains("is owned by cloudai pid"),
+        "{}",
+        stdout_of(&out)
+    );
+
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let out = resume(&w, &root, &[]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("re-attached to job"), "{text}");
+    for (id, it) in [("a", 0), ("b", 0), ("b", 1), ("c", 0)] {
+        assert_eq!(
+            record(&root, id, it).status,
+            Status::Passed,
+            "{id} #{it}: {text}"
+        );
+    }
+    let runs = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = runs.lines().collect();
+    lines.sort();
+    let n = lines.len();
+    lines.dedup();
+    assert_eq!(
+        (n, lines.len()),
+        (4, 4),
+        "every iteration runs exactly once:\n{runs}"
+    );
+    assert!(root.join("three.html").is_file() && root.join("summary.json").is_file());
+    // after: every iteration ended, nobody owns the tree, resuming again has nothing to do
+    let s = status_json(&w, &root);
+    assert_eq!(s["owner_alive"], false);
+    assert!(
+        s["iterations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "PASSED"),
+        "{s}"
+    );
+    let out = resume(&w, &root, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout_of(&out).contains("Nothing to resume"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
+fn detach_submits_and_exits_then_resume_finishes() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 2\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"d\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n\
+         [[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"a\"\n",
+    );
+    let started = Instant::now();
+    let out = w
+        .cloudai()
+        .args(common::RUN_S_TOML)
+        .arg("--detach")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(2), "detach waited");
+    assert!(text.contains("Detached: 1 job(s) submitted"), "{text}");
+    let root = root_of(&w).unwrap();
+    assert!(!root.join("b/0").exists(), "b waits for a");
+    let out = resume(&w, &root, &[]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(record(&root, "a", 0).status, Status::Passed);
+    assert_eq!(record(&root, "b", 0).status, Status::Passed);
+}
+
+#[test]
+fn dry_run_trees_are_not_resumed() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"d\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert!(out.status.success());
+    let out = resume(&w, &root_of(&w).unwrap(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout_of(&out).contains("is a dry-run tree"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+/// The real cluster: one job runs (all four nodes), the other waits for them; after a kill -9, resume takes both
+/// over: same job ids, no new sbatch.
+#[test]
+fn slurm_kill_9_then_resume_reattaches_without_resubmitting() {
+    let scenario = "name = \"two\"\n[[Tests]]\nid = \"first\"\ntest_name = \"sleep\"\nnum_nodes = 4\n[Tests.cmd_args]\nseconds = 6\n\
+                    [[Tests]]\nid = \"second\"\ntest_name = \"sleep\"\nnum_nodes = 4\n[Tests.cmd_args]\nseconds = 1\n";
+    let Some(w) = common::slurm::slurm_work("", scenario) else {
+        return;
+    };
+    // sbatch through a wrapper that counts its calls
+    let count = w.path().join("sbatch-calls");
+    let real =
+        String::from_utf8(Command::new("which").arg("sbatch").output().unwrap().stdout).unwrap();
+    let wrapper = w.file(
+        "bin/sbatch",
+        &format!(
+            "#!/bin/bash\necho x >> {}\nexec {} \"$@\"\n",
+            count.display(),
+            real.trim()
+        ),
+    );
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        w.path().join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut child = spawn(&w, &common::slurm::RUN_ARGS, &[("PATH", &path)]);
+    wait_until("one job running and one pending", 60, || {
+        let Some(root) = root_of(&w) else {
+            return false;
+        };
+        let s = status_json(&w, &root);
+        let st: Vec<String> = s["iterations"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["state"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        st.len() == 2 && st.contains(&"running".to_string()) && st.contains(&"pending".to_string())
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let root = root_of(&w).unwrap();
+    let ids: Vec<String> = ["first", "second"]
+        .iter()
+        .map(|t| record(&root, t, 0).job_id.unwrap())
+        .collect();
+    let out = resume(&w, &root, &[("PATH", &path)]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for (t, id) in ["first", "second"].iter().zip(&ids) {
+        let r = record(&root, t, 0);
+        assert_eq!(
+            (r.status, r.job_id.as_deref()),
+            (Status::Passed, Some(id.as_str())),
+            "{t}: {text}"
+        );
+    }
+    let calls = std::fs::read_to_string(&count).unwrap().lines().count();
+    assert_eq!(calls, 2, "sbatch was called again: {text}");
+}
+
+/// The Run:ai mock keeps its state; resume finds the workload by its name and identity, creates nothing twice and
+/// collects the log and events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runai_kill_9_then_resume_creates_nothing_twice() {
+    use common::runai::{mock, requests, sample, setup, RUN, SECRET};
+    let m = mock(6.0, None).await;
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+    );
+    let mut child = spawn(&w, RUN, &[("RUNAI_APP_SECRET", SECRET)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.shared.data.lock().unwrap().workloads.is_empty() {
+        assert!(Instant::now() < deadline, "nothing was created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let root = root_of(&w).unwrap();
+    let dir = w.path().to_path_buf();
+    let root2 = root.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+            .current_dir(dir)
+            .arg("resume")
+            .arg(root2)
+            .env("RUNAI_APP_SECRET", SECRET)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        requests(&m.journal(), "POST", "/api/v1/workloads/trainings").len(),
+        1,
+        "{text}"
+    );
+    assert_eq!(record(&root, "a", 0).status, Status::Passed, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a/0/stdout.txt")).unwrap(),
+        sample("single-node-8gpu-a100-allreduce-v2.19.4.txt")
+    );
+    assert!(std::fs::read_to_string(root.join("a/0/events.txt"))
+        .unwrap()
+        .contains("reason=Started"));
+}
