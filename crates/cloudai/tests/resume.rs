@@ -112,10 +112,22 @@ fn standalone_kill_9_then_resume_ends_every_iteration_once() {
 
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    // an edit of the user's scenario after the start does not change the running one, and is reported
+    let edited = std::fs::read_to_string(w.path().join("s.toml")).unwrap()
+        + "[[Tests]]\nid = \"late\"\ntest_name = \"step\"\n";
+    w.file("s.toml", &edited);
     let out = resume(&w, &root, &[]);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("re-attached to job"), "{text}");
+    assert!(
+        text.contains("s.toml changed since the run started"),
+        "{text}"
+    );
+    assert!(
+        !root.join("late").exists(),
+        "the edit changed the running scenario"
+    );
     for (id, it) in [("a", 0), ("b", 0), ("b", 1), ("c", 0)] {
         assert_eq!(
             record(&root, id, it).status,
