@@ -1,14 +1,11 @@
 //! The HTTP side of the mock: routes, bearer auth, request journal and fault injection.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use axum::body::{to_bytes, Body};
-use axum::extract::ws::{Message, WebSocketUpgrade};
-use axum::extract::{Path, Query, Request, State};
+use axum::body::to_bytes;
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,6 +13,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::model::{self, now, Timing, Workload};
+
+mod control;
+mod lists;
+mod logstream;
 use crate::schema::Schemas;
 
 /// What the mock serves and how workloads behave.
@@ -448,139 +449,6 @@ async fn get_workload(State(s): State<S>, Path(id): Path<String>, headers: Heade
     }
 }
 
-#[derive(Deserialize)]
-struct Page {
-    offset: Option<usize>,
-    limit: Option<usize>,
-    #[serde(rename = "sortOrder")]
-    sort_order: Option<String>,
-    #[serde(rename = "filterBy")]
-    filter_by: Option<String>,
-    deleted: Option<bool>,
-}
-
-fn page<T: Clone>(
-    items: &[T],
-    p: &Page,
-    default_desc: bool,
-) -> Result<(Vec<T>, Option<usize>), ApiErr> {
-    let limit = p.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiErr(400, "limit must be between 1 and 500".into()));
-    }
-    let desc = match p.sort_order.as_deref() {
-        Some("asc") => false,
-        Some("desc") => true,
-        None => default_desc,
-        Some(_) => return Err(ApiErr(400, "sortOrder must be asc or desc".into())),
-    };
-    let mut v = items.to_vec();
-    if desc {
-        v.reverse();
-    }
-    let off = p.offset.unwrap_or(0);
-    let out: Vec<T> = v.iter().skip(off).take(limit).cloned().collect();
-    let next = (off + out.len() < v.len()).then_some(off + out.len());
-    Ok((out, next))
-}
-
-/// A list page: `{"<key>": [...], "next": <offset>}`, `next` only when there is more.
-fn paged(key: &str, items: Vec<Value>, next: Option<usize>) -> Response {
-    let mut body = json!({ key: items });
-    if let Some(n) = next {
-        body["next"] = n.into();
-    }
-    Json(body).into_response()
-}
-
-async fn list_events(
-    State(s): State<S>,
-    Path(id): Path<String>,
-    Query(p): Query<Page>,
-    headers: HeaderMap,
-) -> Response {
-    let w = match lookup(&s, &headers, &id, None) {
-        Ok(w) => w,
-        Err(r) => return r.into_response(),
-    };
-    let ns = s.cfg.lock().unwrap().namespace.clone();
-    let ev = model::events(&w, now(), &ns);
-    match page(&ev, &p, true) {
-        Ok((events, next)) => paged("events", events, next),
-        Err(r) => r.into_response(),
-    }
-}
-
-async fn list_pods(
-    State(s): State<S>,
-    Path(id): Path<String>,
-    Query(p): Query<Page>,
-    headers: HeaderMap,
-) -> Response {
-    let w = match lookup(&s, &headers, &id, None) {
-        Ok(w) => w,
-        Err(r) => return r.into_response(),
-    };
-    let t = now();
-    let d = detailed(&s, &w, t);
-    let image = w.request["spec"]["image"].clone();
-    let pods: Vec<Value> = model::pod_names(&w)
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            json!({"name": n, "priorityClassName": "train", "id": model::uuid(&format!("{}-{n}", w.id)), "workloadId": w.id,
-                   "clusterId": w.cluster_id, "createdAt": model::iso(w.created_at),
-                   "containers": [{"name": w.name, "image": image, "startedAt": null}], "k8sPhase": d["k8sPhase"],
-                   "tenantId": 1, "k8sPhaseUpdatedAt": d["k8sPhaseUpdatedAt"], "updatedAt": d["updatedAt"], "nodeName": format!("node-{i}")})
-        })
-        .collect();
-    match page(&pods, &p, false) {
-        Ok((pods, next)) => paged("pods", pods, next),
-        Err(r) => r.into_response(),
-    }
-}
-
-/// `filterBy=name==x,projectId==y` with `==`, `!=`, `=@` (contains) and `=^` (starts with).
-fn matches(v: &Value, filter: &str) -> bool {
-    filter.split(',').filter(|f| !f.is_empty()).all(|f| {
-        for (op, test) in [
-            ("==", (|a: &str, b: &str| a == b) as fn(&str, &str) -> bool),
-            ("!=", |a, b| a != b),
-            ("=@", |a, b| a.contains(b)),
-            ("=^", |a, b| a.starts_with(b)),
-        ] {
-            if let Some((field, want)) = f.split_once(op) {
-                let have = match &v[field] {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                return test(&have, want);
-            }
-        }
-        false
-    })
-}
-
-async fn list_workloads(State(s): State<S>, Query(p): Query<Page>, headers: HeaderMap) -> Response {
-    if let Err(r) = s.check_auth(&headers) {
-        return r.into_response();
-    }
-    let t = now();
-    let all: Vec<Workload> = s.data.lock().unwrap().workloads.clone();
-    let items: Vec<Value> = all
-        .iter()
-        .filter(|w| model::gone(w, t) == p.deleted.unwrap_or(false))
-        .map(|w| detailed(&s, w, t))
-        .filter(|v| p.filter_by.as_deref().is_none_or(|f| matches(v, f)))
-        .collect();
-    match page(&items, &p, false) {
-        Ok((workloads, next)) => {
-            Json(json!({"workloads": workloads, "next": next})).into_response()
-        }
-        Err(r) => r.into_response(),
-    }
-}
-
 async fn projects(State(s): State<S>, headers: HeaderMap) -> Response {
     if let Err(r) = s.check_auth(&headers) {
         return r.into_response();
@@ -612,191 +480,6 @@ async fn cluster_status(State(s): State<S>, headers: HeaderMap) -> Response {
     "OK".into_response()
 }
 
-/// The cluster's log stream: one message per line; while running, lines trickle out over the run time.
-async fn logs(
-    State(s): State<S>,
-    Path((project, kind, name)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    ws: WebSocketUpgrade,
-) -> Response {
-    if let Err(r) = s.check_auth(&headers) {
-        return r.into_response();
-    }
-    let want = if kind == "training" {
-        "training"
-    } else {
-        "distributed"
-    };
-    let t = now();
-    let w = s
-        .data
-        .lock()
-        .unwrap()
-        .workloads
-        .iter()
-        .find(|w| w.name == name && w.kind == want && w.deleted_at.is_none())
-        .cloned();
-    let Some(w) = w else {
-        return err(404, "Resource id not found.");
-    };
-    if project != s.cfg.lock().unwrap().project_name {
-        return err(404, "Resource id not found.");
-    }
-    let phase = model::phase(&w, t);
-    if !matches!(phase, "Running" | "Degraded" | "Completed" | "Failed") {
-        return err(404, "The workload has not started.");
-    }
-    let id = w.id.clone();
-    ws.on_upgrade(move |mut socket| async move {
-        // follow semantics: line i is out once i/n of the run time has passed; the stream ends when the
-        // workload ends or is deleted (its pods killed), so a hang's stream stays open until deletion
-        let lines: Vec<String> = w.stdout.split_inclusive('\n').map(str::to_string).collect();
-        let undeleted = Workload {
-            deleted_at: None,
-            ..w.clone()
-        };
-        let tl = model::timeline(&undeleted, f64::MAX);
-        let run_start = tl
-            .iter()
-            .find(|(_, p)| *p == "Running")
-            .map_or(t, |(at, _)| *at);
-        // (deleted, ended): deletion kills the stream at once; an ended workload's output is all out
-        let state = |s: &Shared| {
-            let data = s.data.lock().unwrap();
-            data.workloads
-                .iter()
-                .find(|x| x.id == id)
-                .map_or((true, true), |x| {
-                    let deleted = x.deleted_at.is_some();
-                    (
-                        deleted,
-                        deleted || model::is_terminal(model::phase(x, now())),
-                    )
-                })
-        };
-        let total = lines.len().max(1) as f64;
-        for (i, line) in lines.into_iter().enumerate() {
-            let due = run_start + w.timing.run_s * (i as f64 / total);
-            while now() < due {
-                if state(&s).0 {
-                    let _ = socket.send(Message::Close(None)).await;
-                    return;
-                }
-                tokio::time::sleep(std::time::Duration::from_secs_f64(
-                    (due - now()).clamp(0.0, 0.1),
-                ))
-                .await;
-            }
-            if socket.send(Message::Text(line.into())).await.is_err() {
-                return;
-            }
-        }
-        while !state(&s).1 {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        let _ = socket.send(Message::Close(None)).await;
-    })
-}
-
-async fn control(State(s): State<S>, Json(f): Json<Value>) -> Response {
-    if let Some(t) = f.get("timing") {
-        if let Ok(t) = serde_json::from_value::<Timing>(t.clone()) {
-            s.cfg.lock().unwrap().timing = t;
-        }
-    }
-    if let Some(ttl) = f.get("token_ttl_s").and_then(Value::as_f64) {
-        s.cfg.lock().unwrap().token_ttl_s = ttl;
-    }
-    if let Ok(faults) = serde_json::from_value::<Faults>(f) {
-        if faults.revoke_tokens {
-            s.data.lock().unwrap().tokens.clear();
-        }
-        *s.faults.lock().unwrap() = Faults {
-            revoke_tokens: false,
-            ..faults
-        };
-    }
-    Json(json!({"ok": true})).into_response()
-}
-
-async fn journal(State(s): State<S>) -> Response {
-    Json(Value::Array(s.journal.lock().unwrap().clone())).into_response()
-}
-
-/// Journal every request (secrets masked), then apply the fault knobs to API requests.
-async fn middleware(State(s): State<S>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    let bytes = to_bytes(body, 16 << 20).await.unwrap_or_default();
-    let path = parts.uri.path().to_string();
-    if !path.starts_with("/mock/") {
-        let mut headers = serde_json::Map::new();
-        for (k, v) in &parts.headers {
-            let v = if k == "authorization" {
-                "Bearer ***"
-            } else {
-                v.to_str().unwrap_or("")
-            };
-            headers.insert(k.to_string(), v.into());
-        }
-        let query: HashMap<String, String> = parts
-            .uri
-            .query()
-            .map(|q| {
-                q.split('&')
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut body_text = String::from_utf8_lossy(&bytes).into_owned();
-        if let Ok(mut v) = serde_json::from_str::<Value>(&body_text) {
-            for k in ["appSecret", "clientSecret", "AppSecret", "password"] {
-                if v.get(k).is_some() {
-                    v[k] = "***".into();
-                }
-            }
-            body_text = v.to_string();
-        }
-        s.journal.lock().unwrap().push(json!({"t": now(), "kind": "http", "method": parts.method.as_str(), "path": path, "query": query, "headers": headers, "body": body_text}));
-        let (latency, limited, error) = {
-            let mut f = s.faults.lock().unwrap();
-            let limited = (f.rate_limit_next > 0).then_some(f.retry_after_s);
-            f.rate_limit_next = f
-                .rate_limit_next
-                .saturating_sub(u32::from(limited.is_some()));
-            let error =
-                (limited.is_none() && f.error_burst > 0).then_some(if f.error_status == 0 {
-                    500
-                } else {
-                    f.error_status
-                });
-            f.error_burst = f.error_burst.saturating_sub(u32::from(error.is_some()));
-            (f.latency_ms, limited, error)
-        };
-        if latency > 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(latency)).await;
-        }
-        if let Some(after) = limited {
-            let mut r = err(429, "Too many requests");
-            r.headers_mut()
-                .insert("retry-after", after.to_string().parse().unwrap());
-            return r;
-        }
-        if let Some(code) = error {
-            return err(
-                code,
-                if code == 503 {
-                    "Please try again in few minutes."
-                } else {
-                    "Something went wrong."
-                },
-            );
-        }
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
-}
-
 pub fn router(s: S) -> Router {
     Router::new()
         .route("/api/v1/token", post(token))
@@ -820,20 +503,23 @@ pub fn router(s: S) -> Router {
                 delete_typed(st, Path(("distributed".to_string(), id)), h)
             }),
         )
-        .route("/api/v1/workloads", get(list_workloads))
+        .route("/api/v1/workloads", get(lists::list_workloads))
         .route("/api/v1/workloads/{id}", get(get_workload))
-        .route("/api/v1/workloads/{id}/events", get(list_events))
-        .route("/api/v1/workloads/{id}/pods", get(list_pods))
+        .route("/api/v1/workloads/{id}/events", get(lists::list_events))
+        .route("/api/v1/workloads/{id}/pods", get(lists::list_pods))
         .route("/api/v1/org-unit/projects", get(projects))
         .route("/api/v1/clusters", get(clusters))
         .route("/cluster-api/status", get(cluster_status))
         .route(
             "/cluster-api/api/v1/{project}/workloads/{kind}/runai/{name}/logs",
-            get(logs),
+            get(logstream::logs),
         )
-        .route("/mock/control", post(control))
-        .route("/mock/journal", get(journal))
+        .route("/mock/control", post(control::control))
+        .route("/mock/journal", get(control::journal))
         .fallback(|| async { err(404, "Resource id not found.") })
-        .layer(axum::middleware::from_fn_with_state(s.clone(), middleware))
+        .layer(axum::middleware::from_fn_with_state(
+            s.clone(),
+            control::middleware,
+        ))
         .with_state(s)
 }
