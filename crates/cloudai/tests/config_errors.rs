@@ -1,0 +1,72 @@
+//! Config errors found all at once and named precisely: independent problems of one scenario in one pass (run
+//! and verify-configs alike), a directory given as a file, a test name that would leave the results tree.
+
+mod common;
+
+use common::{stdout_of, Work};
+
+/// A test's name names its hook output directory (`pre_test/<name>/`): it must be one path component too.
+#[test]
+fn a_test_name_that_would_escape_is_rejected() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/s.toml",
+        "name = \"../../ESCAPED\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"x\"\n[[Tests]]\nid = \"a\"\ntest_name = \"../../ESCAPED\"\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("tests/s.toml:1:8: field 'name': \"../../ESCAPED\" contains '/'"),
+        "{text}"
+    );
+}
+
+/// Independent problems of one scenario are all reported in one pass, by run and by verify-configs alike.
+#[test]
+fn three_independent_errors_are_reported_together() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"slep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nfoo = 1\n\
+         [[Tests.dependencies]]\ntype = \"start_post_completion\"\nid = \"a\"\n",
+    );
+    let want = [
+        "field 'Tests.1.dependencies.0.type': unknown dependency type \"start_post_completion\"",
+        "field 'Tests.1.foo': unknown field",
+        "field 'Tests.0.test_name': test 'slep' is not defined",
+    ];
+    for args in [
+        common::RUN_S_TOML.to_vec(),
+        vec!["verify-configs", "--tests-dir", "tests", "s.toml"],
+    ] {
+        let out = w.cloudai().args(&args).output().unwrap();
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        for e in want {
+            assert!(text.contains(e), "{:?}: missing {e:?} in\n{text}", args[0]);
+        }
+    }
+    // a directory where a file is expected
+    let out = w
+        .cloudai()
+        .args(["run", "--tests-dir", "tests", "--test-scenario", "tests"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("tests: test scenario: is a directory; expected a TOML file"),
+        "{text}"
+    );
+}
