@@ -127,3 +127,9 @@ fn slurm_sleep_matches_cloudai() {
 fn slurm_nccl_with_hooks_matches_cloudai() {
     check_case("slurm-nccl");
 }
+
+/// A design-space exploration: one step directory per grid point, in CloudAI's order, and trajectory.csv.
+#[test]
+fn slurm_dse_small_matches_cloudai() {
+    check_case("slurm-dse-small");
+}

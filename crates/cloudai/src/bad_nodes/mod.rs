@@ -192,6 +192,7 @@ pub fn run(req: &Request) -> i32 {
         };
         let layout = Layout {
             root: root.join(format!("round-{round}")),
+            step: None,
         };
         let runner = Runner::new(sys, &sys_cfg, scenario, layout, false);
         let outcome = rt.block_on(runner.run());

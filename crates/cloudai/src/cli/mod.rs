@@ -1,6 +1,7 @@
 //! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
 
 mod baseline;
+mod dse;
 mod find_bad_nodes;
 mod list;
 mod report;

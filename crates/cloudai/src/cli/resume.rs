@@ -207,6 +207,13 @@ fn resume_locked(
             return 1;
         }
     };
+    if scenario.test_runs.iter().any(|r| r.is_dse()) {
+        error!(
+            "{} is a design-space exploration: resuming a sweep is not supported by this version (run it again)",
+            root.display()
+        );
+        return 1;
+    }
     let grading = match baseline.load() {
         Ok(g) => g,
         Err(e) => {
@@ -261,6 +268,7 @@ fn resume_locked(
         scenario,
         Layout {
             root: root.to_path_buf(),
+            step: None,
         },
         false,
     );

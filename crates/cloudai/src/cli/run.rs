@@ -36,14 +36,6 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         error!("--single-sbatch is not implemented in this version of cloudai.");
         return 1;
     }
-    if scenario.test_runs.iter().any(|r| r.is_dse()) {
-        error!(
-            "Scenario '{}' is a design-space exploration (a list in cmd_args, extra_env_vars or num_nodes); \
-             DSE runs are not implemented in this version of cloudai.",
-            scenario.name
-        );
-        return 1;
-    }
     let grading = match args.baseline.load() {
         Ok(g) => g,
         Err(e) => {
@@ -141,10 +133,25 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
             return 1;
         }
     }
-    let mut runner = Runner::new(sys, &system, scenario, layout, dry_run);
-    runner.detach = args.detach && !dry_run;
-    let outcome = rt.block_on(runner.run());
     let grading = if dry_run { None } else { grading };
+    let (runner, outcome) = if scenario.test_runs.iter().any(|r| r.is_dse()) {
+        let root = layout.root.clone();
+        super::dse::run(
+            super::dse::Dse {
+                sys,
+                cfg: &system,
+                scenario,
+                root: &root,
+                dry_run,
+            },
+            &rt,
+        )
+    } else {
+        let mut runner = Runner::new(sys, &system, scenario, layout, dry_run);
+        runner.detach = args.detach && !dry_run;
+        let outcome = rt.block_on(runner.run());
+        (runner, outcome)
+    };
     let code = conclude(
         &runner,
         outcome,

@@ -39,7 +39,7 @@ impl ArgValue {
         }
     }
 
-    fn py_repr(&self) -> String {
+    pub fn py_repr(&self) -> String {
         match self {
             ArgValue::Str(s) => format!("'{s}'"),
             other => other.py_str(),

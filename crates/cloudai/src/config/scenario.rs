@@ -27,6 +27,8 @@ pub struct TestEntry {
     pub test_name: Option<(String, Loc)>,
     /// A list makes it a DSE sweep over node counts.
     pub num_nodes: Vec<u64>,
+    /// `num_nodes` was written as a list (even of one value).
+    pub num_nodes_list: bool,
     pub nodes: Vec<String>,
     pub exclude_nodes: Vec<String>,
     pub weight: i64,
@@ -330,6 +332,9 @@ fn decode_entry(ctx: &mut Ctx, v: &View, index: usize) -> Option<TestEntry> {
             _ => None,
         }),
         num_nodes_set: v.has("num_nodes"),
+        num_nodes_list: v
+            .get("num_nodes")
+            .is_some_and(|n| matches!(n.kind, Kind::Array(_))),
         max_pending_time,
         dependencies,
         extra_srun_args: v.opt_str(ctx, "extra_srun_args"),

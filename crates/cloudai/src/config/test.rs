@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 
 use super::args::{self, ArgValue, CmdArgs};
-use super::decode::{as_str, unknown_hint, Ctx, View};
+use super::decode::{as_str, Ctx, View};
 use super::error::{did_you_mean, ConfigError, ConfigErrors};
 use super::node::{Kind, Node};
 use crate::workloads;
@@ -233,8 +233,14 @@ pub fn decode(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigEr
         ctx.err(
             &loc,
             &v.field("agent"),
-            format!("agent {agent} is not registered"),
-            unknown_hint(&agent, AGENTS),
+            format!(
+                "Agent {agent} is not registered. Available agents are: {}",
+                AGENTS.join(", ")
+            ),
+            Some(
+                "this version explores a sweep with the grid agent (every combination, in order)"
+                    .into(),
+            ),
         );
     }
     let agent_steps = v.count(&mut ctx, "agent_steps", 1);

@@ -13,6 +13,8 @@ pub use record::{EndReason, IterationRecord, Status};
 #[derive(Clone, Debug)]
 pub struct Layout {
     pub root: PathBuf,
+    /// A design-space exploration step: its iterations live one level deeper, `<test>/<iteration>/<step>/`.
+    pub step: Option<u64>,
 }
 
 impl Layout {
@@ -20,6 +22,7 @@ impl Layout {
     pub fn new(output: &Path, scenario: &str, now: chrono::DateTime<chrono::Local>) -> Self {
         Self {
             root: output.join(format!("{scenario}_{}", now.format("%Y-%m-%d_%H-%M-%S"))),
+            step: None,
         }
     }
 
@@ -40,7 +43,7 @@ impl Layout {
                 PathBuf::from(format!("{}_{n}", base.display()))
             };
             match std::fs::create_dir(&root) {
-                Ok(()) => return Ok(Self { root }),
+                Ok(()) => return Ok(Self { root, step: None }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
@@ -52,6 +55,10 @@ impl Layout {
     }
 
     pub fn iteration_dir(&self, test_id: &str, iteration: u64) -> PathBuf {
-        self.root.join(test_id).join(iteration.to_string())
+        let dir = self.root.join(test_id).join(iteration.to_string());
+        match self.step {
+            Some(s) => dir.join(s.to_string()),
+            None => dir,
+        }
     }
 }

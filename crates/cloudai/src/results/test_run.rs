@@ -119,7 +119,7 @@ pub fn render(run: &TestRun, iteration: u64, dir: &Path, test_cmd: &str, full_cm
         kv("output_path", PyVal::str(dir.display().to_string())),
         kv("iterations", PyVal::Int(run.iterations as i64)),
         kv("current_iteration", PyVal::Int(iteration as i64)),
-        kv("step", PyVal::Int(0)),
+        kv("step", PyVal::Int(run.step as i64)),
         kv("test_cmd", PyVal::str(test_cmd)),
         kv("full_cmd", PyVal::str(full_cmd)),
         kv("test_definition", definition(&run.test)),

@@ -1,5 +1,6 @@
 //! Resolves a scenario file against the test definitions and hooks into runnable `TestRun`s.
 
+pub mod dse;
 mod library;
 pub mod limits;
 
@@ -20,7 +21,7 @@ pub fn library_files(dir: &Path) -> Vec<PathBuf> {
     toml_files(dir).unwrap_or_default()
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Scenario {
     pub name: String,
     pub file: PathBuf,
@@ -36,6 +37,7 @@ pub struct HookScenario {
     pub test_runs: Vec<Arc<TestRun>>,
 }
 
+#[derive(Clone)]
 pub struct TestRun {
     pub id: String,
     pub test: TestDefinition,
@@ -56,6 +58,10 @@ pub struct TestRun {
     pub ideal_perf: f64,
     pub pre_test: Option<Arc<HookScenario>>,
     pub post_test: Option<Arc<HookScenario>>,
+    /// `num_nodes` given as a list: a sweep over node counts.
+    pub num_nodes_sweep: Vec<u64>,
+    /// The step of a design-space exploration this run is (0: not a DSE step).
+    pub step: u64,
 }
 
 impl std::fmt::Debug for TestRun {
@@ -81,7 +87,7 @@ impl TestRun {
     }
 
     pub fn is_dse(&self) -> bool {
-        self.test.is_dse()
+        self.step == 0 && (self.test.is_dse() || !self.num_nodes_sweep.is_empty())
     }
 }
 
@@ -260,6 +266,12 @@ fn resolve_entry(
         ideal_perf: entry.ideal_perf,
         pre_test: None,
         post_test: None,
+        num_nodes_sweep: if entry.num_nodes_list {
+            entry.num_nodes.clone()
+        } else {
+            Vec::new()
+        },
+        step: 0,
     })
 }
 

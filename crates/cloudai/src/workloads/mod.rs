@@ -99,6 +99,11 @@ pub trait Workload: Send + Sync {
     fn validate(&self, _ctx: &mut Ctx, _v: &View, _args: &CmdArgs) {}
     /// Schedulers this workload has a command for.
     fn schedulers(&self) -> &'static [&'static str];
+    /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
+    /// measured (the agent observes -1 then, as CloudAI does).
+    fn metric(&self, _test: &TestDefinition, _dir: &Path, _name: &str) -> Option<f64> {
+        None
+    }
     /// The test command proper (what runs on a node), without any launcher prefix. Profiling (`nsys`) is added by
     /// the system, except for workloads that run in the batch script itself.
     fn command(&self, test: &TestDefinition) -> String;

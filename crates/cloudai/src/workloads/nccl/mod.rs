@@ -201,6 +201,26 @@ impl Workload for NcclTest {
         }
     }
 
+    /// CloudAI's NCCL metrics: `default` and `latency-in-place` are the mean in-place time (us) over the rows,
+    /// `latency-out-of-place` the out-of-place one; ours, `busbw`, the mean in-place busbw (GB/s).
+    fn metric(&self, _test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+        let out = read::parse_file(&dir.join("stdout.txt")).ok()?;
+        let rows: Vec<&parse::Row> = out.runs.iter().flat_map(|r| r.rows.iter()).collect();
+        let vals: Vec<f64> = match name {
+            "default" | "latency-in-place" => rows
+                .iter()
+                .filter_map(|r| r.in_place.as_ref().map(|s| s.time_us))
+                .collect(),
+            "latency-out-of-place" => rows.iter().map(|r| r.out_of_place.time_us).collect(),
+            "busbw" => rows
+                .iter()
+                .filter_map(|r| r.in_place.as_ref().map(|s| s.busbw))
+                .collect(),
+            _ => return None,
+        };
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    }
+
     fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
         let path = dir.join("stdout.txt");
         match read::parse_file(&path) {
