@@ -268,3 +268,84 @@ fn dry_run_and_generate_report_agree() {
     assert_eq!(statuses, ["DRY-RUN", "PASSED"], "{text}");
     assert_eq!(summary["mode"], "dry-run");
 }
+
+/// A run with a failed test leaves `<results dir>.tgz` beside the tree (as CloudAI does): the whole tree under its
+/// own name, with nothing half-written; `--no-tarball` opts out, and a run that passes writes none.
+#[test]
+fn a_failing_run_leaves_a_tarball_of_its_tree() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/bad.toml",
+        "name = \"bad\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo out; false\"\n",
+    );
+    w.file("tests/good.toml", "name = \"good\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n");
+    w.file(
+        "s.toml",
+        "name = \"t\"\n[[Tests]]\nid = \"a\"\ntest_name = \"bad\"\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    let root = w.results_root();
+    let tgz = root.with_file_name(format!(
+        "{}.tgz",
+        root.file_name().unwrap().to_string_lossy()
+    ));
+    assert!(
+        stdout_of(&out).contains("Created tarball at"),
+        "{}",
+        stdout_of(&out)
+    );
+    let list = std::process::Command::new("tar")
+        .arg("tzf")
+        .arg(&tgz)
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    let names = String::from_utf8_lossy(&list.stdout).into_owned();
+    let top = root.file_name().unwrap().to_string_lossy().into_owned();
+    for f in [
+        "a/0/stdout.txt",
+        "a/0/cloudai-run.json",
+        "summary.json",
+        "t.html",
+    ] {
+        assert!(
+            names.contains(&format!("{top}/{f}")),
+            "{f} missing:\n{names}"
+        );
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(root.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+
+    for (scenario, extra) in [("a", "--no-tarball"), ("b", "")] {
+        let w = Work::new();
+        w.standalone();
+        w.file(
+            "tests/bad.toml",
+            "name = \"bad\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"false\"\n",
+        );
+        w.file("tests/good.toml", "name = \"good\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n");
+        let test = if scenario == "a" { "bad" } else { "good" };
+        w.file(
+            "s.toml",
+            &format!("name = \"t\"\n[[Tests]]\nid = \"a\"\ntest_name = \"{test}\"\n"),
+        );
+        let mut c = w.cloudai();
+        c.args(common::RUN_S_TOML);
+        if !extra.is_empty() {
+            c.arg(extra);
+        }
+        c.output().unwrap();
+        let tgzs: Vec<_> = std::fs::read_dir(w.path().join("out"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tgz"))
+            .collect();
+        assert!(tgzs.is_empty(), "{test} {extra}: a tarball was written");
+    }
+}

@@ -28,7 +28,7 @@ fn root_of(w: &Work) -> Option<PathBuf> {
         .ok()?
         .flatten()
         .map(|e| e.path())
-        .next()
+        .find(|p| p.is_dir())
 }
 
 fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {

@@ -93,6 +93,9 @@ pub struct RunArgs {
     /// Submit what can be submitted, then exit and leave the jobs running; `cloudai resume DIR` finishes
     #[arg(long)]
     detach: bool,
+    /// Do not write `<results dir>.tgz` (written, as CloudAI does, when a test did not pass)
+    #[arg(long)]
+    no_tarball: bool,
     /// Resume this results tree instead of starting a new run (the same as `cloudai resume DIR`)
     #[arg(long, value_name = "RESULTS_DIR", conflicts_with_all = ["test_scenario", "system_config", "tests_dir", "hook_dir"])]
     resume: Option<PathBuf>,

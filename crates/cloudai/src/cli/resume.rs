@@ -278,9 +278,12 @@ fn resume_locked(
         &runner,
         outcome,
         &system,
-        junit,
-        baseline.tolerance,
-        grading,
-        true,
+        super::run::Conclusion {
+            junit,
+            tolerance_pct: baseline.tolerance,
+            grading,
+            resumed: true,
+            tarball: true,
+        },
     )
 }

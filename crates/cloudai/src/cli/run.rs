@@ -156,10 +156,13 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         &runner,
         outcome,
         &system,
-        args.junit.as_deref(),
-        args.baseline.tolerance,
-        grading,
-        false,
+        Conclusion {
+            junit: args.junit.as_deref(),
+            tolerance_pct: args.baseline.tolerance,
+            grading,
+            resumed: false,
+            tarball: !args.no_tarball,
+        },
     );
     crate::results::state::unlock(&runner.layout.root);
     code
@@ -172,16 +175,32 @@ fn scenario_path(args: &RunArgs) -> &Path {
         .unwrap_or(Path::new("scenario.toml"))
 }
 
-/// After the engine: reports (over the whole tree when resuming), the status table, JUnit, and the exit code.
+/// How a run ends, beyond its outcome.
+pub(super) struct Conclusion<'a> {
+    pub junit: Option<&'a Path>,
+    pub tolerance_pct: f64,
+    pub grading: Option<crate::baseline::Grading>,
+    /// Earlier iterations of the tree count too (their records are read from it).
+    pub resumed: bool,
+    /// Write `<root>.tgz` when an iteration did not pass.
+    pub tarball: bool,
+}
+
+/// After the engine: reports (over the whole tree when resuming), the status table, JUnit, the tarball, and the
+/// exit code.
 pub(super) fn conclude(
     runner: &Runner,
     mut outcome: crate::runner::RunOutcome,
     system: &crate::config::system::SystemConfig,
-    junit: Option<&Path>,
-    tolerance_pct: f64,
-    grading: Option<crate::baseline::Grading>,
-    resumed: bool,
+    c: Conclusion,
 ) -> i32 {
+    let Conclusion {
+        junit,
+        tolerance_pct,
+        grading,
+        resumed,
+        tarball,
+    } = c;
     let opts = crate::report::scenario::Options {
         compare: Vec::new(),
         tolerance: tolerance_pct / 100.0,
@@ -216,6 +235,13 @@ pub(super) fn conclude(
     info!("Scenario results");
     log::print(&crate::report::status_table::render(&outcome.records));
     let junit_ok = super::write_junit(junit, &runner.scenario.name, &outcome.records);
+    let failed = outcome.records.iter().any(|r| !r.status.is_success());
+    if tarball && failed && !runner.dry_run && !runner.detach {
+        match crate::report::tarball::write(&runner.layout.root) {
+            Ok(p) => info!("Created tarball at {}", p.display()),
+            Err(e) => error!("Cannot write the results tarball: {e}"),
+        }
+    }
     if !outcome.leftovers.is_empty() {
         return super::report_leftovers(&runner.layout.root, &outcome.leftovers);
     }

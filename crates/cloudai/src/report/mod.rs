@@ -8,3 +8,4 @@ mod page;
 mod sanity;
 pub mod scenario;
 pub mod status_table;
+pub mod tarball;
