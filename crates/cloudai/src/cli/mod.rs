@@ -3,6 +3,7 @@
 mod baseline;
 mod dse;
 mod find_bad_nodes;
+mod install;
 mod list;
 mod report;
 mod resume;
@@ -50,6 +51,10 @@ enum Command {
     Baseline(baseline::BaselineCmd),
     /// Run an NCCL test on node pairs, round by round, and name the nodes to blame
     FindBadNodes(find_bad_nodes::FindArgs),
+    /// Install what the scenario's tests need (git repositories; images, with cache_docker_images_locally)
+    Install(install::InstallArgs),
+    /// Remove exactly what `install` made for the scenario's tests
+    Uninstall(install::InstallArgs),
     /// Finish a results tree whose cloudai was killed or detached: re-attach to its jobs, run what never started
     Resume(resume::ResumeArgs),
     /// Every iteration of a results tree: state, job, nodes, elapsed, pending reason (one scheduler query)
@@ -79,7 +84,7 @@ pub struct RunArgs {
     /// Where scenario results go [default: the system's output_path]
     #[arg(long)]
     output_dir: Option<PathBuf>,
-    /// Accepted for CloudAI compatibility: installation is not checked by this version
+    /// Do not check that the scenario's installables (git repositories, cached images) are installed
     #[arg(long)]
     enable_cache_without_check: bool,
     /// Slurm only: run the whole scenario in one sbatch job (CloudAI's flag; refused by this version, which submits one job per test iteration)
@@ -176,6 +181,8 @@ pub fn main() -> i32 {
                 Command::Baseline(args) => baseline::baseline(&args),
                 Command::FindBadNodes(args) => find_bad_nodes::find(&args),
                 Command::Resume(args) => resume::resume_cmd(&args),
+                Command::Install(args) => install::install(&args, false),
+                Command::Uninstall(args) => install::install(&args, true),
                 Command::Status(args) => status::status(&args),
                 Command::List(_) => unreachable!(),
             }

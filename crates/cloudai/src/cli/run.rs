@@ -64,6 +64,27 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         );
         return 1;
     }
+    if !dry_run && !args.enable_cache_without_check {
+        let missing: Vec<_> = crate::install::installables(&system, &scenario)
+            .into_iter()
+            .filter(|i| !i.installed())
+            .collect();
+        if !missing.is_empty() {
+            for i in &missing {
+                error!(
+                    "Not installed: {} (expected at {})",
+                    i.describe(),
+                    i.path().display()
+                );
+            }
+            error!(
+                "{} installable(s) missing: run `cloudai install` with the same --system-config, --tests-dir and \
+                 --test-scenario first (or pass --enable-cache-without-check)",
+                missing.len()
+            );
+            return 1;
+        }
+    }
     let rt = match crate::runner::runtime() {
         Ok(rt) => rt,
         Err(e) => {

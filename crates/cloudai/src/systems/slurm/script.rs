@@ -57,8 +57,11 @@ impl Ctx<'_> {
         crate::systems::job_env(self.sys, run).into_iter().collect()
     }
 
+    /// The image to run: its cached `.sqsh` under install_path with `cache_docker_images_locally`, else the URL.
     fn image(&self, run: &TestRun) -> Option<String> {
-        run.workload.container_image(&run.test)
+        crate::install::cached_image(self.sys, run)
+            .map(|p| p.display().to_string())
+            .or_else(|| run.workload.container_image(&run.test))
     }
 
     fn mounts(&self, t: &Target) -> Vec<String> {

@@ -1,0 +1,321 @@
+//! What a scenario needs installed before it runs, under the system's `install_path`: git repositories cloned at
+//! their pinned commit (`<name>__<commit>`, mounted into containers) and, on Slurm with
+//! `cache_docker_images_locally`, container images imported with enroot into `.sqsh` files. `install` is
+//! idempotent and records what it made in `.cloudai-install.json`, so `uninstall` removes exactly that.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::system::{SystemConfig, SystemKind};
+use crate::scenario::{Scenario, TestRun};
+
+/// The manifest of what `install` created, inside `install_path`.
+pub const MANIFEST: &str = ".cloudai-install.json";
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Installable {
+    Repo {
+        url: String,
+        commit: String,
+        submodules: bool,
+        path: PathBuf,
+    },
+    Image {
+        url: String,
+        path: PathBuf,
+    },
+}
+
+impl Installable {
+    pub fn path(&self) -> &Path {
+        match self {
+            Installable::Repo { path, .. } | Installable::Image { path, .. } => path,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Installable::Repo { url, commit, .. } => format!("git repository {url} at {commit}"),
+            Installable::Image { url, .. } => format!("container image {url}"),
+        }
+    }
+
+    pub fn installed(&self) -> bool {
+        self.path().exists()
+    }
+}
+
+/// `nvcr.io#nvidia/pytorch:24.02-py3` → `nvcr.io#nvidia__pytorch__24.02-py3.sqsh` (CloudAI's cache file name).
+pub fn sqsh_name(url: &str) -> String {
+    let local = url.starts_with('/') || url.starts_with('.');
+    let wo_prefix = url.split_once("://").map_or(url, |(_, r)| r);
+    let (wo_tag, tag) = match wo_prefix.rsplit_once(':') {
+        Some((a, t)) if !t.contains('/') => (a, t),
+        _ => (wo_prefix, "notag"),
+    };
+    let name = if local {
+        wo_tag.rsplit('/').next().unwrap_or(wo_tag).to_string()
+    } else {
+        match wo_tag.rsplit_once('/') {
+            Some((head, last)) => format!("{}__{last}", head.replace('/', "_")),
+            None => wo_tag.to_string(),
+        }
+    };
+    format!("{name}__{tag}.sqsh")
+}
+
+/// The directory a repository is cloned into: `<install_path>/<repo name>__<commit>`.
+pub fn repo_dir(install: &Path, url: &str, commit: &str) -> PathBuf {
+    let name = url
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("repo")
+        .trim_end_matches(".git");
+    install.join(format!("{name}__{commit}"))
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The cached image of a test on this system, when images are cached.
+pub fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
+    let SystemKind::Slurm(s) = &sys.kind else {
+        return None;
+    };
+    if !s.cache_docker_images_locally {
+        return None;
+    }
+    let url = run.workload.container_image(&run.test)?;
+    Some(absolute(&sys.install_path).join(sqsh_name(&url)))
+}
+
+/// Every installable of the scenario's tests and hooks, once each.
+pub fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Installable> {
+    let install = absolute(&sys.install_path);
+    let mut out: Vec<Installable> = Vec::new();
+    let runs = scenario.test_runs.iter().flat_map(|r| {
+        let hooks = [&r.pre_test, &r.post_test]
+            .into_iter()
+            .flatten()
+            .flat_map(|h| h.test_runs.iter().cloned());
+        std::iter::once(r.clone()).chain(hooks)
+    });
+    for r in runs {
+        for g in &r.test.git_repos {
+            out.push(Installable::Repo {
+                url: g.url.clone(),
+                commit: g.commit.clone(),
+                submodules: g.init_submodules,
+                path: repo_dir(&install, &g.url, &g.commit),
+            });
+        }
+        if let (Some(path), Some(url)) =
+            (cached_image(sys, &r), r.workload.container_image(&r.test))
+        {
+            out.push(Installable::Image { url, path });
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|i| seen.insert(i.path().to_path_buf()));
+    out
+}
+
+fn run(cmd: &mut std::process::Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn install_one(i: &Installable) -> Result<(), String> {
+    let tmp = i.path().with_extension("partial");
+    let _ = std::fs::remove_dir_all(&tmp);
+    let _ = std::fs::remove_file(&tmp);
+    if let Some(parent) = i.path().parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    }
+    // built under a temporary name and renamed: a failure never leaves something that looks installed
+    let r = match i {
+        Installable::Repo {
+            url,
+            commit,
+            submodules,
+            ..
+        } => run(std::process::Command::new("git")
+            .args(["clone", "--quiet", url])
+            .arg(&tmp))
+        .and_then(|_| {
+            run(std::process::Command::new("git")
+                .arg("-C")
+                .arg(&tmp)
+                .args(["checkout", "--quiet", commit]))
+        })
+        .and_then(|_| {
+            if *submodules {
+                run(std::process::Command::new("git").arg("-C").arg(&tmp).args([
+                    "submodule",
+                    "update",
+                    "--init",
+                    "--recursive",
+                    "--quiet",
+                ]))
+            } else {
+                Ok(())
+            }
+        }),
+        Installable::Image { url, .. } => run(std::process::Command::new("enroot")
+            .arg("import")
+            .arg("-o")
+            .arg(&tmp)
+            .arg(format!("docker://{}", url.replacen('#', "/", 1)))),
+    };
+    match r.and_then(|_| std::fs::rename(&tmp, i.path()).map_err(|e| e.to_string())) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn read_manifest(install: &Path) -> Vec<PathBuf> {
+    std::fs::read(install.join(MANIFEST))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn write_manifest(install: &Path, paths: &[PathBuf]) -> std::io::Result<()> {
+    std::fs::create_dir_all(install)?;
+    let json = serde_json::to_vec_pretty(paths).map_err(std::io::Error::other)?;
+    crate::util::fsx::write_atomic(&install.join(MANIFEST), &json)
+}
+
+fn enroot_available() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("enroot").is_file()))
+}
+
+/// Installs what is missing; returns the failures (each named). Images are skipped, with a message, without enroot.
+pub fn install(sys: &SystemConfig, items: &[Installable]) -> Vec<String> {
+    let install = absolute(&sys.install_path);
+    let mut made = read_manifest(&install);
+    let mut failures = Vec::new();
+    let n = items.len();
+    for (k, i) in items.iter().enumerate() {
+        if i.installed() {
+            crate::info!(
+                "[{}/{n}] {} is already installed at {}",
+                k + 1,
+                i.describe(),
+                i.path().display()
+            );
+            continue;
+        }
+        if matches!(i, Installable::Image { .. }) && !enroot_available() {
+            crate::warn!(
+                "[{}/{n}] skipping {}: enroot is not installed here (install enroot, or set cache_docker_images_locally = false)",
+                k + 1,
+                i.describe()
+            );
+            continue;
+        }
+        crate::info!(
+            "[{}/{n}] installing {} into {}",
+            k + 1,
+            i.describe(),
+            i.path().display()
+        );
+        match install_one(i) {
+            Ok(()) => made.push(i.path().to_path_buf()),
+            Err(e) => failures.push(format!("{}: {e}", i.describe())),
+        }
+    }
+    if let Err(e) = write_manifest(&install, &made) {
+        failures.push(format!(
+            "cannot record what was installed in {}: {e}",
+            install.join(MANIFEST).display()
+        ));
+    }
+    failures
+}
+
+/// Removes what `install` made (and nothing else); returns the failures.
+pub fn uninstall(sys: &SystemConfig, items: &[Installable]) -> Vec<String> {
+    let install = absolute(&sys.install_path);
+    let made = read_manifest(&install);
+    let mut keep = Vec::new();
+    let mut failures = Vec::new();
+    for p in made {
+        if !items.iter().any(|i| i.path() == p) {
+            keep.push(p);
+            continue;
+        }
+        let r = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        match r {
+            Ok(()) => crate::info!("removed {}", p.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                failures.push(format!("{}: {e}", p.display()));
+                keep.push(p);
+            }
+        }
+    }
+    for i in items.iter().filter(|i| i.installed()) {
+        if !keep.iter().any(|k| k == i.path()) {
+            crate::info!(
+                "{} was not installed by cloudai: left in place",
+                i.path().display()
+            );
+        }
+    }
+    if let Err(e) = write_manifest(&install, &keep) {
+        failures.push(format!(
+            "cannot update {}: {e}",
+            install.join(MANIFEST).display()
+        ));
+    }
+    failures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_names() {
+        assert_eq!(
+            sqsh_name("nvcr.io#nvidia/pytorch:24.02-py3"),
+            "nvcr.io#nvidia__pytorch__24.02-py3.sqsh"
+        );
+        assert_eq!(sqsh_name("ubuntu"), "ubuntu__notag.sqsh");
+        assert_eq!(sqsh_name("/img/local.sqsh"), "local.sqsh__notag.sqsh");
+        assert_eq!(
+            sqsh_name("registry:5000/a/b"),
+            "registry:5000_a__b__notag.sqsh"
+        );
+        assert_eq!(
+            repo_dir(
+                Path::new("/i"),
+                "https://github.com/NVIDIA/nccl-tests.git",
+                "abc"
+            ),
+            Path::new("/i/nccl-tests__abc")
+        );
+    }
+}
