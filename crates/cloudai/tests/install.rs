@@ -29,7 +29,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 const IMAGE: &str = "nvcr.io#nvidia/pytorch:24.02-py3";
 
-/// A repository with two commits (the test pins the first), a Slurm system caching images, and a test using both.
+/// A bare repository with two commits (the test pins the first), a Slurm system caching images, and a test using both.
 fn setup(w: &Work) -> String {
     let src = w.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
@@ -40,6 +40,9 @@ fn setup(w: &Work) -> String {
     let first = git(&src, &["rev-parse", "HEAD"]);
     std::fs::write(src.join("VERSION"), "two\n").unwrap();
     git(&src, &["commit", "--quiet", "-am", "two"]);
+    // installs clone from a bare repository, as from a server
+    git(w.path(), &["clone", "--quiet", "--bare", "src", "src.git"]);
+    let src = w.path().join("src.git");
     w.file(
         "system.toml",
         "name = \"c\"\nscheduler = \"slurm\"\ninstall_path = \"install\"\noutput_path = \"out\"\ndefault_partition = \"p\"\n\

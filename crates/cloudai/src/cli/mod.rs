@@ -8,6 +8,7 @@ mod list;
 mod report;
 mod resume;
 mod run;
+mod single_sbatch;
 mod status;
 mod verify;
 
@@ -87,7 +88,7 @@ pub struct RunArgs {
     /// Do not check that the scenario's installables (git repositories, cached images) are installed
     #[arg(long)]
     enable_cache_without_check: bool,
-    /// Slurm only: run the whole scenario in one sbatch job (CloudAI's flag; refused by this version, which submits one job per test iteration)
+    /// Slurm only: run the whole scenario in one sbatch job (one allocation; iterations one after another)
     #[arg(long)]
     single_sbatch: bool,
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems

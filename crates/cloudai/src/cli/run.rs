@@ -32,8 +32,8 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         error!("Single sbatch is only supported for Slurm systems.");
         return 1;
     }
-    if args.single_sbatch {
-        error!("--single-sbatch is not implemented in this version of cloudai.");
+    if args.single_sbatch && scenario.test_runs.iter().any(|r| r.is_dse()) {
+        error!("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.");
         return 1;
     }
     let grading = match args.baseline.load() {
@@ -155,7 +155,18 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         }
     }
     let grading = if dry_run { None } else { grading };
-    let (runner, outcome) = if scenario.test_runs.iter().any(|r| r.is_dse()) {
+    let (runner, outcome) = if args.single_sbatch {
+        super::single_sbatch::run(
+            super::single_sbatch::Single {
+                sys,
+                cfg: &system,
+                scenario,
+                layout,
+                dry_run,
+            },
+            &rt,
+        )
+    } else if scenario.test_runs.iter().any(|r| r.is_dse()) {
         let root = layout.root.clone();
         super::dse::run(
             super::dse::Dse {

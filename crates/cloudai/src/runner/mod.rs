@@ -557,7 +557,13 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// `test-run.toml` and the system's files (scripts), written before the job is submitted.
-fn write_inputs(run: &TestRun, iteration: u64, dir: &Path, p: &Prepared) -> std::io::Result<()> {
+/// An iteration's files before its job is submitted: test-run.toml and what `prepare` made.
+pub fn write_inputs(
+    run: &TestRun,
+    iteration: u64,
+    dir: &Path,
+    p: &Prepared,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let toml = crate::results::test_run::render(run, iteration, dir, &p.test_cmd, &p.full_cmd);
     write_atomic(&dir.join("test-run.toml"), toml.as_bytes())?;
