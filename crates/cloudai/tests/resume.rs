@@ -313,6 +313,21 @@ async fn runai_kill_9_then_resume_creates_nothing_twice() {
     child.kill().unwrap();
     child.wait().unwrap();
     let root = root_of(&w).unwrap();
+    // status asks the control plane once for what the journal says is unfinished
+    let (dir, r) = (w.path().to_path_buf(), root.clone());
+    let st = tokio::task::spawn_blocking(move || {
+        Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+            .current_dir(dir)
+            .args(["status", "--json"])
+            .arg(r)
+            .env("RUNAI_APP_SECRET", SECRET)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["iterations"][0]["state"], "running", "{st}");
     let dir = w.path().to_path_buf();
     let root2 = root.clone();
     let out = tokio::task::spawn_blocking(move || {

@@ -1,6 +1,6 @@
 //! `cloudai status RESULTS_DIR [--json]`: every iteration of a tree from its journal records, with one query to
 //! the scheduler for the jobs still unfinished (Slurm: one squeue; Standalone: whether the process group lives;
-//! Run:ai: the journal only, no credentials are used). Works while another process owns the tree.
+//! Run:ai: one workload list with the recorded system). Works while another process owns the tree.
 
 use std::path::{Path, PathBuf};
 
@@ -107,6 +107,24 @@ fn squeue(ids: &[&str]) -> std::collections::HashMap<String, (String, String, St
     out
 }
 
+/// The phases of the tree's Run:ai workloads, with one list request, when some are unfinished.
+fn runai_phases(
+    root: &Path,
+    recs: &[IterationRecord],
+) -> Result<std::collections::HashMap<String, String>, String> {
+    if !recs
+        .iter()
+        .any(|r| r.is_unfinished() && r.scheduler == "runai")
+    {
+        return Ok(Default::default());
+    }
+    let info = state::read_info(root).map_err(|e| e.to_string())?;
+    let sys = info.system.as_ref().ok_or("no system recorded")?;
+    let cfg = crate::config::system::load(&state::state_dir(root).join(sys))
+        .map_err(|_| "the recorded system file does not load".to_string())?;
+    crate::runner::runtime()?.block_on(crate::systems::runai::phases(&cfg))
+}
+
 fn group_alive(pid: &str) -> bool {
     // SAFETY: signal 0 only checks that the process group exists
     pid.parse::<i32>()
@@ -126,6 +144,7 @@ pub fn status(args: &StatusArgs) -> i32 {
         .filter_map(|r| r.job_id.as_deref())
         .collect();
     let live = squeue(&unfinished);
+    let runai = runai_phases(root, &recs);
     let now = Local::now();
     let rows: Vec<Row> = recs
         .iter()
@@ -168,6 +187,16 @@ pub fn status(args: &StatusArgs) -> i32 {
                     "standalone" if !id.is_empty() && !group_alive(id) => {
                         row.state = "ended (not collected)".into()
                     }
+                    "runai" => match &runai {
+                        Ok(p) => match p.get(id) {
+                            Some(phase) => row.state = phase.to_lowercase(),
+                            None if !id.is_empty() => {
+                                row.state = "not found (a hook may run, or it was deleted)".into()
+                            }
+                            None => {}
+                        },
+                        Err(e) => row.reason = format!("Run:ai not asked: {e}"),
+                    },
                     _ => {}
                 }
             }

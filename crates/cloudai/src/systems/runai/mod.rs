@@ -241,6 +241,42 @@ impl RunAi {
     }
 }
 
+/// Every workload of the system's project by name, with its phase: one list request (`cloudai status`).
+pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, String> {
+    let r = RunAi::conf(cfg);
+    let secret = std::env::var("RUNAI_APP_SECRET")
+        .map(Secret::new)
+        .unwrap_or_else(|_| r.app_secret.clone());
+    let tls = client::tls_config(r.ca_bundle.as_deref())?;
+    let c = Client::new(&r.base_url, &r.app_id, secret, tls)?;
+    let v = c
+        .call_brief(
+            reqwest::Method::GET,
+            "/api/v1/workloads",
+            &[
+                ("filterBy", format!("projectId=={}", r.project_id)),
+                ("limit", "500".into()),
+            ],
+            None,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(v["workloads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| {
+            Some((
+                w["name"].as_str()?.to_string(),
+                w["phase"]
+                    .as_str()
+                    .or(w["actualPhase"].as_str())?
+                    .to_string(),
+            ))
+        })
+        .collect())
+}
+
 /// A plausible container image reference (`[registry/]path[:tag][@digest]`, enroot's `#` accepted).
 fn image_problem(url: &str) -> Option<&'static str> {
     let img = payload::image(url);
