@@ -26,11 +26,7 @@ pub struct Dse<'a> {
 
 /// Runs every step of every sweep; the engine's outcome over all steps, and the runner to conclude with.
 pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
-    let mut all = RunOutcome {
-        records: Vec::new(),
-        interrupted: false,
-        leftovers: Vec::new(),
-    };
+    let mut all = RunOutcome::ended(Vec::new());
     'tests: for run in &d.scenario.test_runs {
         let space = dse::space(run);
         let grid = dse::grid(&space);

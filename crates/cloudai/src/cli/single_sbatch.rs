@@ -145,24 +145,10 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
     );
     if let Err(e) = crate::util::fsx::write_atomic(&root.join(SCRIPT), script.as_bytes()) {
         error!("Cannot write {}: {e}", root.join(SCRIPT).display());
-        return (
-            runner,
-            RunOutcome {
-                records,
-                interrupted: false,
-                leftovers: Vec::new(),
-            },
-        );
+        return (runner, RunOutcome::ended(records));
     }
     let Some((first, ..)) = items.first() else {
-        return (
-            runner,
-            RunOutcome {
-                records,
-                interrupted: false,
-                leftovers: Vec::new(),
-            },
-        );
+        return (runner, RunOutcome::ended(records));
     };
     info!(
         "Submitting the whole scenario as one job ({} iteration(s) on {nodes} node(s))",
@@ -224,14 +210,7 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                     e.clone(),
                 ));
             }
-            return (
-                runner,
-                RunOutcome {
-                    records,
-                    interrupted: false,
-                    leftovers: Vec::new(),
-                },
-            );
+            return (runner, RunOutcome::ended(records));
         }
     };
     let nodes_seen = s.sys.nodes(&id);

@@ -54,6 +54,17 @@ pub struct RunOutcome {
     pub leftovers: Vec<crate::results::record::Leftover>,
 }
 
+impl RunOutcome {
+    /// A run that ended by itself with these records.
+    pub fn ended(records: Vec<IterationRecord>) -> Self {
+        Self {
+            records,
+            interrupted: false,
+            leftovers: Vec::new(),
+        }
+    }
+}
+
 struct Active {
     id: JobId,
     dir: PathBuf,
