@@ -253,12 +253,12 @@ fn hooks_run_around_the_test_and_a_failed_pre_test_skips_it() {
             "{}",
             stdout_of(&out)
         );
+        // the results directory (a failed run also leaves its .tgz beside it)
         let root = std::fs::read_dir(w.path().join(format!("out-{hook}")))
             .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
         let r = record(&root, "main", 0);
         assert_eq!(r.status, expect, "{hook}: {}", r.message);
         let main_out = std::fs::read_to_string(root.join("main/0/stdout.txt")).unwrap();
