@@ -231,7 +231,18 @@ pub fn verdict(records: &[crate::results::IterationRecord]) -> i32 {
 
 /// Reports config errors: one `[ERROR]` record per problem, each with its location and hint.
 pub fn report_errors(errors: &crate::config::ConfigErrors) {
-    for e in &errors.0 {
+    // a value checked both where it is written and in the merged test it lands in is reported once
+    let mut seen = std::collections::HashSet::new();
+    let key = |e: &crate::config::ConfigError| {
+        format!(
+            "{}:{}:{}:{}",
+            e.loc.file.display(),
+            e.loc.line,
+            e.loc.col,
+            e.message
+        )
+    };
+    for e in errors.0.iter().filter(|e| seen.insert(key(e))) {
         if e.warning {
             crate::warn!("{e}");
         } else {

@@ -119,7 +119,7 @@ pub fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
         }
         Kind::Array(items) => {
             for (i, n) in items.iter().enumerate() {
-                reject_control_chars(ctx, n, &format!("{path}[{i}]"));
+                reject_control_chars(ctx, n, &join(path, &i.to_string()));
             }
         }
         Kind::Table(t) => {
