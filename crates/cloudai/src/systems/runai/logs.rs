@@ -103,6 +103,14 @@ async fn stream_url(client: &Client, t: &Target) -> Result<String, String> {
     ))
 }
 
+/// Small buffers: a run follows one stream per running workload (hundreds at once), and log lines are short.
+fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    let mut c = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
+    c.read_buffer_size = 16 * 1024;
+    c.write_buffer_size = 0;
+    c
+}
+
 /// Reads the log stream until it closes, handing each piece to `sink`; `stall` bounds the wait for a piece.
 async fn read_stream(
     client: &Client,
@@ -125,7 +133,12 @@ async fn read_stream(
     let connector = tokio_tungstenite::Connector::Rustls(client.tls());
     let (mut ws, _) = tokio::time::timeout(
         Duration::from_secs(30),
-        tokio_tungstenite::connect_async_tls_with_config(req, None, false, Some(connector)),
+        tokio_tungstenite::connect_async_tls_with_config(
+            req,
+            Some(ws_config()),
+            false,
+            Some(connector),
+        ),
     )
     .await
     .map_err(|_| "timed out connecting to the log stream".to_string())?

@@ -303,6 +303,41 @@ fn image_problem(url: &str) -> Option<&'static str> {
     None
 }
 
+/// Jobs advanced at once by one poll.
+const POLL_CONCURRENCY: usize = 16;
+
+impl RunAi {
+    async fn poll_one(&self, id: &JobId) -> JobState {
+        let mut state = self.advance(id).await;
+        // a step ended and the next one is due: submit it now
+        let next = {
+            let jobs = self.jobs.lock().unwrap();
+            jobs.get(id)
+                .filter(|j| {
+                    j.workload_id.is_none() && j.current < j.steps.len() && !j.cancel_requested
+                })
+                .map(|j| j.steps[j.current].clone())
+        };
+        if let (Some(step), false) = (next, matches!(state, JobState::Finished(_))) {
+            match self.create(&step).await {
+                Ok(wid) => {
+                    info!("Submitted Run:ai workload {} ({wid})", step.name);
+                    if let Some(j) = self.jobs.lock().unwrap().get_mut(id) {
+                        j.workload_id = Some(wid);
+                    }
+                }
+                Err(e) => {
+                    state = JobState::Finished(JobOutcome {
+                        failure: Some(e),
+                        ..Default::default()
+                    })
+                }
+            }
+        }
+        state
+    }
+}
+
 #[async_trait]
 impl System for RunAi {
     fn runner_name(&self) -> &'static str {
@@ -416,38 +451,20 @@ impl System for RunAi {
         Ok(main_name)
     }
 
+    /// Jobs are advanced a few at a time (a step's end means events, log, deletion): 200 workloads must not
+    /// wait for each other in turn, nor all hit the control plane at once.
     async fn poll(&self, ids: &[JobId]) -> Vec<JobState> {
-        let mut out = Vec::with_capacity(ids.len());
+        use futures_util::StreamExt;
+        let mut futs: Vec<
+            std::pin::Pin<Box<dyn std::future::Future<Output = JobState> + Send + '_>>,
+        > = Vec::with_capacity(ids.len());
         for id in ids {
-            let mut state = self.advance(id).await;
-            // a step ended and the next one is due: submit it now
-            let next = {
-                let jobs = self.jobs.lock().unwrap();
-                jobs.get(id)
-                    .filter(|j| {
-                        j.workload_id.is_none() && j.current < j.steps.len() && !j.cancel_requested
-                    })
-                    .map(|j| j.steps[j.current].clone())
-            };
-            if let (Some(step), false) = (next, matches!(state, JobState::Finished(_))) {
-                match self.create(&step).await {
-                    Ok(wid) => {
-                        info!("Submitted Run:ai workload {} ({wid})", step.name);
-                        if let Some(j) = self.jobs.lock().unwrap().get_mut(id) {
-                            j.workload_id = Some(wid);
-                        }
-                    }
-                    Err(e) => {
-                        state = JobState::Finished(JobOutcome {
-                            failure: Some(e),
-                            ..Default::default()
-                        })
-                    }
-                }
-            }
-            out.push(state);
+            futs.push(Box::pin(self.poll_one(id)));
         }
-        out
+        futures_util::stream::iter(futs)
+            .buffered(POLL_CONCURRENCY)
+            .collect()
+            .await
     }
 
     /// Events first (a deleted workload has none), then DELETE; `poll` reports the job finished once a GET says
