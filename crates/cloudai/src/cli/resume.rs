@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Local};
+use chrono::Local;
 use clap::Args;
 
 use super::BaselineArgs;
@@ -29,12 +29,6 @@ pub struct ResumeArgs {
 
 pub fn resume_cmd(args: &ResumeArgs) -> i32 {
     resume(&args.result_dir, args.junit.as_deref(), &args.baseline)
-}
-
-fn when(s: &Option<String>) -> Option<DateTime<Local>> {
-    s.as_deref()
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&Local))
 }
 
 /// `test_cmd` / `full_cmd` of an iteration's test-run.toml and its batch script, as `prepare` made them.
@@ -125,8 +119,9 @@ async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
                 id,
                 dir,
                 prepared,
-                submitted_at: when(&rec.submitted_at).unwrap_or_else(Local::now),
-                started_at: when(&rec.started_at),
+                submitted_at: crate::results::record::local_time(&rec.submitted_at)
+                    .unwrap_or_else(Local::now),
+                started_at: crate::results::record::local_time(&rec.started_at),
                 queue: rec.queue_states.clone(),
             }),
         };

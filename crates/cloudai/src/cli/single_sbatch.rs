@@ -12,12 +12,12 @@ use chrono::Local;
 
 use crate::config::system::{SystemConfig, SystemKind};
 use crate::config::time_limit;
-use crate::results::{EndReason, IterationRecord, Layout, Status};
+use crate::results::{EndReason, Layout, Status};
 use crate::runner::{RunOutcome, Runner};
 use crate::scenario::{Scenario, TestRun};
 use crate::systems::slurm::script::SCRIPT;
 use crate::systems::{JobState, Prepared, System};
-use crate::util::shell::quote;
+use crate::util::shell::quote_path as q;
 use crate::workloads::JobOutcome;
 use crate::{error, info, warn};
 
@@ -53,15 +53,25 @@ pub struct Single<'a> {
     pub dry_run: bool,
 }
 
-fn q(p: &Path) -> String {
-    quote(&p.display().to_string()).into_owned()
-}
-
 pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
     let SystemKind::Slurm(slurm) = &s.cfg.kind else {
         unreachable!("single-sbatch is refused for other schedulers");
     };
     let root = s.layout.root.clone();
+    let runner = Runner::new(
+        s.sys.clone(),
+        s.cfg,
+        s.scenario.clone(),
+        s.layout.clone(),
+        s.dry_run,
+    );
+    let record =
+        |run: &TestRun, it: u64, dir: &Path, status: Status, end: EndReason, message: String| {
+            let mut r = runner.record(run, it, dir, &Prepared::default());
+            (r.status, r.end_reason, r.message) = (status, end, message);
+            r.ended_at = Some(Local::now().to_rfc3339());
+            r
+        };
     let mut items: Vec<(Arc<TestRun>, u64, PathBuf, Prepared)> = Vec::new();
     let mut records = Vec::new();
     for run in ordered(&s.scenario) {
@@ -136,13 +146,6 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
         files: vec![(SCRIPT.to_string(), script.clone())],
         ..Default::default()
     };
-    let runner = Runner::new(
-        s.sys.clone(),
-        s.cfg,
-        s.scenario.clone(),
-        s.layout.clone(),
-        s.dry_run,
-    );
     if let Err(e) = crate::util::fsx::write_atomic(&root.join(SCRIPT), script.as_bytes()) {
         error!("Cannot write {}: {e}", root.join(SCRIPT).display());
         return (runner, RunOutcome::ended(records));
@@ -286,29 +289,4 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
             leftovers,
         },
     )
-}
-
-fn record(
-    run: &TestRun,
-    it: u64,
-    dir: &Path,
-    status: Status,
-    end: EndReason,
-    message: String,
-) -> IterationRecord {
-    IterationRecord {
-        test_id: run.id.clone(),
-        test_name: run.test.name.clone(),
-        template: run.test.test_template_name.clone(),
-        iteration: it,
-        iterations: run.iterations,
-        scheduler: "slurm".into(),
-        output_path: dir.display().to_string(),
-        time_limit_secs: run.effective_time_limit(),
-        status,
-        end_reason: end,
-        message,
-        ended_at: Some(Local::now().to_rfc3339()),
-        ..Default::default()
-    }
 }

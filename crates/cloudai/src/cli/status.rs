@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Local};
+use chrono::Local;
 use clap::Args;
 use serde::Serialize;
 
@@ -39,12 +39,6 @@ struct Report {
     owner: Option<state::Owner>,
     owner_alive: bool,
     iterations: Vec<Row>,
-}
-
-fn when(s: &Option<String>) -> Option<DateTime<Local>> {
-    s.as_deref()
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&Local))
 }
 
 /// Every iteration directory's record, in test and iteration order.
@@ -149,8 +143,9 @@ pub fn status(args: &StatusArgs) -> i32 {
     let rows: Vec<Row> = recs
         .iter()
         .map(|r| {
-            let end = when(&r.ended_at).unwrap_or(now);
-            let from = when(&r.started_at).or(when(&r.submitted_at));
+            let end = crate::results::record::local_time(&r.ended_at).unwrap_or(now);
+            let from = crate::results::record::local_time(&r.started_at)
+                .or(crate::results::record::local_time(&r.submitted_at));
             let mut row = Row {
                 test_id: r.test_id.clone(),
                 iteration: r.iteration,

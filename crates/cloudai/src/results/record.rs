@@ -188,6 +188,13 @@ pub struct Attempt {
     pub end: Option<String>,
 }
 
+/// A recorded RFC 3339 time in local time.
+pub fn local_time(s: &Option<String>) -> Option<chrono::DateTime<chrono::Local>> {
+    s.as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Local))
+}
+
 impl IterationRecord {
     /// Written durably: the record is the run's journal (see `resume`).
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {

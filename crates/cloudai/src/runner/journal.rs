@@ -31,7 +31,8 @@ impl Runner {
         slot.phase = Phase::Done;
     }
 
-    pub(super) fn record(
+    /// An iteration's record as far as its configuration goes; status and outcome are the caller's to set.
+    pub fn record(
         &self,
         run: &TestRun,
         iteration: u64,

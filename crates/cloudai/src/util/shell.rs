@@ -93,6 +93,11 @@ pub fn quote(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A path as one shell word (see `quote`).
+pub fn quote_path(p: &std::path::Path) -> String {
+    quote(&p.display().to_string()).into_owned()
+}
+
 /// Text to place between double quotes (`bash -c "…"`): `\`, `"`, `$` and `` ` `` escaped, so the outer shell
 /// hands it to the inner one unchanged. Text without them (every ordinary command) is unchanged.
 pub fn in_double_quotes(s: &str) -> Cow<'_, str> {

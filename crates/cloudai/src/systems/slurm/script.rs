@@ -9,7 +9,7 @@ use crate::config::system::{SlurmConfig, SystemConfig};
 use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
-use crate::util::shell::{dq_safe, in_double_quotes, quote};
+use crate::util::shell::{dq_safe, in_double_quotes, quote, quote_path};
 
 /// Everything about the system a script depends on.
 pub struct Ctx<'a> {
@@ -176,8 +176,8 @@ impl Ctx<'_> {
                     "srun ",
                     &format!(
                         "srun --output={} --error={} ",
-                        qpath(&dir.join("stdout.txt")),
-                        qpath(&dir.join("stderr.txt"))
+                        quote_path(&dir.join("stdout.txt")),
+                        quote_path(&dir.join("stderr.txt"))
                     ),
                 );
                 (with_output, tr.workload.hook_check(&dir))
@@ -283,7 +283,7 @@ impl Ctx<'_> {
                 .map(|a| format!("#SBATCH {a}")),
         );
         if let Some(h) = hostfile {
-            lines.push(format!("export SLURM_HOSTFILE={}", qpath(&h)));
+            lines.push(format!("export SLURM_HOSTFILE={}", quote_path(&h)));
         }
         lines.push("\nexport SLURM_JOB_MASTER_NODE=$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)".into());
         let env = self.env(run);
@@ -298,19 +298,19 @@ impl Ctx<'_> {
             lines.push(format!(
                 "srun --ntasks={} --output={} --error={} bash -c \"sudo nvidia-smi boost-slider --vboost 1\"",
                 t.num_nodes(),
-                qpath(&dir.join("vboost.out")),
-                qpath(&dir.join("vboost.err"))
+                quote_path(&dir.join("vboost.out")),
+                quote_path(&dir.join("vboost.err"))
             ));
             lines.push(String::new());
         }
         let mut mapping = prefix.clone();
         mapping.push(format!(
             "--output={}",
-            qpath(&dir.join("mapping-stdout.txt"))
+            quote_path(&dir.join("mapping-stdout.txt"))
         ));
         mapping.push(format!(
             "--error={}",
-            qpath(&dir.join("mapping-stderr.txt"))
+            quote_path(&dir.join("mapping-stderr.txt"))
         ));
         mapping.push(
             r#"bash -c "echo \$(date): \$(hostname):node \${SLURM_NODEID}:rank \${SLURM_PROCID}.""#
@@ -328,11 +328,11 @@ impl Ctx<'_> {
         meta.push("--ntasks-per-node=1".into());
         meta.push(format!(
             "--output={}",
-            qpath(&dir.join("metadata").join("node-%N.toml"))
+            quote_path(&dir.join("metadata").join("node-%N.toml"))
         ));
         meta.push(format!(
             "--error={}",
-            qpath(&dir.join("metadata").join("nodes.err"))
+            quote_path(&dir.join("metadata").join("nodes.err"))
         ));
         meta.push(format!(
             "bash {}",
@@ -357,11 +357,6 @@ impl Ctx<'_> {
     }
 }
 
-/// A path as one shell word.
-fn qpath(p: &Path) -> String {
-    quote(&p.display().to_string()).into_owned()
-}
-
 /// The pre-flight directory of an iteration; `FAILED` in it lists the nodes that failed (the main command did not run).
 pub const PREFLIGHT_DIR: &str = "preflight";
 pub const PREFLIGHT_FAILED: &str = "FAILED";
@@ -378,7 +373,7 @@ fn preflight_lines(
     files: &mut Vec<(String, String)>,
 ) -> Vec<String> {
     // the directory once as a quoted word, then only "$PF_DIR/…" (safe for any path)
-    let q = qpath(&dir.join(PREFLIGHT_DIR));
+    let q = quote_path(&dir.join(PREFLIGHT_DIR));
     files.push((
         format!("{PREFLIGHT_DIR}/preflight.sh"),
         format!(
