@@ -231,28 +231,7 @@ fn slurm_kill_9_then_resume_reattaches_without_resubmitting() {
     let Some(w) = common::slurm::slurm_work("", scenario) else {
         return;
     };
-    // sbatch through a wrapper that counts its calls
-    let count = w.path().join("sbatch-calls");
-    let real =
-        String::from_utf8(Command::new("which").arg("sbatch").output().unwrap().stdout).unwrap();
-    let wrapper = w.file(
-        "bin/sbatch",
-        &format!(
-            "#!/bin/bash\necho x >> {}\nexec {} \"$@\"\n",
-            count.display(),
-            real.trim()
-        ),
-    );
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        w.path().join("bin").display(),
-        std::env::var("PATH").unwrap()
-    );
+    let (count, path) = common::slurm::counting_sbatch(&w);
     let mut child = spawn(&w, &common::slurm::RUN_ARGS, &[("PATH", &path)]);
     wait_until("one job running and one pending", 60, || {
         let Some(root) = root_of(&w) else {

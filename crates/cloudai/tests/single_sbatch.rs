@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use cloudai::results::Status;
 use common::{record, stdout_of};
 
@@ -15,27 +13,7 @@ fn the_whole_scenario_runs_in_one_allocation() {
     let Some(w) = common::slurm::slurm_work("", scenario) else {
         return;
     };
-    let count = w.path().join("sbatch-calls");
-    let real =
-        String::from_utf8(Command::new("which").arg("sbatch").output().unwrap().stdout).unwrap();
-    let wrapper = w.file(
-        "bin/sbatch",
-        &format!(
-            "#!/bin/bash\necho x >> {}\nexec {} \"$@\"\n",
-            count.display(),
-            real.trim()
-        ),
-    );
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        w.path().join("bin").display(),
-        std::env::var("PATH").unwrap()
-    );
+    let (count, path) = common::slurm::counting_sbatch(&w);
     let out = w
         .cloudai()
         .args(common::slurm::RUN_ARGS)

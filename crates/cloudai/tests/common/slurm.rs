@@ -99,3 +99,30 @@ pub fn squeue_ids() -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// `sbatch` through a wrapper in the work directory's bin/ that counts its calls: (the count file, a PATH with it
+/// first).
+pub fn counting_sbatch(w: &Work) -> (std::path::PathBuf, String) {
+    let count = w.path().join("sbatch-calls");
+    let real =
+        String::from_utf8(Command::new("which").arg("sbatch").output().unwrap().stdout).unwrap();
+    let wrapper = w.file(
+        "bin/sbatch",
+        &format!(
+            "#!/bin/bash\necho x >> {}\nexec {} \"$@\"\n",
+            count.display(),
+            real.trim()
+        ),
+    );
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        w.path().join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    (count, path)
+}
