@@ -73,6 +73,12 @@ fn setup(w: &Work) -> String {
     first
 }
 
+/// `cloudai <cmd>` on this work dir's files, with the stand-in enroot on PATH: (exit code, console).
+fn cloudai(w: &Work, cmd: &str) -> (Option<i32>, String) {
+    let out = w.cloudai_with_bin().arg(cmd).args(ARGS).output().unwrap();
+    (out.status.code(), stdout_of(&out))
+}
+
 const ARGS: [&str; 6] = [
     "--system-config",
     "system.toml",
@@ -100,14 +106,8 @@ fn install_is_idempotent_and_uninstall_removes_exactly_it() {
         "{text}"
     );
 
-    let out = w
-        .cloudai_with_bin()
-        .arg("install")
-        .args(ARGS)
-        .output()
-        .unwrap();
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, text) = cloudai(&w, "install");
+    assert_eq!(code, Some(0), "{text}");
     assert_eq!(
         std::fs::read_to_string(repo.join("VERSION")).unwrap(),
         "one\n",
@@ -126,14 +126,8 @@ fn install_is_idempotent_and_uninstall_removes_exactly_it() {
         .contains("docker://nvcr.io/nvidia/pytorch:24.02-py3"));
 
     // a second install does nothing
-    let out = w
-        .cloudai_with_bin()
-        .arg("install")
-        .args(ARGS)
-        .output()
-        .unwrap();
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, text) = cloudai(&w, "install");
+    assert_eq!(code, Some(0), "{text}");
     assert_eq!(text.matches("is already installed").count(), 2, "{text}");
     assert_eq!(calls(), 1);
 
@@ -193,14 +187,8 @@ fn a_failed_install_is_named_and_leaves_nothing_that_looks_installed() {
         "tests/nccl.toml",
         &t.replace("commit = \"", "commit = \"0000000"),
     );
-    let out = w
-        .cloudai_with_bin()
-        .arg("install")
-        .args(ARGS)
-        .output()
-        .unwrap();
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = cloudai(&w, "install");
+    assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains("git repository") && text.contains("failed"),
         "{text}"

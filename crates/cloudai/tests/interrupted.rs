@@ -119,17 +119,7 @@ fn edges_of_input() {
 
     // a symlink loop among the tests: a warning, the rest loads
     std::os::unix::fs::symlink("loop.toml", w.path().join("tests/loop.toml")).unwrap();
-    let out = w
-        .cloudai()
-        .args([
-            "dry-run",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
-        .output()
-        .unwrap();
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
@@ -143,17 +133,7 @@ fn edges_of_input() {
     bytes.extend_from_slice(b"\"\ntest_template_name = \"Sleep\"\n");
     std::fs::remove_file(w.path().join("tests/loop.toml")).unwrap();
     std::fs::write(w.path().join("tests/sleep.toml"), &bytes).unwrap();
-    let out = w
-        .cloudai()
-        .args([
-            "dry-run",
-            "--tests-dir",
-            "tests",
-            "--test-scenario",
-            "s.toml",
-        ])
-        .output()
-        .unwrap();
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(

@@ -6,7 +6,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
-use common::runai::{mock, no_secret_anywhere, requests, run, sample, setup, timing, RUN, SECRET};
+use common::runai::{
+    mock, no_secret_anywhere, requests, run, sample, setup, timing, workload_names, RUN, SECRET,
+};
 use common::{record, stdout_of, Work};
 use runai_mock::{Faults, MockServer, Timing};
 use serde_json::Value;
@@ -302,15 +304,7 @@ async fn pre_and_post_hooks_run_as_their_own_workloads() {
             "{d}"
         );
     }
-    let names: Vec<String> = m
-        .shared
-        .data
-        .lock()
-        .unwrap()
-        .workloads
-        .iter()
-        .map(|w| w.name.clone())
-        .collect();
+    let names = workload_names(&m);
     assert_eq!(names.len(), 3, "{names:?}");
     assert!(
         names[0].starts_with("h-pre")

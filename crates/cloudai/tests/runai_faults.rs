@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
-use common::runai::{mock, requests, run, sample, setup, RUN, SECRET};
+use common::runai::{mock, requests, run, sample, setup, workload_names, RUN, SECRET};
 use common::{record, stdout_of, Work};
 use runai_mock::model::{gone, now};
 use runai_mock::{Config, Faults, MockServer};
@@ -46,15 +46,7 @@ async fn a_long_test_id_keeps_iterations_apart_and_each_is_graded_from_its_own_o
     let out = run(&w, RUN, &[]).await;
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
-    let names: Vec<String> = m
-        .shared
-        .data
-        .lock()
-        .unwrap()
-        .workloads
-        .iter()
-        .map(|w| w.name.clone())
-        .collect();
+    let names = workload_names(&m);
     assert_eq!(names.len(), 2, "{names:?}");
     assert_ne!(names[0], names[1]);
     assert!(

@@ -103,3 +103,15 @@ pub fn no_secret_anywhere(dir: &Path, console: &str) {
     }
     walk(dir);
 }
+
+/// Names of every workload the mock holds, in creation order.
+pub fn workload_names(m: &MockServer) -> Vec<String> {
+    m.shared
+        .data
+        .lock()
+        .unwrap()
+        .workloads
+        .iter()
+        .map(|w| w.name.clone())
+        .collect()
+}
