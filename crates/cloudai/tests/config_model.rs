@@ -246,11 +246,11 @@ fn list_and_version() {
     let w = Work::new();
     let out = w.cloudai().args(["list", "templates"]).output().unwrap();
     let text = stdout_of(&out);
-    // only the schedulers a template runs on today (kubernetes configs validate but do not run yet)
+    // the schedulers a template has a command for
     assert!(
-        text.contains("\"NcclTest\" schedulers=slurm,runai,standalone")
-            && text.contains("\"Sleep\" schedulers=standalone,slurm\n")
-            && !text.contains("kubernetes"),
+        text.contains("\"NcclTest\" schedulers=slurm,kubernetes,runai,standalone")
+            && text.contains("\"Sleep\" schedulers=standalone,slurm,kubernetes\n")
+            && text.contains("\"BashCmd\" schedulers=standalone,slurm,kubernetes\n"),
         "{text}"
     );
     let out = w.cloudai().arg("--version").output().unwrap();

@@ -52,7 +52,7 @@ pub fn list(args: &ListArgs) -> i32 {
         }
         What::Templates => {
             println!("Available test templates:");
-            // only what runs today; CloudAI's other pairings (kubernetes) validate but do not run yet
+            // only what runs today
             let runs_on = |w: &&dyn crate::workloads::Workload| {
                 w.schedulers()
                     .iter()

@@ -101,14 +101,16 @@ fn squeue(ids: &[&str]) -> std::collections::HashMap<String, (String, String, St
     out
 }
 
-/// The phases of the tree's Run:ai workloads, with one list request, when some are unfinished.
-fn runai_phases(
+/// The phases of the tree's Run:ai workloads or Kubernetes objects (list requests, not one per job), when some
+/// are unfinished.
+fn remote_phases(
     root: &Path,
     recs: &[IterationRecord],
+    scheduler: &str,
 ) -> Result<std::collections::HashMap<String, String>, String> {
     if !recs
         .iter()
-        .any(|r| r.is_unfinished() && r.scheduler == "runai")
+        .any(|r| r.is_unfinished() && r.scheduler == scheduler)
     {
         return Ok(Default::default());
     }
@@ -116,7 +118,12 @@ fn runai_phases(
     let sys = info.system.as_ref().ok_or("no system recorded")?;
     let cfg = crate::config::system::load(&state::state_dir(root).join(sys))
         .map_err(|_| "the recorded system file does not load".to_string())?;
-    crate::runner::runtime()?.block_on(crate::systems::runai::phases(&cfg))
+    let rt = crate::runner::runtime()?;
+    if scheduler == "kubernetes" {
+        rt.block_on(crate::systems::kubernetes::phases(&cfg))
+    } else {
+        rt.block_on(crate::systems::runai::phases(&cfg))
+    }
 }
 
 fn group_alive(pid: &str) -> bool {
@@ -138,7 +145,8 @@ pub fn status(args: &StatusArgs) -> i32 {
         .filter_map(|r| r.job_id.as_deref())
         .collect();
     let live = squeue(&unfinished);
-    let runai = runai_phases(root, &recs);
+    let runai = remote_phases(root, &recs, "runai");
+    let k8s = remote_phases(root, &recs, "kubernetes");
     let now = Local::now();
     let rows: Vec<Row> = recs
         .iter()
@@ -182,16 +190,19 @@ pub fn status(args: &StatusArgs) -> i32 {
                     "standalone" if !id.is_empty() && !group_alive(id) => {
                         row.state = "ended (not collected)".into()
                     }
-                    "runai" => match &runai {
-                        Ok(p) => match p.get(id) {
-                            Some(phase) => row.state = phase.to_lowercase(),
-                            None if !id.is_empty() => {
-                                row.state = "not found (a hook may run, or it was deleted)".into()
-                            }
-                            None => {}
-                        },
-                        Err(e) => row.reason = format!("Run:ai not asked: {e}"),
-                    },
+                    sched @ ("runai" | "kubernetes") => {
+                        match if sched == "runai" { &runai } else { &k8s } {
+                            Ok(p) => match p.get(id) {
+                                Some(phase) => row.state = phase.to_lowercase(),
+                                None if !id.is_empty() => {
+                                    row.state =
+                                        "not found (a hook may run, or it was deleted)".into()
+                                }
+                                None => {}
+                            },
+                            Err(e) => row.reason = format!("{sched} not asked: {e}"),
+                        }
+                    }
                     _ => {}
                 }
             }

@@ -105,6 +105,10 @@ pub enum EndReason {
     OutOfMemory,
     /// The scheduler preempted the job for another.
     Preempted,
+    /// A container image could not be pulled (Kubernetes ImagePullBackOff, ErrImagePull): ended at once.
+    ImagePullFailed,
+    /// The node evicted a pod of the job (memory or disk pressure, a drain).
+    Evicted,
     /// The job left the scheduler's queue and the scheduler kept no final state for it.
     Lost,
     /// The pre-flight check failed on a node: the main command did not run.

@@ -14,6 +14,9 @@ use crate::scenario::TestRun;
 use crate::systems::Queued;
 use crate::{error, info, warn};
 
+/// How long a job the scheduler cannot place may wait when no `max_pending_time` is set (seconds).
+pub const DEFAULT_BLOCKED_WAIT: u64 = 600;
+
 impl Runner {
     /// A job waiting in the queue: report changes of its state or reason, and cancel it when it can never start
     /// or waited longer than `max_pending_time`.
@@ -35,14 +38,29 @@ impl Runner {
             return;
         }
         let since = *a.pending_since.get_or_insert_with(Instant::now);
-        let max = run.max_pending_time.or(self.max_pending_time);
+        // a scheduler that cannot place the job now gets a bounded wait even when none is configured: at 3 a.m.
+        // nobody adds the GPUs it waits for
+        let max = run
+            .max_pending_time
+            .or(self.max_pending_time)
+            .or(q.blocked.as_ref().map(|_| DEFAULT_BLOCKED_WAIT));
         let (kill, msg) = if let Some(why) = q.hopeless {
             (
                 EndReason::Unschedulable,
                 format!("the scheduler can never start job {}: {why}", a.id),
             )
         } else if let Some(max) = max.filter(|m| since.elapsed() >= Duration::from_secs(*m)) {
-            (
+            if let Some(why) = &q.blocked {
+                (
+                    EndReason::Unschedulable,
+                    format!(
+                        "the scheduler found no place for job {} within max_pending_time ({}): {why}",
+                        a.id,
+                        time_limit::format(max)
+                    ),
+                )
+            } else {
+                (
                 EndReason::PendingTooLong,
                 format!(
                     "job {} waited in the queue longer than max_pending_time ({}); last reason: {reason}",
@@ -50,6 +68,7 @@ impl Runner {
                     time_limit::format(max)
                 ),
             )
+            }
         } else {
             return;
         };

@@ -1,6 +1,7 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
+pub mod kubernetes;
 pub mod runai;
 pub mod slurm;
 pub mod standalone;
@@ -47,6 +48,9 @@ pub struct Queued {
     pub reason: String,
     /// Set when waiting cannot help: why the scheduler can never start the job as submitted.
     pub hopeless: Option<String>,
+    /// Set while the scheduler finds no place for the job now (Kubernetes `Unschedulable`), in its words: past
+    /// `max_pending_time` the job ends `unschedulable` rather than `pending_too_long`.
+    pub blocked: Option<String>,
 }
 
 impl Queued {
@@ -55,6 +59,7 @@ impl Queued {
             state: state.into(),
             reason: reason.into(),
             hopeless: None,
+            blocked: None,
         }
     }
 }
@@ -160,17 +165,14 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
 }
 
 /// Schedulers `build` runs today (the others' configs are read and validated).
-pub const RUNNABLE: &[&str] = &["standalone", "slurm", "runai"];
+pub const RUNNABLE: &[&str] = &["standalone", "slurm", "runai", "kubernetes"];
 
-/// The system for a config, or why it cannot run yet.
+/// The system for a config, or why it cannot run.
 pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
     match &cfg.kind {
         SystemKind::Standalone => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
         SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
         SystemKind::RunAi(_) => Ok(Arc::new(runai::RunAi::new(cfg.clone(), dry_run)?)),
-        other => Err(format!(
-            "running on a {} system is not implemented in this version of cloudai (configs are validated)",
-            other.scheduler()
-        )),
+        SystemKind::Kubernetes(_) => Ok(Arc::new(kubernetes::Kubernetes::new(cfg.clone()))),
     }
 }

@@ -17,7 +17,7 @@ impl Workload for BashCmd {
         ARGS
     }
     fn schedulers(&self) -> &'static [&'static str] {
-        &["standalone", "slurm"]
+        &["standalone", "slurm", "kubernetes"]
     }
     fn command(&self, test: &TestDefinition) -> String {
         super::with_nsys(

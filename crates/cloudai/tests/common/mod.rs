@@ -1,6 +1,7 @@
 //! Helpers for the integration tests: a scratch directory with config files and a `cloudai` command in it.
 #![allow(dead_code)]
 
+pub mod kube;
 pub mod runai;
 pub mod slurm;
 

@@ -278,7 +278,7 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, Strin
 }
 
 /// A plausible container image reference (`[registry/]path[:tag][@digest]`, enroot's `#` accepted).
-fn image_problem(url: &str) -> Option<&'static str> {
+pub(crate) fn image_problem(url: &str) -> Option<&'static str> {
     let img = payload::image(url);
     if img.trim().is_empty() {
         return Some("is empty");

@@ -93,7 +93,7 @@ fn int_arg(run: &TestRun, k: &str, default: i64) -> i64 {
 /// `nodes = [...]` of a test: the workload's pods may only run on those hosts (`nodeAffinityRequired` on the
 /// Kubernetes hostname label, which the Run:ai API takes for training and distributed workloads). Group specs
 /// (`partition:group:N`) are Slurm's and are not pinned here.
-fn pin(run: &TestRun) -> Option<Value> {
+pub fn pin(run: &TestRun) -> Option<Value> {
     let hosts: Vec<String> = run
         .nodes
         .iter()

@@ -1,0 +1,158 @@
+//! The API operations on one step's object: create exactly once (adopting an object of our name only when its
+//! identity is ours), delete in the foreground, events of the object and its pods.
+
+use kube::api::{DeleteParams, DynamicObject, PostParams};
+
+use super::client::{describe, status_code};
+use super::manifest::{Kind, IDENTITY};
+use super::step::Step;
+use super::{events, Kubernetes};
+use crate::{info, warn};
+
+impl Kubernetes {
+    /// Creates the step's object; a 409 adopts it only when it carries our identity.
+    pub(super) async fn create(&self, step: &Step) -> Result<(), String> {
+        let c = self.conn().await?;
+        if step.kind == Kind::MpiJob {
+            c.cache.watch_mpijobs();
+        }
+        let api = self.object_api(c, step.kind);
+        let obj: DynamicObject = serde_json::from_value(step.manifest.clone()).map_err(|e| {
+            format!(
+                "internal error: manifest of {} is not an object: {e}",
+                step.name
+            )
+        })?;
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {
+                info!("Created Kubernetes {} {}/{}", step.kind.name(), self.ns(), step.name);
+                Ok(())
+            }
+            Err(e) if status_code(&e) == Some(409) => match self.adopt(step).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.kind.name(), step.name)),
+                Err(e) => Err(e),
+            },
+            Err(e) if status_code(&e) == Some(404) && step.kind == Kind::MpiJob => Err(format!(
+                "cannot create MPIJob {}: the API server at {} does not serve kubeflow.org/v2beta1 MPIJobs ({}); \
+                 install the Kubeflow MPI operator (its CRD) in the cluster",
+                step.name,
+                c.server,
+                describe(&e)
+            )),
+            Err(e) => Err(format!(
+                "cannot create {} {}/{} at {}: {}",
+                step.kind.name(),
+                self.ns(),
+                step.name,
+                c.server,
+                describe(&e)
+            )),
+        }
+    }
+
+    /// Whether the step's object exists and is ours; an error when an object of that name belongs to something
+    /// else.
+    pub(super) async fn adopt(&self, step: &Step) -> Result<bool, String> {
+        let c = self.conn().await?;
+        if step.kind == Kind::MpiJob {
+            c.cache.watch_mpijobs();
+        }
+        let api = self.object_api(c, step.kind);
+        let obj = match api.get_opt(&step.name).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(false),
+            Err(e) => {
+                return Err(format!(
+                    "cannot look up {} {}: {}",
+                    step.kind.name(),
+                    step.name,
+                    describe(&e)
+                ))
+            }
+        };
+        let theirs = obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(IDENTITY))
+            .cloned();
+        if theirs.as_deref() == Some(step.identity.as_str()) {
+            return Ok(true);
+        }
+        Err(format!(
+            "namespace {} already has a {} named {} that this run did not create (its {IDENTITY} is {}, ours {}); \
+             not adopting it: delete it or change the test id",
+            self.ns(),
+            step.kind.name(),
+            step.name,
+            theirs.as_deref().unwrap_or("missing"),
+            step.identity
+        ))
+    }
+
+    /// Asks for the object's deletion in the foreground (its pods go first); the poll confirms it is gone.
+    pub(super) async fn delete(&self, job_id: &str, step: &Step, why: &str) -> Result<(), String> {
+        self.expect_gone(job_id, step, why);
+        let c = self.conn().await?;
+        let api = self.object_api(c, step.kind);
+        match api.delete(&step.name, &DeleteParams::foreground()).await {
+            Ok(_) => {
+                if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
+                    j.delete_sent = true;
+                }
+                Ok(())
+            }
+            Err(e) if status_code(&e) == Some(404) => {
+                if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
+                    j.delete_sent = true;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let msg = format!(
+                    "cannot delete {} {}: {}",
+                    step.kind.name(),
+                    step.name,
+                    describe(&e)
+                );
+                self.set_unconfirmed_reason(&step.name, msg.clone());
+                Err(msg)
+            }
+        }
+    }
+
+    /// Whether the object is gone (its deletion finished); an error when the server cannot say.
+    pub(super) async fn gone(&self, step: &Step) -> Result<bool, String> {
+        let c = self.conn().await?;
+        match self.object_api(c, step.kind).get_opt(&step.name).await {
+            Ok(None) => Ok(true),
+            Ok(Some(_)) => Ok(false),
+            Err(e) => Err(describe(&e)),
+        }
+    }
+
+    /// `events.txt` of the step from the object's and its pods' events; the last event, for messages.
+    pub(super) async fn write_events(&self, step: &Step) -> Option<String> {
+        let Ok(c) = self.conn().await else {
+            return None;
+        };
+        let mut names = vec![step.name.clone()];
+        names.extend(
+            c.cache
+                .pods(&step.name)
+                .iter()
+                .map(|p| super::state::name(p).to_string()),
+        );
+        let api = kube::Api::namespaced(c.client.clone(), self.ns());
+        let last = events::write(&api, &names, &step.dir).await;
+        if last.is_none() {
+            warn!(
+                "No Kubernetes events for {} {}",
+                step.kind.name(),
+                step.name
+            );
+        }
+        last
+    }
+}

@@ -1,0 +1,361 @@
+//! Kubernetes against a real kube-apiserver + kube-controller-manager (scripts/kube-cluster.sh): NCCL as a Job on
+//! one node and as an MPIJob on two, logs through the API server's `pods/log` proxy, events, the scheduler's
+//! message for a pod no node fits, image pulls that fail, Ctrl-C, and dry-run without any cluster.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cloudai::results::{EndReason, Status};
+use common::kube::{cluster, Act, Cluster};
+use common::{record, stdout_of, Work};
+
+const TESTS: &str = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n";
+
+fn scenario(nodes: u64) -> String {
+    format!("name = \"k8s\"\n[[Tests]]\nid = \"nccl\"\ntest_name = \"nccl\"\nnum_nodes = {nodes}\ntime_limit = \"00:05:00\"\n")
+}
+
+fn setup(c: &Cluster, system_extra: &str, scenario: &str) -> Work {
+    let w = Work::new();
+    w.file("system.toml", &c.system(system_extra));
+    w.file("tests/nccl.toml", TESTS);
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file("s.toml", scenario);
+    w
+}
+
+const RUN: &[&str] = &[
+    "run",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test-scenario",
+    "s.toml",
+];
+
+async fn run(w: &Work) -> std::process::Output {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    c.current_dir(w.path()).args(RUN);
+    tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(common::data().join("nccl-samples").join(name)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
+    let Some(c) = cluster("k8s-job", Act::Succeed).await else {
+        return;
+    };
+    let log = sample("single-node-8gpu-a100-allreduce-v2.19.4.txt");
+    c.logs.lock().unwrap().insert("main".into(), log.clone());
+    let w = setup(&c, "", &scenario(1));
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let it = root.join("nccl/0");
+    assert_eq!(
+        std::fs::read_to_string(it.join("stdout.txt")).unwrap(),
+        log,
+        "the log came through pods/log"
+    );
+    let events = std::fs::read_to_string(it.join("events.txt")).unwrap();
+    for e in ["SuccessfulCreate", "Scheduled", "Started"] {
+        assert!(events.contains(e), "{e} missing from events.txt:\n{events}");
+    }
+    let r = record(&root, "nccl", 0);
+    assert_eq!(r.status, Status::Passed, "{}", r.message);
+    assert_eq!(r.scheduler_state.as_deref(), Some("Complete"));
+    assert_eq!(r.nodes.len(), 1);
+    assert!(r.nodes[0].starts_with(&c.ns), "{:?}", r.nodes);
+    let manifest = std::fs::read_to_string(it.join("k8s-manifest.yaml")).unwrap();
+    assert!(
+        manifest.contains("kind: Job") && manifest.contains("nvidia.com/gpu: 1"),
+        "{manifest}"
+    );
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_node_nccl_test_runs_as_an_mpijob() {
+    let Some(c) = cluster("k8s-mpi", Act::Succeed).await else {
+        return;
+    };
+    let log = sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt");
+    c.logs
+        .lock()
+        .unwrap()
+        .insert("launcher".into(), log.clone());
+    let w = setup(&c, "", &scenario(2));
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let it = root.join("nccl/0");
+    assert_eq!(std::fs::read_to_string(it.join("stdout.txt")).unwrap(), log);
+    let r = record(&root, "nccl", 0);
+    assert_eq!(r.status, Status::Passed, "{}", r.message);
+    assert_eq!(r.scheduler_state.as_deref(), Some("Succeeded"));
+    // the workers' hosts, not the launcher's
+    assert_eq!(r.nodes, c.nodes, "{:?}", r.nodes);
+    let events = std::fs::read_to_string(it.join("events.txt")).unwrap();
+    assert!(
+        events.contains("-worker-1") && events.contains("-launcher"),
+        "{events}"
+    );
+    let manifest = std::fs::read_to_string(it.join("k8s-manifest.yaml")).unwrap();
+    for s in [
+        "kind: MPIJob",
+        "slotsPerWorker: 8",
+        "replicas: 2",
+        "-np 16",
+        "all_reduce_perf_mpi --nthreads 1",
+    ] {
+        assert!(manifest.contains(s), "{s} missing:\n{manifest}");
+    }
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unschedulable_pod_ends_with_the_schedulers_message() {
+    let Some(c) = cluster("k8s-unsched", Act::Unschedulable).await else {
+        return;
+    };
+    let w = setup(&c, "max_pending_time = \"00:00:03\"", &scenario(1));
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
+    assert!(
+        r.message
+            .contains("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        "{}",
+        r.message
+    );
+    assert!(
+        r.queue_states
+            .iter()
+            .any(|q| q.reason.starts_with("Unschedulable")),
+        "{:?}",
+        r.queue_states
+    );
+    let events = std::fs::read_to_string(w.results_root().join("nccl/0/events.txt")).unwrap();
+    assert!(events.contains("FailedScheduling"), "{events}");
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_that_cannot_be_pulled_ends_at_once() {
+    let Some(c) = cluster("k8s-pull", Act::ImagePull).await else {
+        return;
+    };
+    let w = setup(&c, "", &scenario(2));
+    let started = Instant::now();
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    // no max_pending_time: the end came from the pull failure, not from waiting
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.end_reason, EndReason::ImagePullFailed, "{}", r.message);
+    assert!(
+        r.message.contains("Back-off pulling image"),
+        "{}",
+        r.message
+    );
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_deletes_everything_it_created() {
+    let Some(c) = cluster("k8s-int", Act::RunForever).await else {
+        return;
+    };
+    let w = setup(
+        &c,
+        "",
+        &format!(
+            "{}\n[[Tests]]\nid = \"s\"\ntest_name = \"sleep\"\n",
+            scenario(2)
+        ),
+    );
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(RUN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.wait_running().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!c.objects().await.is_empty());
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}\n{text}",
+        c.objects().await
+    );
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.end_reason, EndReason::Cancelled);
+    assert!(!w.results_root().join("leftovers.json").exists());
+}
+
+#[test]
+fn dry_run_needs_no_cluster_nor_kubeconfig() {
+    let w = Work::new();
+    w.file(
+        "system.toml",
+        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"install\"\n\
+         output_path = \"out\"\ndefault_namespace = \"gpu-team\"\ngpus_per_node = 8\n",
+    );
+    w.file("tests/nccl.toml", TESTS);
+    w.file("s.toml", &scenario(2));
+    let out = w
+        .cloudai()
+        .args(common::DRY_RUN_S_TOML)
+        .env("HOME", w.path().join("no-home"))
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let m = std::fs::read_to_string(w.results_root().join("nccl/0/k8s-manifest.yaml")).unwrap();
+    for s in [
+        "kind: MPIJob",
+        "namespace: gpu-team",
+        "slotsPerWorker: 8",
+        "image: \"nvcr.io/nvidia/pytorch:25.12-py3\"",
+    ] {
+        assert!(m.contains(s), "{s} missing:\n{m}");
+    }
+    assert!(w.results_root().join("nccl/0/test-run.toml").exists());
+}
+
+#[test]
+fn a_run_without_a_kubeconfig_says_where_it_looked() {
+    let w = Work::new();
+    w.file(
+        "system.toml",
+        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"missing/kubeconfig\"\ninstall_path = \"install\"\n\
+         output_path = \"out\"\ndefault_namespace = \"default\"\n",
+    );
+    w.file("tests/nccl.toml", TESTS);
+    w.file("s.toml", &scenario(1));
+    let out = w
+        .cloudai()
+        .args(RUN)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("kubeconfig missing/kubeconfig not found"),
+        "{text}"
+    );
+    assert!(
+        !w.path().join("out").exists(),
+        "a results directory was created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_run_as_their_own_jobs_and_a_failed_pre_test_skips_the_test() {
+    let Some(c) = cluster("k8s-hooks", Act::Succeed).await else {
+        return;
+    };
+    let hooked = format!(
+        "pre_test = \"check\"\npost_test = \"check\"\n{}",
+        scenario(1)
+    );
+    let w = setup(&c, "", &hooked);
+    w.file(
+        "hooks/check.toml",
+        "name = \"check\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_nccl\"\n",
+    );
+    w.file(
+        "hooks/test/hook_nccl.toml",
+        &TESTS.replace("name = \"nccl\"", "name = \"hook_nccl\""),
+    );
+    let run_hooked = || {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+        cmd.current_dir(w.path())
+            .args(RUN)
+            .args(["--hook-dir", "hooks"]);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+
+    // every pod prints a good NCCL run: pre-test, test and post-test each ran as a Job of their own
+    let good = sample("single-node-8gpu-a100-allreduce-v2.19.4.txt");
+    c.logs.lock().unwrap().insert("main".into(), good.clone());
+    let out = run_hooked().await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let it = w.results_root().join("nccl/0");
+    for d in ["pre_test/hook_nccl", "post_test/hook_nccl", ""] {
+        assert_eq!(
+            std::fs::read_to_string(it.join(d).join("stdout.txt")).unwrap(),
+            good,
+            "{d}"
+        );
+        assert!(it.join(d).join("k8s-manifest.yaml").exists(), "{d}");
+        assert!(it.join(d).join("events.txt").exists(), "{d}");
+    }
+    std::fs::remove_dir_all(w.path().join("out")).unwrap();
+
+    // the pre-test's output shows no bus bandwidth: the test does not run
+    c.logs.lock().unwrap().insert(
+        "main".into(),
+        sample("single-node-2gpu-nccl-failure-with-debug-info.txt"),
+    );
+    let out = run_hooked().await.unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    let r = record(&w.results_root(), "nccl", 0);
+    assert!(
+        r.message.contains("pre-test") && r.message.contains("so the test was not run"),
+        "{}",
+        r.message
+    );
+    assert!(!w.results_root().join("nccl/0/stdout.txt").exists());
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+}
