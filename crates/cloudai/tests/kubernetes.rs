@@ -29,15 +29,7 @@ fn setup(c: &Cluster, system_extra: &str, scenario: &str) -> Work {
     w
 }
 
-const RUN: &[&str] = &[
-    "run",
-    "--system-config",
-    "system.toml",
-    "--tests-dir",
-    "tests",
-    "--test-scenario",
-    "s.toml",
-];
+const RUN: [&str; 7] = common::RUN_S_TOML;
 
 async fn run(w: &Work) -> std::process::Output {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
@@ -92,7 +84,8 @@ async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_node_nccl_test_runs_as_an_mpijob() {
-    let Some(c) = cluster("k8s-mpi", Act::Succeed).await else {
+    // each worker was OOMKilled once and came back (restartPolicy OnFailure): recorded, and the run goes on
+    let Some(c) = cluster("k8s-mpi", Act::SucceedAfterWorkerRestart).await else {
         return;
     };
     let log = sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt");
@@ -112,6 +105,15 @@ async fn a_two_node_nccl_test_runs_as_an_mpijob() {
     assert_eq!(r.scheduler_state.as_deref(), Some("Succeeded"));
     // the workers' hosts, not the launcher's
     assert_eq!(r.nodes, c.nodes, "{:?}", r.nodes);
+    assert_eq!(r.attempts.len(), 2, "{:?}", r.attempts);
+    assert!(
+        r.attempts
+            .iter()
+            .all(|a| a.state == "OOMKilled" && a.reason.contains("exit code 137")),
+        "{:?}",
+        r.attempts
+    );
+    assert!(text.contains("restarted"), "{text}");
     let events = std::fs::read_to_string(it.join("events.txt")).unwrap();
     assert!(
         events.contains("-worker-1") && events.contains("-launcher"),
@@ -353,6 +355,67 @@ async fn hooks_run_as_their_own_jobs_and_a_failed_pre_test_skips_the_test() {
         r.message
     );
     assert!(!w.results_root().join("nccl/0/stdout.txt").exists());
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+}
+
+/// kill -9 while the Job runs: `status` asks the API server, `resume` adopts the Job by name and identity (nothing is
+/// created twice), and collects its log and events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_then_resume_adopts_the_job() {
+    let Some(c) = cluster("k8s-resume", Act::SucceedSlowly).await else {
+        return;
+    };
+    let log = sample("single-node-8gpu-a100-allreduce-v2.19.4.txt");
+    c.logs.lock().unwrap().insert("main".into(), log.clone());
+    let w = setup(&c, "", &scenario(1));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(RUN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    c.wait_running().await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let root = w.results_root();
+    let cloudai = |args: Vec<String>| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+        cmd.current_dir(w.path()).args(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let st = cloudai(vec![
+        "status".into(),
+        "--json".into(),
+        root.display().to_string(),
+    ])
+    .await
+    .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["iterations"][0]["state"], "active", "{st}");
+    let out = cloudai(vec!["resume".into(), root.display().to_string()])
+        .await
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Re-attached to Kubernetes Job"), "{text}");
+    let r = record(&root, "nccl", 0);
+    assert_eq!(r.status, Status::Passed, "{}", r.message);
+    assert_eq!(
+        std::fs::read_to_string(root.join("nccl/0/stdout.txt")).unwrap(),
+        log
+    );
+    assert!(
+        !text.contains("Created Kubernetes"),
+        "created again: {text}"
+    );
+    // one pod was ever made for the iteration: its controller's one SuccessfulCreate
+    let events = std::fs::read_to_string(root.join("nccl/0/events.txt")).unwrap();
+    assert_eq!(events.matches("SuccessfulCreate").count(), 1, "{events}");
     assert!(
         c.objects().await.is_empty(),
         "left behind: {:?}",

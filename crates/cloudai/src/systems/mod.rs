@@ -1,6 +1,7 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
+pub mod hooks;
 pub mod kubernetes;
 pub mod runai;
 pub mod slurm;

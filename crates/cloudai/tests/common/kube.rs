@@ -43,6 +43,10 @@ pub fn jobs() -> ApiResource {
 pub enum Act {
     /// Placed, runs ~1 s, exits 0 (workers run on until deleted).
     Succeed,
+    /// As `Succeed`, but each worker was killed for memory once and restarted.
+    SucceedAfterWorkerRestart,
+    /// As `Succeed`, after 6 s.
+    SucceedSlowly,
     /// Placed, runs until deleted.
     RunForever,
     /// The scheduler finds no node: PodScheduled=False/Unschedulable and a FailedScheduling event.
@@ -126,6 +130,7 @@ pub async fn cluster(test: &str, act: Act) -> Option<Cluster> {
         nodes: c.nodes.clone(),
         act,
         seen: Default::default(),
+        started: Default::default(),
     };
     c.tasks.push(tokio::spawn(standin.run()));
     Some(c)
@@ -212,6 +217,8 @@ struct Standin {
     act: Act,
     /// What was done already, by object name.
     seen: HashMap<String, HashSet<&'static str>>,
+    /// When each pod started running.
+    started: HashMap<String, std::time::Instant>,
 }
 
 fn now() -> String {
@@ -335,8 +342,17 @@ impl Standin {
                         .await;
                     }
                 }
-                Act::Succeed | Act::RunForever => {
+                Act::Succeed
+                | Act::SucceedAfterWorkerRestart
+                | Act::SucceedSlowly
+                | Act::RunForever => {
+                    let run_for = Duration::from_millis(if self.act == Act::SucceedSlowly {
+                        6000
+                    } else {
+                        800
+                    });
                     if self.once(&name, "bind") {
+                        self.started.insert(name.clone(), std::time::Instant::now());
                         self.bind(&pods, &name, &node).await?;
                         self.container(
                             &pods,
@@ -354,11 +370,30 @@ impl Standin {
                             &format!("Started container {container}"),
                         )
                         .await;
-                    } else if self.act == Act::Succeed
+                        if self.act == Act::SucceedAfterWorkerRestart && role == "worker" {
+                            let st = json!({"status": {"containerStatuses": [{"name": container, "ready": true,
+                                "restartCount": 1, "image": "x", "imageID": "", "state": {"running": {"startedAt": now()}},
+                                "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                "startedAt": now(), "finishedAt": now()}}}]}});
+                            pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(st))
+                                .await?;
+                            self.event(
+                                "Pod",
+                                &name,
+                                "Warning",
+                                "BackOff",
+                                "Back-off restarting failed container",
+                            )
+                            .await;
+                        }
+                    } else if self.act != Act::RunForever
                         && role != "worker"
+                        && self
+                            .started
+                            .get(&name)
+                            .is_some_and(|t| t.elapsed() >= run_for)
                         && self.once(&name, "exit")
                     {
-                        tokio::time::sleep(Duration::from_millis(800)).await;
                         let term = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now(), "finishedAt": now()}});
                         self.container(&pods, &name, &container, "Succeeded", term)
                             .await?;
@@ -441,23 +476,8 @@ fn rand_suffix() -> String {
 /// A kubelet's log endpoint over TLS (`GET /containerLogs/<ns>/<pod>/<container>`): the pod's log by its role,
 /// sent in two pieces so that a follower sees it arrive.
 async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>) -> u16 {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert =
-        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let server = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+    // the API server does not verify kubelet certificates unless told to (no --kubelet-certificate-authority)
+    let (acceptor, _) = super::tls_acceptor(&["localhost", "127.0.0.1"]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {

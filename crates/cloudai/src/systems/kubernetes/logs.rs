@@ -71,16 +71,18 @@ impl Follow {
 }
 
 /// Settles `stdout.txt`: the whole log read once more (it is complete when the container ended), else what the
-/// stream delivered, else one `logs unavailable: <why>` line; never a silent empty file.
+/// stream delivered, else one `logs unavailable: <why>` line; never a silent empty file. `wait`: how long an ended
+/// container's stream may take to close by itself (zero when we stop a running one).
 pub async fn settle(
     api: &Api<Pod>,
     pod: Option<(&str, &str)>,
     follow: Option<Follow>,
     out: &Path,
     never_ran: Option<String>,
+    wait: Duration,
 ) {
     let streamed = match follow {
-        Some(f) => f.finish(Duration::from_secs(10)).await,
+        Some(f) => f.finish(wait).await,
         None => Err("the log was never followed".to_string()),
     };
     let whole = match pod {

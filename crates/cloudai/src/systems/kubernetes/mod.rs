@@ -344,7 +344,9 @@ impl System for Kubernetes {
         if let Ok(c) = self.conn().await {
             let pods = c.cache.pods(&step.name);
             let refs: Vec<&serde_json::Value> = pods.iter().collect();
-            self.settle_log(id, &step, &refs, "cancelled").await;
+            // still running: its stream would not end by itself
+            self.settle_log(id, &step, &refs, "cancelled", std::time::Duration::ZERO)
+                .await;
         }
         self.delete(id, &step, "cancel requested").await
     }

@@ -9,10 +9,13 @@ use super::state::{self, Phase};
 use super::step::{Step, StepKind};
 use super::{logs, Ending, Kubernetes};
 use crate::results::EndReason;
+use crate::systems::hooks::{conclude, StepEnd};
 use crate::systems::{JobState, Queued};
 use crate::workloads::JobOutcome;
 use crate::{info, warn};
 
+/// How long the stream of a container that ended may take to deliver the rest of its log.
+const LOG_WAIT: Duration = Duration::from_secs(10);
 /// Within one poll, how long we wait for a deleted object to be gone before looking again next poll.
 const GONE_INLINE: Duration = Duration::from_secs(5);
 
@@ -177,7 +180,14 @@ impl Kubernetes {
     }
 
     /// Settles the step's `stdout.txt` while its pods still exist.
-    pub(super) async fn settle_log(&self, id: &str, step: &Step, pods: &[&Value], state: &str) {
+    pub(super) async fn settle_log(
+        &self,
+        id: &str,
+        step: &Step,
+        pods: &[&Value],
+        state: &str,
+        wait: Duration,
+    ) {
         let Some(c) = self.conn.get() else { return };
         let (follow, known) = {
             let mut jobs = self.jobs.lock().unwrap();
@@ -199,7 +209,7 @@ impl Kubernetes {
             warn!("Cannot create {}: {e}", step.dir.display());
         }
         let target = pod.as_deref().map(|p| (p, container));
-        logs::settle(&self.pod_api(c), target, follow, &out, never_ran).await;
+        logs::settle(&self.pod_api(c), target, follow, &out, never_ran, wait).await;
     }
 
     /// The step is over: events, nodes and the whole log while everything still exists, then its deletion; the
@@ -212,7 +222,8 @@ impl Kubernetes {
         mut ending: Ending,
     ) -> JobState {
         let last_event = self.write_events(step).await;
-        self.settle_log(id, step, pods, &ending.state).await;
+        self.settle_log(id, step, pods, &ending.state, LOG_WAIT)
+            .await;
         if ending.failed {
             if let Some(e) = last_event {
                 ending.reason = format!("{} (last event: {e})", ending.reason);
@@ -320,33 +331,18 @@ impl Kubernetes {
         else {
             return JobState::Running;
         };
-        match step.kind_of {
-            StepKind::Pre => {
-                let ok = !failed
-                    && (!step.check_output
-                        || std::fs::read_to_string(step.dir.join("stdout.txt"))
-                            .is_ok_and(|s| s.contains("Avg bus bandwidth")));
-                if !ok {
-                    return JobState::Finished(JobOutcome {
-                        failure: Some(format!(
-                            "pre-test {} failed, so the test was not run: {reason}",
-                            step.name
-                        )),
-                        state: Some(state),
-                        ..Default::default()
-                    });
-                }
-            }
-            StepKind::Main => {
-                j.main_outcome = Some(JobOutcome {
-                    exit_code: Some(i32::from(failed)),
-                    state: Some(state),
-                    failure: failed.then_some(reason),
-                    end,
-                    ..Default::default()
-                });
-            }
-            StepKind::Post => {}
+        let ended = StepEnd {
+            kind: &step.kind_of,
+            name: &step.name,
+            dir: &step.dir,
+            check_output: step.check_output,
+            failed,
+            state,
+            reason,
+            end,
+        };
+        if let Some(skipped) = conclude(ended, &mut j.main_outcome) {
+            return JobState::Finished(skipped);
         }
         j.current += 1;
         j.created = false;

@@ -10,12 +10,7 @@ use crate::config::system::{KubernetesConfig, SystemConfig};
 use crate::scenario::TestRun;
 use crate::systems::runai::payload;
 
-#[derive(Clone, Debug, PartialEq)]
-pub enum StepKind {
-    Pre,
-    Main,
-    Post,
-}
+pub use crate::systems::hooks::StepKind;
 
 #[derive(Clone, Debug)]
 pub struct Step {
@@ -67,11 +62,7 @@ fn slots(run: &TestRun, k: &KubernetesConfig) -> u64 {
 }
 
 fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
-    let tag = match kind_of {
-        StepKind::Pre => "pre",
-        StepKind::Main => "",
-        StepKind::Post => "post",
-    };
+    let tag = kind_of.tag();
     // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
     let identity_src = format!("{}|{}", ctx.salt, dir.display());
     let name = payload::unique_name(&[&run.id, tag], &identity_src);

@@ -17,6 +17,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::hooks::StepKind;
 use super::{JobId, JobState, Prepared, System};
 use crate::config::system::{RunAiConfig, Secret, SystemConfig, SystemKind};
 use crate::info;
@@ -26,13 +27,6 @@ use crate::workloads::JobOutcome;
 use client::Client;
 
 pub const PAYLOAD_FILE: &str = "runai-workload.json";
-
-#[derive(Clone, Debug, PartialEq)]
-enum StepKind {
-    Pre,
-    Main,
-    Post,
-}
 
 /// One workload of a job: a hook or the test itself.
 #[derive(Clone, Debug)]
@@ -153,11 +147,7 @@ impl RunAi {
     }
 
     fn step(&self, run: &TestRun, kind: StepKind, dir: &Path, salt: &str) -> Step {
-        let tag = match kind {
-            StepKind::Pre => "pre",
-            StepKind::Main => "",
-            StepKind::Post => "post",
-        };
+        let tag = kind.tag();
         // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
         let identity = format!("{salt}|{}", dir.display());
         let name = payload::unique_name(&[&run.id, tag], &identity);

@@ -8,6 +8,7 @@ use reqwest::Method;
 use super::client::ApiError;
 use super::{logs, Ending, RunAi, Step, StepKind};
 use crate::results::EndReason;
+use crate::systems::hooks::{conclude, StepEnd};
 use crate::systems::{JobState, Queued};
 use crate::workloads::JobOutcome;
 use crate::{info, warn};
@@ -312,32 +313,18 @@ impl RunAi {
         else {
             return JobState::Running;
         };
-        match step.kind {
-            StepKind::Pre => {
-                let ok = !failed
-                    && (!step.check_output
-                        || std::fs::read_to_string(step.dir.join("stdout.txt"))
-                            .is_ok_and(|s| s.contains("Avg bus bandwidth")));
-                if !ok {
-                    return JobState::Finished(JobOutcome {
-                        failure: Some(format!(
-                            "pre-test {} failed, so the test was not run: {reason}",
-                            step.name
-                        )),
-                        state: Some(phase),
-                        ..Default::default()
-                    });
-                }
-            }
-            StepKind::Main => {
-                j.main_outcome = Some(JobOutcome {
-                    exit_code: Some(i32::from(failed)),
-                    state: Some(phase),
-                    failure: failed.then_some(reason),
-                    ..Default::default()
-                });
-            }
-            StepKind::Post => {}
+        let ended = StepEnd {
+            kind: &step.kind,
+            name: &step.name,
+            dir: &step.dir,
+            check_output: step.check_output,
+            failed,
+            state: phase,
+            reason,
+            end: None,
+        };
+        if let Some(skipped) = conclude(ended, &mut j.main_outcome) {
+            return JobState::Finished(skipped);
         }
         j.current += 1;
         j.workload_id = None;

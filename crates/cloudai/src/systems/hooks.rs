@@ -1,0 +1,71 @@
+//! Jobs made of several scheduler objects in turn (Run:ai workloads, Kubernetes Jobs): pre-test hooks, the test,
+//! post-test hooks, each run and removed before the next starts.
+
+use std::path::Path;
+
+use crate::results::EndReason;
+use crate::workloads::JobOutcome;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepKind {
+    Pre,
+    Main,
+    Post,
+}
+
+impl StepKind {
+    /// The part of an object name that tells hooks from the test.
+    pub fn tag(&self) -> &'static str {
+        match self {
+            StepKind::Pre => "pre",
+            StepKind::Main => "",
+            StepKind::Post => "post",
+        }
+    }
+}
+
+/// How one step ended.
+pub struct StepEnd<'a> {
+    pub kind: &'a StepKind,
+    pub name: &'a str,
+    /// Where its output is (`stdout.txt`).
+    pub dir: &'a Path,
+    /// Its output must show the NCCL summary for a pre-test to pass (CloudAI's hook check).
+    pub check_output: bool,
+    pub failed: bool,
+    pub state: String,
+    pub reason: String,
+    pub end: Option<EndReason>,
+}
+
+/// Records an ended step: the test's end becomes the job's outcome (in `main`); a pre-test that failed (its object
+/// failed, or its output lacks the NCCL summary) ends the job at once without the test, as on Slurm: returned.
+pub fn conclude(e: StepEnd, main: &mut Option<JobOutcome>) -> Option<JobOutcome> {
+    match e.kind {
+        StepKind::Pre => {
+            let ok = !e.failed
+                && (!e.check_output
+                    || std::fs::read_to_string(e.dir.join("stdout.txt"))
+                        .is_ok_and(|s| s.contains("Avg bus bandwidth")));
+            (!ok).then(|| JobOutcome {
+                failure: Some(format!(
+                    "pre-test {} failed, so the test was not run: {}",
+                    e.name, e.reason
+                )),
+                state: Some(e.state),
+                ..Default::default()
+            })
+        }
+        StepKind::Main => {
+            *main = Some(JobOutcome {
+                exit_code: Some(i32::from(e.failed)),
+                state: Some(e.state),
+                failure: e.failed.then_some(e.reason),
+                end: e.end,
+                ..Default::default()
+            });
+            None
+        }
+        StepKind::Post => None,
+    }
+}
