@@ -134,6 +134,19 @@ def squeue_per_poll(work):
     return f"squeue calls per poll (real Slurm run of the sleep scenario): {squeues}/{polls} = {squeues / max(polls, 1):.2f}"
 
 
+def kubernetes_requests():
+    """Requests cloudai sends for 16 Jobs on the local Kubernetes test cluster (start it with KUBE_AUDIT=1)."""
+    if not os.path.exists(os.path.join(ROOT, "build", "kube", "kubeconfig")):
+        return "kubernetes: (no test cluster: KUBE_AUDIT=1 scripts/kube-cluster.sh start)"
+    out = subprocess.run(
+        ["cargo", "test", "--release", "-q", "-p", "cloudai", "--test", "kubernetes", "--",
+         "--ignored", "--nocapture", "bench_sixteen_jobs"],
+        cwd=ROOT, capture_output=True, text=True,
+    ).stdout
+    lines = [l[len("BENCH "):] for l in out.splitlines() if l.startswith("BENCH ")]
+    return lines[0] if lines else "kubernetes: the benchmark did not run"
+
+
 def runai_200(work, jobs=200, run_s=30):
     """200 concurrent 1-node NCCL workloads on the Run:ai mock at monitor_interval = 1: HTTP requests per
     job-minute (CloudAI: ~3 GETs per second per job, ~180 per minute) and cloudai's peak memory."""
@@ -233,6 +246,7 @@ def main():
     lines.append(parser_throughput())
     lines.append(squeue_per_poll(work))
     lines.extend(runai_200(work))
+    lines.append(kubernetes_requests())
     lines.append(f"(peak RSS target < 15 MB; {args.runs} runs each; {os.cpu_count()} cores)")
     shutil.rmtree(work)
     out = "\n".join(lines)

@@ -7,6 +7,9 @@
 #   scripts/kube-cluster.sh start     # own CA, token auth, RBAC; writes build/kube/kubeconfig; MPIJob CRD; 4 nodes
 #   scripts/kube-cluster.sh stop
 #
+# KUBE_AUDIT=1 at start writes every request (verb, resource, user agent) to build/kube/run/audit.log; the benchmark
+# counts cloudai's requests there.
+#
 # Binaries are cached under build/kube/bin (ignored by git); state and logs under build/kube/run.
 set -euo pipefail
 
@@ -131,8 +134,13 @@ start() {
         --initial-advertise-peer-urls http://127.0.0.1:2390 --initial-cluster default=http://127.0.0.1:2390 \
         >"$RUN/etcd.log" 2>&1 & echo $! >"$RUN/etcd.pid")
     wait_for etcd curl -sf "http://127.0.0.1:$ETCD_PORT/health"
-    local pki="$RUN/pki"
-    (setsid "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address=127.0.0.1 \
+    local pki="$RUN/pki" audit=()
+    if [ "${KUBE_AUDIT:-0}" = 1 ]; then
+        printf 'apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n' >"$RUN/audit-policy.yaml"
+        rm -f "$RUN/audit.log"
+        audit=(--audit-policy-file="$RUN/audit-policy.yaml" --audit-log-path="$RUN/audit.log")
+    fi
+    (setsid "$BIN/kube-apiserver" "${audit[@]}" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --bind-address=127.0.0.1 \
         --advertise-address=127.0.0.1 --secure-port=$PORT --tls-cert-file="$pki/apiserver.crt" \
         --tls-private-key-file="$pki/apiserver.key" --token-auth-file="$pki/tokens.csv" \
         --authorization-mode=RBAC --service-account-issuer=https://kubernetes.default.svc \

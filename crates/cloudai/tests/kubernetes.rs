@@ -422,3 +422,52 @@ async fn kill_9_then_resume_adopts_the_job() {
         c.objects().await
     );
 }
+
+/// Benchmark (not a check; `bench/bench.py` runs it): 16 Sleep tests at once on the test cluster, every pod running
+/// 0.8 s. Prints the wall time and, with the cluster started with KUBE_AUDIT=1, cloudai's requests by verb.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn bench_sixteen_jobs() {
+    let Some(c) = cluster("k8s-bench", Act::Succeed).await else {
+        return;
+    };
+    let n = 16;
+    let tests: String = (0..n)
+        .map(|i| format!("[[Tests]]\nid = \"s{i}\"\ntest_name = \"sleep\"\n"))
+        .collect();
+    let w = setup(&c, "", &format!("name = \"bench\"\n{tests}"));
+    let audit = common::repo().join("build/kube/run/audit.log");
+    let before = std::fs::read_to_string(&audit).unwrap_or_default().len();
+    let started = Instant::now();
+    let out = run(&w).await;
+    let wall = started.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let log = std::fs::read_to_string(&audit).unwrap_or_default();
+    let mut verbs = std::collections::BTreeMap::<String, u64>::new();
+    for l in log.get(before..).unwrap_or("").lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
+        if v["stage"] == "ResponseComplete"
+            && v["userAgent"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("cloudai/"))
+        {
+            let key = format!(
+                "{} {}{}",
+                v["verb"].as_str().unwrap_or(""),
+                v["objectRef"]["resource"].as_str().unwrap_or(""),
+                v["objectRef"]["subresource"]
+                    .as_str()
+                    .map(|s| format!("/{s}"))
+                    .unwrap_or_default()
+            );
+            *verbs.entry(key).or_default() += 1;
+        }
+    }
+    let total: u64 = verbs.values().sum();
+    println!(
+        "BENCH kubernetes: {n} jobs in {wall:.2} s wall; {total} cloudai requests ({:.1} per job): {verbs:?}",
+        total as f64 / n as f64
+    );
+}

@@ -55,6 +55,12 @@ pub async fn connect(configured: &Path) -> Result<(Client, String), String> {
             ))
         }
     };
+    let mut config = config;
+    // audit logs and API priority rules can tell cloudai's requests from everyone else's
+    config.headers.push((
+        reqwest::header::USER_AGENT,
+        reqwest::header::HeaderValue::from_static(concat!("cloudai/", env!("CARGO_PKG_VERSION"))),
+    ));
     let server = config.cluster_url.to_string();
     let client = Client::try_from(config)
         .map_err(|e| format!("cannot set up a client for {server}: {e}"))?;
