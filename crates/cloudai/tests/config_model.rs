@@ -253,6 +253,11 @@ fn list_and_version() {
             && text.contains("\"BashCmd\" schedulers=standalone,slurm,kubernetes\n"),
         "{text}"
     );
+    let out = w.cloudai().args(["list", "agents"]).output().unwrap();
+    assert_eq!(
+        stdout_of(&out),
+        "Available agents:\n1. \"grid_search\" class=GridSearchAgent\n"
+    );
     let out = w.cloudai().arg("--version").output().unwrap();
     assert!(stdout_of(&out).starts_with("cloudai "));
 }

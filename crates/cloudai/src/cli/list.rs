@@ -46,9 +46,16 @@ pub fn list(args: &ListArgs) -> i32 {
         }
         What::Agents => {
             println!("Available agents:");
-            println!(
-                "(none yet: design-space exploration sweeps are not implemented in this version)"
-            );
+            let agents = crate::config::test::AGENTS
+                .iter()
+                .zip(crate::config::test::AGENT_CLASSES);
+            for (i, (name, (class, doc))) in agents.enumerate() {
+                if args.verbose {
+                    println!("{}. \"{name}\" class={class} ({doc})", i + 1);
+                } else {
+                    println!("{}. \"{name}\" class={class}", i + 1);
+                }
+            }
         }
         What::Templates => {
             println!("Available test templates:");

@@ -42,7 +42,12 @@ pub const CLOUDAI_TEMPLATES: &[&str] = &[
     "vllm",
 ];
 
+/// Design-space exploration agents (`agent` of a test), with CloudAI's class name and what each does.
 pub const AGENTS: &[&str] = &["grid_search"];
+pub const AGENT_CLASSES: &[(&str, &str)] = &[(
+    "GridSearchAgent",
+    "Visits every combination of the swept values, in the order CloudAI's grid search does.",
+)];
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TestDefinition {

@@ -10,7 +10,7 @@ pub type Space = Vec<(String, Vec<ArgValue>)>;
 /// One step's choice of a value per parameter.
 pub type Action = Vec<(String, ArgValue)>;
 
-pub const AGENTS: &[&str] = &["grid_search"];
+pub use crate::config::test::AGENTS;
 pub const REWARD_FUNCTIONS: &[&str] = &["inverse", "negative", "identity"];
 /// The observation of a metric that could not be measured (CloudAI's default `metric_failure`).
 pub const METRIC_FAILURE: f64 = -1.0;
