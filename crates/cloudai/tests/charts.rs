@@ -46,7 +46,7 @@ fn charts_engineers_can_trust() {
         read::parse_file(&data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"))
             .unwrap();
     let m = grade::metrics(&out);
-    let html = cloudai::report::nccl::html("t", &out, &m, "PASSED", true, Some(150.0));
+    let html = cloudai::workloads::nccl::report::html("t", &out, &m, "PASSED", true, Some(150.0));
     let page = w.file("page.html", &html);
     let run = browser(b, &w.path().join("p1"), &["--dump-dom".into()], &page);
     let dom = String::from_utf8_lossy(&run.stdout).into_owned();

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::baseline::Grading;
-use crate::report::html::{esc, page};
+use crate::html::{esc, page};
 use crate::report::scenario::{generate, Options, Peaks};
 use crate::results::{Layout, Status};
 use crate::runner::Runner;
@@ -69,7 +69,7 @@ pub fn run(req: &Request) -> i32 {
     let system = match req.system.map(crate::config::system::load) {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
-            crate::cli::report_errors(&e);
+            e.report();
             return 1;
         }
         None => {
@@ -167,7 +167,7 @@ pub fn run(req: &Request) -> i32 {
         let (sys_cfg, scenario) = match scenario::load_all(&inputs) {
             Ok(x) => x,
             Err(e) => {
-                crate::cli::report_errors(&e);
+                e.report();
                 return 1;
             }
         };
@@ -197,7 +197,7 @@ pub fn run(req: &Request) -> i32 {
         let runner = Runner::new(sys, &sys_cfg, scenario, layout, false);
         let outcome = rt.block_on(runner.run());
         if !outcome.leftovers.is_empty() {
-            return crate::cli::report_leftovers(&root, &outcome.leftovers);
+            return crate::results::record::report_leftovers(&root, &outcome.leftovers);
         }
         if outcome.interrupted {
             warn!(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::report::html::human_size;
+use crate::html::human_size;
 use crate::workloads::Point;
 
 pub use file::{load, write};

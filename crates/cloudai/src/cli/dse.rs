@@ -130,7 +130,7 @@ fn append_trajectory(dir: &Path, step: u64, action: &dse::Action, reward: f64, o
 
 /// `<test>.toml`: the best step's test definition; `<test>-best-in-scenario.toml`: a scenario running it alone.
 fn write_best(dir: &Path, original: &TestRun, best: &TestRun) {
-    let def = crate::results::test_run::definition(&best.test);
+    let def = crate::scenario::dump::definition(&best.test);
     let PyVal::Table(def_table) = def else { return };
     let cfg = dir.join(format!("{}.toml", original.id));
     info!(

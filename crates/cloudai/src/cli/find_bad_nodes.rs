@@ -34,7 +34,7 @@ pub fn find(args: &FindArgs) -> i32 {
     let baseline = match args.grading.load() {
         Ok(b) => b,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };

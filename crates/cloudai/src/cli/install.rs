@@ -32,7 +32,7 @@ pub fn install(args: &InstallArgs, remove: bool) -> i32 {
     }) {
         Ok(x) => x,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };

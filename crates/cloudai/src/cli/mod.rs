@@ -229,28 +229,6 @@ pub fn verdict(records: &[crate::results::IterationRecord]) -> i32 {
     code
 }
 
-/// Reports config errors: one `[ERROR]` record per problem, each with its location and hint.
-pub fn report_errors(errors: &crate::config::ConfigErrors) {
-    // a value checked both where it is written and in the merged test it lands in is reported once
-    let mut seen = std::collections::HashSet::new();
-    let key = |e: &crate::config::ConfigError| {
-        format!(
-            "{}:{}:{}:{}",
-            e.loc.file.display(),
-            e.loc.line,
-            e.loc.col,
-            e.message
-        )
-    };
-    for e in errors.0.iter().filter(|e| seen.insert(key(e))) {
-        if e.warning {
-            crate::warn!("{e}");
-        } else {
-            crate::error!("{e}");
-        }
-    }
-}
-
 /// Whether results files could not be written (a full disk): says so once, as an error. Callers exit 1.
 pub fn incomplete(root: &std::path::Path) -> bool {
     match crate::util::fsx::failure_summary(root) {
@@ -260,29 +238,4 @@ pub fn incomplete(root: &std::path::Path) -> bool {
         }
         None => false,
     }
-}
-
-/// Names everything that may still hold resources, writes `leftovers.json` into the results root, and gives
-/// the exit code that says so.
-pub fn report_leftovers(
-    root: &std::path::Path,
-    leftovers: &[crate::results::record::Leftover],
-) -> i32 {
-    use crate::results::record::{EXIT_LEFTOVERS, LEFTOVERS_FILE};
-    crate::error!(
-        "{} job(s) could not be confirmed stopped and may still hold resources; delete them by hand:",
-        leftovers.len()
-    );
-    for l in leftovers {
-        crate::error!("  {}: {}", l.description, l.reason);
-    }
-    let path = root.join(LEFTOVERS_FILE);
-    match serde_json::to_vec_pretty(leftovers)
-        .map_err(std::io::Error::other)
-        .and_then(|j| crate::util::fsx::write_atomic(&path, &j))
-    {
-        Ok(()) => crate::error!("The list is kept in {}", path.display()),
-        Err(e) => crate::error!("Cannot write {}: {e}", path.display()),
-    }
-    EXIT_LEFTOVERS
 }

@@ -46,7 +46,7 @@ pub fn generate(args: &ReportArgs) -> i32 {
     {
         Some(Ok(sys)) => crate::report::scenario::Peaks::of(&sys),
         Some(Err(e)) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
         None => Default::default(),
@@ -54,7 +54,7 @@ pub fn generate(args: &ReportArgs) -> i32 {
     let grading = match args.baseline.load() {
         Ok(g) => g,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };

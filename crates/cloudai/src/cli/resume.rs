@@ -198,7 +198,7 @@ fn resume_locked(
     let (system, scenario) = match loaded {
         Ok(x) => x,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };
@@ -212,7 +212,7 @@ fn resume_locked(
     let grading = match baseline.load() {
         Ok(g) => g,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };

@@ -24,7 +24,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     let (system, scenario) = match scenario::load_all(&inputs) {
         Ok(x) => x,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };
@@ -39,7 +39,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     let grading = match args.baseline.load() {
         Ok(g) => g,
         Err(e) => {
-            super::report_errors(&e);
+            e.report();
             return 1;
         }
     };
@@ -275,7 +275,7 @@ pub(super) fn conclude(
         }
     }
     if !outcome.leftovers.is_empty() {
-        return super::report_leftovers(&runner.layout.root, &outcome.leftovers);
+        return crate::results::record::report_leftovers(&runner.layout.root, &outcome.leftovers);
     }
     if super::incomplete(&runner.layout.root) {
         return 1;

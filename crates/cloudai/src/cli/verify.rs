@@ -136,9 +136,9 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         for p in items {
             match f(p) {
                 Ok(()) => {}
-                Err(e) if test::is_unsupported(&e) => super::report_errors(&e),
+                Err(e) if test::is_unsupported(&e) => e.report(),
                 Err(e) => {
-                    super::report_errors(&e);
+                    e.report();
                     bad += 1;
                 }
             }
@@ -171,7 +171,7 @@ pub fn verify(args: &VerifyArgs) -> i32 {
     let test_refs: Vec<&PathBuf> = test_files.iter().collect();
     check("tests", "test configurations", &test_refs, &mut |p| {
         let raw = test::load_raw(p)?;
-        test::decode(&raw.node, "").map(|_| ())
+        crate::workloads::decode_test(&raw.node, "").map(|_| ())
     });
 
     let library = build_library(&test_files);
@@ -207,7 +207,7 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         &hook_tests,
         &mut |p| {
             let raw = test::load_raw(p)?;
-            test::decode(&raw.node, "").map(|_| ())
+            crate::workloads::decode_test(&raw.node, "").map(|_| ())
         },
     );
     check("hooks", "hook scenarios", &of(Class::Hook), &mut |p| {

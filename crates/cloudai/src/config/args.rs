@@ -6,6 +6,7 @@ use indexmap::IndexMap;
 use super::decode::{as_bool, as_float, as_int, as_str, join, Ctx};
 use super::error::did_you_mean;
 use super::node::{Kind, Node};
+use crate::util::pytoml::py_float;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ArgValue {
@@ -92,29 +93,6 @@ impl ArgValue {
                     .collect(),
             ),
         })
-    }
-}
-
-/// Python's float repr: `1.0`, `0.5`, `1e-05`, `1e+16`.
-pub fn py_float(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    let a = f.abs();
-    if a != 0.0 && !(1e-4..1e16).contains(&a) {
-        let s = format!("{f:e}");
-        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let exp: i32 = e.parse().unwrap_or(0);
-        return format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
-    }
-    let s = format!("{f}");
-    if s.contains('.') {
-        s
-    } else {
-        format!("{s}.0")
     }
 }
 
@@ -288,18 +266,4 @@ pub fn decode(
         }
     }
     CmdArgs { values }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn python_float_repr() {
-        assert_eq!(py_float(1.0), "1.0");
-        assert_eq!(py_float(0.5), "0.5");
-        assert_eq!(py_float(1e-5), "1e-05");
-        assert_eq!(py_float(2e16), "2e+16");
-        assert_eq!(py_float(123.25), "123.25");
-    }
 }

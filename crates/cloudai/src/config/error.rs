@@ -76,6 +76,28 @@ impl fmt::Display for ConfigError {
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
 impl ConfigErrors {
+    /// Prints every error (and warning) once, in order.
+    pub fn report(&self) {
+        // a value checked both where it is written and in the merged test it lands in is reported once
+        let mut seen = std::collections::HashSet::new();
+        let key = |e: &ConfigError| {
+            format!(
+                "{}:{}:{}:{}",
+                e.loc.file.display(),
+                e.loc.line,
+                e.loc.col,
+                e.message
+            )
+        };
+        for e in self.0.iter().filter(|e| seen.insert(key(e))) {
+            if e.warning {
+                crate::warn!("{e}");
+            } else {
+                crate::error!("{e}");
+            }
+        }
+    }
+
     pub fn push(&mut self, e: ConfigError) {
         self.0.push(e);
     }

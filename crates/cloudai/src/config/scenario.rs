@@ -74,6 +74,9 @@ pub struct Dependency {
     pub loc: Loc,
 }
 
+/// `[[Tests]]` entries in one scenario: more would exhaust memory before the scheduler says no.
+pub const MAX_TESTS: usize = 10_000;
+
 const SCENARIO_FIELDS: &[&str] = &[
     "name",
     "sol_path",
@@ -171,13 +174,13 @@ pub fn decode_lenient(root: &Node, path: &Path) -> (Option<ScenarioFile>, Config
             Some("add [[Tests]] with `id` and `test_name`".into()),
         ),
         Some(n) => match &n.kind {
-            Kind::Array(items) if items.len() > crate::scenario::limits::MAX_TESTS => ctx.err(
+            Kind::Array(items) if items.len() > MAX_TESTS => ctx.err(
                 &n.loc,
                 "Tests",
                 format!(
                     "{} [[Tests]] entries is more than the limit of {}",
                     items.len(),
-                    crate::scenario::limits::MAX_TESTS
+                    MAX_TESTS
                 ),
                 Some("split the campaign into several scenarios".into()),
             ),

@@ -4,11 +4,10 @@ use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 
-use super::args::{self, ArgValue, CmdArgs};
+use super::args::{self, ArgSpec, ArgValue, CmdArgs};
 use super::decode::{as_str, Ctx, View};
 use super::error::{did_you_mean, ConfigError, ConfigErrors};
 use super::node::{Kind, Node};
-use crate::workloads;
 
 /// Every template CloudAI registers, so that a config using one we lack is "unsupported", not "unknown".
 pub const CLOUDAI_TEMPLATES: &[&str] = &[
@@ -161,8 +160,34 @@ pub fn is_unsupported(errs: &ConfigErrors) -> bool {
     !errs.0.is_empty() && errs.0.iter().all(|e| e.warning)
 }
 
-/// Validates a full test definition tree (a test file, an inline scenario entry, or a merge of both).
-pub fn decode(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigErrors> {
+/// What decoding a test needs to know of its template: the `cmd_args` schema and the template's own checks.
+/// Workloads implement it and hand their registry to [`decode`], so config never depends on workloads.
+pub trait TemplateSchema {
+    fn template(&self) -> &'static str;
+    fn args(&self) -> &'static [ArgSpec];
+    /// Whether undeclared `cmd_args` keys mean something (NcclTest passes them on as flags). Where they would be
+    /// silently ignored, they are rejected instead.
+    fn extra_args(&self) -> bool {
+        false
+    }
+    /// Cross-field checks beyond the schema.
+    fn validate(&self, _ctx: &mut Ctx, _v: &View, _args: &CmdArgs) {}
+}
+
+/// Validates a full test definition tree (a test file, an inline scenario entry, or a merge of both) against the
+/// templates this build runs.
+pub fn decode(
+    node: &Node,
+    path_prefix: &str,
+    templates: &[&dyn TemplateSchema],
+) -> Result<TestDefinition, ConfigErrors> {
+    let names = || {
+        templates
+            .iter()
+            .map(|t| t.template())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut ctx = Ctx::new();
     let Some(v) = ctx.table(node, path_prefix) else {
         return Err(ctx.errors);
@@ -172,7 +197,7 @@ pub fn decode(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigEr
     let Some(template) = template else {
         return Err(ctx.errors);
     };
-    let Some(workload) = workloads::find(&template) else {
+    let Some(workload) = templates.iter().find(|t| t.template() == template) else {
         let loc = v
             .get("test_template_name")
             .map_or(node.loc.clone(), |n| n.loc.clone());
@@ -180,17 +205,14 @@ pub fn decode(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigEr
         if CLOUDAI_TEMPLATES.contains(&template.as_str()) {
             let mut e =
                 ConfigError::new(loc, field, format!("unsupported test template {template}"))
-                    .with_hint(format!(
-                        "this version of cloudai runs: {}",
-                        workloads::names().join(", ")
-                    ));
+                    .with_hint(format!("this version of cloudai runs: {}", names()));
             e.warning = true;
             return Err(e.into());
         }
         let all: Vec<&str> = CLOUDAI_TEMPLATES.to_vec();
         let hint = match did_you_mean(&template, all) {
             Some(s) => format!("did you mean \"{s}\"?"),
-            None => format!("supported templates: {}", workloads::names().join(", ")),
+            None => format!("supported templates: {}", names()),
         };
         return Err(
             ConfigError::new(loc, field, format!("unknown test template '{template}'"))

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::html::{chart, chart_spec, esc, human_size, series};
 use super::scenario::Entry;
 use crate::baseline::Grading;
+use crate::html::{chart, chart_spec, esc, human_size, series};
 
 /// One size of one test against the baseline: the mean over the test's iterations.
 #[derive(Clone, Debug, serde::Serialize)]

@@ -19,7 +19,7 @@ fn xml(s: &str) -> String {
         (!c.is_control() || matches!(c, '\t' | '\n' | '\r'))
             && !matches!(c, '\u{FFFE}' | '\u{FFFF}')
     };
-    super::html::esc(&s.chars().filter(allowed).collect::<String>())
+    crate::html::esc(&s.chars().filter(allowed).collect::<String>())
 }
 
 fn seconds(r: &IterationRecord) -> f64 {

@@ -1,9 +1,7 @@
 //! Reports over a scenario's results: per-iteration files, the scenario page and summary, the status table.
 
 pub mod baseline;
-pub mod html;
 pub mod junit;
-pub mod nccl;
 mod page;
 mod sanity;
 pub mod scenario;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::html::esc;
 use super::scenario::{Entry, Summary};
+use crate::html::esc;
 use crate::results::Status;
 
 pub(super) fn body(s: &Summary, sections: &str) -> String {

@@ -1,6 +1,6 @@
 //! Physical sanity: a bus bandwidth above what the links can carry is a measurement to distrust, not a record.
 
-use super::html::human_size;
+use crate::html::human_size;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Peaks {

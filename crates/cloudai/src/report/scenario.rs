@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::html::{chart, chart_spec, esc, human_size, page, series};
 pub use super::sanity::Peaks;
 use crate::config::node;
 use crate::config::test as tdef;
+use crate::html::{chart, chart_spec, esc, human_size, page, series};
 use crate::results::{EndReason, IterationRecord, Status};
 use crate::util::fsx::write_atomic;
 use crate::workloads;
@@ -179,7 +179,7 @@ fn stored_test(dir: &Path) -> Option<(String, u64, u64, tdef::TestDefinition)> {
         Some(node::Kind::Int(i)) => *i as u64,
         _ => 0,
     };
-    let def = tdef::decode(t.get("test_definition")?, "test_definition").ok()?;
+    let def = crate::workloads::decode_test(t.get("test_definition")?, "test_definition").ok()?;
     Some((id, int("current_iteration"), int("iterations").max(1), def))
 }
 

@@ -3,7 +3,6 @@
 
 pub mod record;
 pub mod state;
-pub mod test_run;
 
 use std::path::{Path, PathBuf};
 

@@ -216,3 +216,27 @@ impl IterationRecord {
         serde_json::from_slice(&text).map_err(std::io::Error::other)
     }
 }
+
+/// Names everything that may still hold resources, writes `leftovers.json` into the results root, and gives
+/// the exit code that says so.
+pub fn report_leftovers(
+    root: &std::path::Path,
+    leftovers: &[crate::results::record::Leftover],
+) -> i32 {
+    crate::error!(
+        "{} job(s) could not be confirmed stopped and may still hold resources; delete them by hand:",
+        leftovers.len()
+    );
+    for l in leftovers {
+        crate::error!("  {}: {}", l.description, l.reason);
+    }
+    let path = root.join(LEFTOVERS_FILE);
+    match serde_json::to_vec_pretty(leftovers)
+        .map_err(std::io::Error::other)
+        .and_then(|j| crate::util::fsx::write_atomic(&path, &j))
+    {
+        Ok(()) => crate::error!("The list is kept in {}", path.display()),
+        Err(e) => crate::error!("Cannot write {}: {e}", path.display()),
+    }
+    EXIT_LEFTOVERS
+}

@@ -137,7 +137,7 @@ pub struct Owner {
 impl Owner {
     /// Whether the owner still runs (a process on another host is assumed alive).
     pub fn alive(&self) -> bool {
-        if self.host != crate::systems::standalone::hostname() {
+        if self.host != crate::util::hostname() {
             return true;
         }
         // SAFETY: signal 0 only checks that the process exists
@@ -165,7 +165,7 @@ pub fn lock(root: &Path) -> Result<(), String> {
     }
     let me = Owner {
         pid: std::process::id(),
-        host: crate::systems::standalone::hostname(),
+        host: crate::util::hostname(),
         since: chrono::Local::now().to_rfc3339(),
     };
     std::fs::create_dir_all(state_dir(root)).map_err(|e| e.to_string())?;

@@ -576,7 +576,7 @@ pub fn write_inputs(
     p: &Prepared,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let toml = crate::results::test_run::render(run, iteration, dir, &p.test_cmd, &p.full_cmd);
+    let toml = crate::scenario::dump::render(run, iteration, dir, &p.test_cmd, &p.full_cmd);
     write_atomic(&dir.join("test-run.toml"), toml.as_bytes())?;
     for (name, contents) in &p.files {
         let path = dir.join(name);

@@ -49,7 +49,7 @@ impl TestLibrary {
         for f in toml_files(dir)? {
             match test::load_raw(&f) {
                 Ok(raw) => {
-                    if let Err(e) = test::decode(&raw.node, "") {
+                    if let Err(e) = crate::workloads::decode_test(&raw.node, "") {
                         if !test::is_unsupported(&e) {
                             errors.0.extend(e.0);
                             continue;

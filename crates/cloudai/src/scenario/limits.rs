@@ -11,8 +11,6 @@ use crate::util::nodelist;
 
 /// Iterations of one test.
 pub const MAX_ITERATIONS: u64 = 10_000;
-/// `[[Tests]]` entries in one scenario.
-pub const MAX_TESTS: usize = 10_000;
 /// Steps of one design-space sweep (the product of its list lengths).
 pub const MAX_DSE_STEPS: u64 = 10_000;
 

@@ -1,6 +1,7 @@
 //! Resolves a scenario file against the test definitions and hooks into runnable `TestRun`s.
 
 pub mod dse;
+pub mod dump;
 mod library;
 pub mod limits;
 
@@ -204,7 +205,7 @@ fn resolve_entry(
         }
         None => entry.overrides.clone(),
     };
-    let def = test::decode(&merged, "").map_err(|mut e| {
+    let def = crate::workloads::decode_test(&merged, "").map_err(|mut e| {
         if test::is_unsupported(&e) {
             // Point at the scenario entry, not at the test file that names the template.
             let loc = entry

@@ -252,7 +252,7 @@ impl System for Standalone {
     }
 
     fn nodes(&self, _id: &JobId) -> Vec<String> {
-        vec![hostname()]
+        vec![crate::util::hostname()]
     }
 
     fn release(&self) {
@@ -319,10 +319,4 @@ fn with_hooks(run: &TestRun, dir: &Path, main: &str) -> String {
 
 fn shell_quote(s: &str) -> String {
     crate::util::shell::quote(s).into_owned()
-}
-
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }

@@ -2,3 +2,10 @@ pub mod fsx;
 pub mod nodelist;
 pub mod pytoml;
 pub mod shell;
+
+/// This machine's name as the kernel knows it (what `hostname` prints).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}

@@ -4,8 +4,6 @@
 //! Its quirks: scalars of a table come before its sub-tables, sub-tables are emitted breadth first, lists print as
 //! `[ "a", "b",]`, `None` values are dropped, and a table with neither scalars nor sub-tables still gets a header.
 
-use crate::config::args::py_float;
-
 #[derive(Clone, Debug, PartialEq)]
 pub enum PyVal {
     Str(String),
@@ -163,9 +161,41 @@ pub fn dumps(root: &[(String, PyVal)]) -> String {
     out
 }
 
+/// Python's float repr: `1.0`, `0.5`, `1e-05`, `1e+16`.
+pub fn py_float(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = f.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        let s = format!("{f:e}");
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let exp: i32 = e.parse().unwrap_or(0);
+        return format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    }
+    let s = format!("{f}");
+    if s.contains('.') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_float_repr() {
+        assert_eq!(py_float(1.0), "1.0");
+        assert_eq!(py_float(0.5), "0.5");
+        assert_eq!(py_float(1e-5), "1e-05");
+        assert_eq!(py_float(2e16), "2e+16");
+        assert_eq!(py_float(123.25), "123.25");
+    }
 
     fn kv(k: &str, v: PyVal) -> (String, PyVal) {
         (k.to_string(), v)

@@ -2,20 +2,23 @@ use std::path::Path;
 
 use super::{JobOutcome, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
-use crate::config::test::TestDefinition;
+use crate::config::test::{TemplateSchema, TestDefinition};
 
 /// An arbitrary shell command, run as is.
 pub struct BashCmd;
 
 static ARGS: &[ArgSpec] = &[ArgSpec::new("cmd", T::Str, D::Required).single()];
 
-impl Workload for BashCmd {
+impl TemplateSchema for BashCmd {
     fn template(&self) -> &'static str {
         "BashCmd"
     }
     fn args(&self) -> &'static [ArgSpec] {
         ARGS
     }
+}
+
+impl Workload for BashCmd {
     fn schedulers(&self) -> &'static [&'static str] {
         &["standalone", "slurm", "kubernetes"]
     }

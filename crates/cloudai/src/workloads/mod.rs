@@ -7,9 +7,9 @@ mod sleep;
 
 use std::path::Path;
 
-use crate::config::args::{ArgSpec, CmdArgs};
-use crate::config::decode::{Ctx, View};
-use crate::config::test::TestDefinition;
+use crate::config::error::ConfigErrors;
+use crate::config::node::Node;
+use crate::config::test::{TemplateSchema, TestDefinition};
 
 pub use nccl::NcclTest;
 
@@ -87,16 +87,8 @@ pub struct Point {
     pub time_ip_us: Option<f64>,
 }
 
-pub trait Workload: Send + Sync {
-    fn template(&self) -> &'static str;
-    fn args(&self) -> &'static [ArgSpec];
-    /// Whether undeclared `cmd_args` keys mean something (NcclTest passes them on as flags). Where they would be
-    /// silently ignored, they are rejected instead.
-    fn extra_args(&self) -> bool {
-        false
-    }
-    /// Cross-field checks beyond the schema.
-    fn validate(&self, _ctx: &mut Ctx, _v: &View, _args: &CmdArgs) {}
+/// A test template: its config schema ([`TemplateSchema`]), the command it runs and how it is graded.
+pub trait Workload: TemplateSchema + Send + Sync {
     /// Schedulers this workload has a command for.
     fn schedulers(&self) -> &'static [&'static str];
     /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
@@ -144,6 +136,13 @@ pub fn names() -> Vec<&'static str> {
 
 pub fn all() -> &'static [&'static dyn Workload] {
     REGISTRY
+}
+
+/// Decodes a test definition against the templates this build runs.
+pub fn decode_test(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigErrors> {
+    let schemas: Vec<&dyn TemplateSchema> =
+        REGISTRY.iter().map(|w| *w as &dyn TemplateSchema).collect();
+    crate::config::test::decode(node, path_prefix, &schemas)
 }
 
 /// `[nsys ...]` prefix for the command, when profiling is enabled.

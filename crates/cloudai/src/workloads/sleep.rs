@@ -2,7 +2,7 @@ use std::path::Path;
 
 use super::{JobOutcome, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
-use crate::config::test::TestDefinition;
+use crate::config::test::{TemplateSchema, TestDefinition};
 
 pub struct Sleep;
 
@@ -11,13 +11,16 @@ static ARGS: &[ArgSpec] = &[
     ArgSpec::new("seconds", T::Int, D::Int(5)),
 ];
 
-impl Workload for Sleep {
+impl TemplateSchema for Sleep {
     fn template(&self) -> &'static str {
         "Sleep"
     }
     fn args(&self) -> &'static [ArgSpec] {
         ARGS
     }
+}
+
+impl Workload for Sleep {
     fn schedulers(&self) -> &'static [&'static str] {
         &["standalone", "slurm", "kubernetes"]
     }

@@ -5,12 +5,13 @@ mod model;
 pub mod parse;
 mod prefix;
 pub mod read;
+pub mod report;
 
 use std::path::Path;
 
 use super::{IterationReport, JobOutcome, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
-use crate::config::test::TestDefinition;
+use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::util::shell::quote;
 
 pub struct NcclTest;
@@ -134,7 +135,7 @@ impl NcclTest {
     }
 }
 
-impl Workload for NcclTest {
+impl TemplateSchema for NcclTest {
     fn template(&self) -> &'static str {
         "NcclTest"
     }
@@ -144,6 +145,9 @@ impl Workload for NcclTest {
     fn extra_args(&self) -> bool {
         true
     }
+}
+
+impl Workload for NcclTest {
     fn schedulers(&self) -> &'static [&'static str] {
         &["slurm", "kubernetes", "runai", "standalone"]
     }
@@ -244,13 +248,10 @@ impl Workload for NcclTest {
             format!("FAILED: {}", v.message)
         };
         let files = vec![
+            (report::CSV_FILE.to_string(), report::csv(&out)),
             (
-                crate::report::nccl::CSV_FILE.to_string(),
-                crate::report::nccl::csv(&out),
-            ),
-            (
-                crate::report::nccl::HTML_FILE.to_string(),
-                crate::report::nccl::html(
+                report::HTML_FILE.to_string(),
+                report::html(
                     title,
                     &out,
                     &m,
@@ -279,7 +280,7 @@ impl Workload for NcclTest {
             .runs
             .iter()
             .flat_map(|r| r.rows.iter())
-            .take(crate::report::nccl::REPORT_ROW_CAP)
+            .take(report::REPORT_ROW_CAP)
             .map(|r| (r.size, r.busbw()))
             .collect();
         Some(IterationReport {

@@ -1,10 +1,10 @@
 //! Per-iteration NCCL reports: `cloudai_nccl_test_csv_report.csv` (CloudAI's columns) and
 //! `cloudai_nccl_test_bokeh_report.html` (name kept for compatibility; our own offline charts).
 
-use super::html::{chart, chart_spec, esc, human_size, page, rich_series, with_refs};
-use crate::config::args::py_float;
-use crate::workloads::nccl::grade::Metrics;
-use crate::workloads::nccl::parse::{Output, Row, Side};
+use super::grade::Metrics;
+use super::parse::{Output, Row, Side};
+use crate::html::{chart, chart_spec, esc, human_size, page, rich_series, with_refs};
+use crate::util::pytoml::py_float;
 
 pub const CSV_FILE: &str = "cloudai_nccl_test_csv_report.csv";
 pub const HTML_FILE: &str = "cloudai_nccl_test_bokeh_report.html";
@@ -38,7 +38,7 @@ pub fn csv(out: &Output) -> String {
     let (gpu, per_node, ranks) = device_facts(out);
     let mut s = String::from(CSV_HEADER);
     s.push('\n');
-    let side = |sd: Option<&crate::workloads::nccl::parse::Side>| match sd {
+    let side = |sd: Option<&super::parse::Side>| match sd {
         Some(x) => [
             py_float(x.time_us),
             py_float(x.algbw),

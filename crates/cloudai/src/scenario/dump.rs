@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
+use super::TestRun;
 use crate::config::args::ArgValue;
 use crate::config::test::TestDefinition;
-use crate::scenario::TestRun;
 use crate::util::pytoml::{dumps, PyVal};
 
 fn arg(v: &ArgValue) -> PyVal {
