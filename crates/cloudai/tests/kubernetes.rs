@@ -83,6 +83,84 @@ async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_right_to_watch_the_run_reads_objects_directly() {
+    let Some(c) = cluster("k8s-nowatch", Act::Succeed).await else {
+        return;
+    };
+    let log = sample("single-node-8gpu-a100-allreduce-v2.19.4.txt");
+    c.logs.lock().unwrap().insert("main".into(), log.clone());
+    let w = setup(&c, "", &scenario(1));
+    let verbs = ["get", "list", "create", "delete", "patch"];
+    let system = c
+        .restricted_kubeconfig(&w.path().join("kubeconfig"), &verbs)
+        .await;
+    w.file("system.toml", &system);
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("reading them from the API server until it works again"),
+        "{text}"
+    );
+    let root = w.results_root();
+    assert_eq!(
+        std::fs::read_to_string(root.join("nccl/0/stdout.txt")).unwrap(),
+        log
+    );
+    let r = record(&root, "nccl", 0);
+    assert_eq!(r.status, Status::Passed, "{}", r.message);
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_right_to_read_its_job_an_iteration_fails_at_once_and_cleans_up() {
+    let Some(c) = cluster("k8s-noget", Act::RunForever).await else {
+        return;
+    };
+    let w = setup(&c, "", &scenario(1));
+    let verbs = ["list", "create", "delete"];
+    let system = c
+        .restricted_kubeconfig(&w.path().join("kubeconfig"), &verbs)
+        .await;
+    w.file("system.toml", &system);
+    let started = Instant::now();
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.status, Status::Failed);
+    assert!(
+        r.message.contains("cannot read Kubernetes Job") && r.message.contains("403 Forbidden"),
+        "{}",
+        r.message
+    );
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_right_to_list_jobs_the_run_stops_before_anything_exists() {
+    let Some(c) = cluster("k8s-nolist", Act::RunForever).await else {
+        return;
+    };
+    let w = setup(&c, "", &scenario(1));
+    let system = c
+        .restricted_kubeconfig(&w.path().join("kubeconfig"), &["get", "create", "delete"])
+        .await;
+    w.file("system.toml", &system);
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("cannot list Jobs in namespace") && text.contains("403 Forbidden"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "one error, no watch noise: {text}");
+    assert!(!w.path().join("out").exists(), "no results directory");
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_node_nccl_test_runs_as_an_mpijob() {
     // each worker was OOMKilled once and came back (restartPolicy OnFailure): recorded, and the run goes on
     let Some(c) = cluster("k8s-mpi", Act::SucceedAfterWorkerRestart).await else {

@@ -148,6 +148,52 @@ impl Cluster {
         )
     }
 
+    /// A kubeconfig for a user holding only `verbs` on what cloudai touches in this namespace (the admin
+    /// impersonates it), written to `path`; the system then uses it.
+    pub async fn restricted_kubeconfig(&self, path: &std::path::Path, verbs: &[&str]) -> String {
+        let user = format!("{}-limited", self.ns);
+        let role = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "cloudai", "namespace": self.ns},
+            "rules": [{"apiGroups": ["", "batch", "kubeflow.org"],
+                       "resources": ["pods", "pods/log", "jobs", "mpijobs", "events"], "verbs": verbs}],
+        });
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "cloudai", "namespace": self.ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cloudai"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        });
+        for (obj, plural) in [(role, "roles"), (binding, "rolebindings")] {
+            let ar = ApiResource {
+                group: "rbac.authorization.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "rbac.authorization.k8s.io/v1".into(),
+                kind: obj["kind"].as_str().unwrap().into(),
+                plural: plural.into(),
+            };
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
+            api.create(
+                &PostParams::default(),
+                &serde_json::from_value(obj).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let mut kc = kube::config::Kubeconfig::read_from(kubeconfig()).unwrap();
+        for a in &mut kc.auth_infos {
+            if let Some(info) = a.auth_info.as_mut() {
+                info.impersonate = Some(user.clone());
+            }
+        }
+        // JSON is YAML: the kubeconfig reader takes it as is
+        std::fs::write(path, serde_json::to_vec(&kc).unwrap()).unwrap();
+        self.system("").replace(
+            &format!("kube_config_path = \"{}\"", kubeconfig().display()),
+            &format!("kube_config_path = \"{}\"", path.display()),
+        )
+    }
+
     /// Names of the Jobs, MPIJobs and pods left in the namespace.
     pub async fn objects(&self) -> Vec<String> {
         let mut out = Vec::new();

@@ -73,7 +73,18 @@ impl std::fmt::Debug for logs::Follow {
 struct Conn {
     client: kube::Client,
     server: String,
-    cache: watch::Cache,
+    namespace: String,
+    wake: Arc<tokio::sync::Notify>,
+    /// Started with the first object, after `connect` proved the credentials: a refused run shows one error.
+    cache: std::sync::OnceLock<watch::Cache>,
+}
+
+impl Conn {
+    fn cache(&self) -> &watch::Cache {
+        self.cache.get_or_init(|| {
+            watch::Cache::start(self.client.clone(), &self.namespace, self.wake.clone())
+        })
+    }
 }
 
 pub struct Kubernetes {
@@ -114,11 +125,12 @@ impl Kubernetes {
         self.conn
             .get_or_try_init(|| async {
                 let (client, server) = client::connect(&self.k().kube_config_path).await?;
-                let cache = watch::Cache::start(client.clone(), self.ns(), self.wake.clone());
                 Ok::<_, String>(Conn {
                     client,
                     server,
-                    cache,
+                    namespace: self.ns().to_string(),
+                    wake: self.wake.clone(),
+                    cache: Default::default(),
                 })
             })
             .await
@@ -342,7 +354,7 @@ impl System for Kubernetes {
         };
         self.write_events(&step).await;
         if let Ok(c) = self.conn().await {
-            let pods = c.cache.pods(&step.name);
+            let pods = c.cache().pods(&step.name).await;
             let refs: Vec<&serde_json::Value> = pods.iter().collect();
             // still running: its stream would not end by itself
             self.settle_log(id, &step, &refs, "cancelled", std::time::Duration::ZERO)

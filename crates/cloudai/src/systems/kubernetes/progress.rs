@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::client::{describe, status_code};
 use super::state::{self, Phase};
 use super::step::{Step, StepKind};
 use super::{logs, Ending, Kubernetes};
@@ -77,7 +78,36 @@ impl Kubernetes {
         let Ok(c) = self.conn().await else {
             return JobState::Finished(JobOutcome::default());
         };
-        let Some(obj) = c.cache.object(step.kind, &step.name) else {
+        let read = match c.cache().object(step.kind, &step.name).await {
+            Ok(o) => o,
+            Err(e) if matches!(status_code(&e), Some(401 | 403)) => {
+                // no right to read what we created: waiting cannot help, and the object must still go
+                let reason = format!(
+                    "cannot read Kubernetes {} {}: {}",
+                    step.kind.name(),
+                    step.name,
+                    describe(&e)
+                );
+                let ending = Ending {
+                    state: "Unreadable".into(),
+                    failed: true,
+                    reason,
+                    end: None,
+                };
+                let pods = c.cache().pods(&step.name).await;
+                let refs: Vec<&Value> = pods.iter().collect();
+                return self.end_step(id, &step, &refs, ending).await;
+            }
+            Err(e) => {
+                let why = format!("cannot read it: {}", describe(&e));
+                return if seen {
+                    JobState::Running
+                } else {
+                    JobState::Pending(Queued::new("Created", &why))
+                };
+            }
+        };
+        let Some(obj) = read else {
             if seen && matches!(self.gone(&step).await, Ok(true)) {
                 self.confirmed_gone(&step.name);
                 return JobState::Finished(JobOutcome {
@@ -92,7 +122,7 @@ impl Kubernetes {
             }
             return JobState::Pending(Queued::new("Created", "waiting for the watch to show it"));
         };
-        let pods = c.cache.pods(&step.name);
+        let pods = c.cache().pods(&step.name).await;
         let refs: Vec<&Value> = pods.iter().collect();
         self.note_restarts(id, &refs);
         self.follow_log(id, &step, &refs);

@@ -1,10 +1,12 @@
 //! One watch per kind in the namespace for the objects cloudai made (label `app.kubernetes.io/managed-by=cloudai`),
 //! mirrored into in-memory stores: a poll reads the stores and costs no request. Every event wakes the runner.
+//! While a watch fails, polls read the API server directly, so a broken watch slows a run but never stalls it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::{store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
@@ -40,13 +42,21 @@ pub fn resource(kind: Kind) -> ApiResource {
     }
 }
 
+/// A kind's watch mirrored into a store, and whether the store is current: false from a watch error until the
+/// next complete re-list (or a watch event), while it may show a past state.
+struct Watched {
+    store: Store<DynamicObject>,
+    current: Arc<AtomicBool>,
+    api: Api<DynamicObject>,
+}
+
 pub struct Cache {
     client: Client,
     namespace: String,
     wake: Arc<Notify>,
-    pods: Store<DynamicObject>,
-    jobs: Store<DynamicObject>,
-    mpijobs: OnceLock<Store<DynamicObject>>,
+    pods: Watched,
+    jobs: Watched,
+    mpijobs: OnceLock<Watched>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -68,30 +78,54 @@ impl Cache {
     /// Watching MPIJobs starts with the first one: a cluster without the CRD must not warn for Jobs-only runs.
     pub fn watch_mpijobs(&self) {
         self.mpijobs.get_or_init(|| {
-            let (store, task) = spawn(&self.client, &self.namespace, mpijob_resource(), &self.wake);
+            let (w, task) = spawn(&self.client, &self.namespace, mpijob_resource(), &self.wake);
             self.tasks.lock().unwrap().push(task);
-            store
+            w
         });
     }
 
-    fn store(&self, kind: Kind) -> Option<&Store<DynamicObject>> {
+    fn watched(&self, kind: Kind) -> Option<&Watched> {
         match kind {
             Kind::Job => Some(&self.jobs),
             Kind::MpiJob => self.mpijobs.get(),
         }
     }
 
-    /// The object as last seen, as JSON (metadata, spec, status).
-    pub fn object(&self, kind: Kind, name: &str) -> Option<Value> {
-        let store = self.store(kind)?;
+    /// The object as JSON (metadata, spec, status): as last seen by the watch, or read from the API server while
+    /// the watch is failing (a proxy cutting long requests, RBAC without `watch`). `Ok(None)`: not (yet) there.
+    pub async fn object(&self, kind: Kind, name: &str) -> Result<Option<Value>, kube::Error> {
+        let Some(w) = self.watched(kind) else {
+            return Ok(None);
+        };
+        if !w.current.load(Ordering::Relaxed) {
+            return Ok(w
+                .api
+                .get_opt(name)
+                .await?
+                .and_then(|o| serde_json::to_value(&o).ok()));
+        }
         let key = kube::runtime::reflector::ObjectRef::new_with(name, resource(kind))
             .within(&self.namespace);
-        store.get(&key).and_then(|o| serde_json::to_value(&*o).ok())
+        Ok(w.store
+            .get(&key)
+            .and_then(|o| serde_json::to_value(&*o).ok()))
     }
 
-    /// Pods made for the object (they carry its name in our job label), as JSON.
-    pub fn pods(&self, job_name: &str) -> Vec<Value> {
-        self.pods
+    /// Pods made for the object (they carry its name in our job label), as JSON; listed from the API server while
+    /// the pod watch is failing, and as last seen if that fails too.
+    pub async fn pods(&self, job_name: &str) -> Vec<Value> {
+        let w = &self.pods;
+        if !w.current.load(Ordering::Relaxed) {
+            let lp = ListParams::default().labels(&format!("{JOB_LABEL}={job_name}"));
+            if let Ok(l) = w.api.list(&lp).await {
+                return l
+                    .items
+                    .iter()
+                    .filter_map(|p| serde_json::to_value(p).ok())
+                    .collect();
+            }
+        }
+        w.store
             .state()
             .iter()
             .filter(|p| {
@@ -113,27 +147,37 @@ fn spawn(
     namespace: &str,
     ar: ApiResource,
     wake: &Arc<Notify>,
-) -> (Store<DynamicObject>, JoinHandle<()>) {
+) -> (Watched, JoinHandle<()>) {
     let writer = Writer::new(ar.clone());
     let store = writer.as_reader();
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
     let cfg = watcher::Config::default().labels(&format!("{}=cloudai", manifest::MANAGED_BY));
     let wake = wake.clone();
     let what = format!("{} in namespace {namespace}", ar.plural);
+    let current = Arc::new(AtomicBool::new(true));
+    let flag = current.clone();
+    let watched_api = api.clone();
     let task = tokio::spawn(async move {
         let mut last_err = String::new();
         let mut stream = watcher(api, cfg).default_backoff().reflect(writer).boxed();
         while let Some(ev) = stream.next().await {
             match ev {
-                Ok(_) if !last_err.is_empty() => {
-                    crate::info!("Watching {what} again");
-                    last_err.clear();
+                // a re-list has begun: the store keeps the old state until it is done
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => {
+                    flag.store(true, Ordering::Relaxed);
+                    if !last_err.is_empty() {
+                        crate::info!("Watching {what} again");
+                        last_err.clear();
+                    }
                 }
-                Ok(_) => {}
                 Err(e) => {
-                    let text = e.to_string();
+                    flag.store(false, Ordering::Relaxed);
+                    let text = describe_watch(&e);
                     if text != last_err {
-                        warn!("Watch of {what} failed: {text}; retrying");
+                        warn!(
+                            "Watch of {what} failed: {text}; reading them from the API server until it works again"
+                        );
                         last_err = text;
                     }
                 }
@@ -141,7 +185,26 @@ fn spawn(
             wake.notify_one();
         }
     });
-    (store, task)
+    (
+        Watched {
+            store,
+            current,
+            api: watched_api,
+        },
+        task,
+    )
+}
+
+/// A watch failure as one sentence with the server's own words (not the client's debug dump).
+fn describe_watch(e: &watcher::Error) -> String {
+    use super::client::describe;
+    match e {
+        watcher::Error::InitialListFailed(k) => format!("cannot list them: {}", describe(k)),
+        watcher::Error::WatchStartFailed(k) => format!("cannot watch them: {}", describe(k)),
+        watcher::Error::WatchFailed(k) => format!("the watch broke: {}", describe(k)),
+        watcher::Error::WatchError(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        other => other.to_string(),
+    }
 }
 
 impl Drop for Cache {
