@@ -82,6 +82,41 @@ async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
     );
 }
 
+/// A pod that dies of the node's troubles ends the iteration with the explicit reason and Kubernetes' words.
+async fn ends_with(test: &str, act: Act, end: EndReason, words: &[&str]) {
+    let Some(c) = cluster(test, act).await else {
+        return;
+    };
+    let w = setup(&c, "", &scenario(1));
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.status, Status::Failed, "{}", r.message);
+    assert_eq!(r.end_reason, end, "{}", r.message);
+    for word in words {
+        assert!(r.message.contains(word), "{word} not in: {}", r.message);
+    }
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_killed_for_memory_ends_out_of_memory() {
+    ends_with(
+        "k8s-oom",
+        Act::OomKilled,
+        EndReason::OutOfMemory,
+        &["OOMKilled"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_pod_ends_evicted_with_the_kubelets_words() {
+    let words = ["evicted", "The node was low on resource: memory"];
+    ends_with("k8s-evict", Act::Evicted, EndReason::Evicted, &words).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_right_to_watch_the_run_reads_objects_directly() {
     let Some(c) = cluster("k8s-nowatch", Act::Succeed).await else {
