@@ -1,5 +1,6 @@
 //! Config errors found all at once and named precisely: independent problems of one scenario in one pass (run
-//! and verify-configs alike), a directory given as a file, a test name that would leave the results tree.
+//! and verify-configs alike), a directory given as a file, a test name that would leave the results tree, a
+//! Kubernetes image that is no image reference.
 
 mod common;
 
@@ -67,6 +68,30 @@ fn three_independent_errors_are_reported_together() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains("tests: test scenario: is a directory; expected a TOML file"),
+        "{text}"
+    );
+}
+
+/// A Kubernetes `job_image` that no registry could resolve is refused where it is written, before any cluster.
+#[test]
+fn a_kubernetes_job_image_with_spaces_is_refused() {
+    let w = Work::new();
+    w.file(
+        "system.toml",
+        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\n\
+         output_path = \"out\"\ndefault_namespace = \"d\"\njob_image = \"ubuntu 24.04\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args(["verify-configs", "system.toml"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "system.toml:7:13: field 'job_image': \"ubuntu 24.04\" is not an image reference"
+        ),
         "{text}"
     );
 }

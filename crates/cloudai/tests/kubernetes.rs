@@ -384,6 +384,53 @@ fn dry_run_needs_no_cluster_nor_kubeconfig() {
 }
 
 #[test]
+fn manifests_follow_the_systems_mpi_and_image_settings() {
+    let w = Work::new();
+    let system = "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"install\"\n\
+         output_path = \"out\"\ndefault_namespace = \"gpu-team\"\ngpus_per_node = 8\n";
+    w.file("tests/nccl.toml", TESTS);
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "s.toml",
+        &format!(
+            "{}[[Tests]]\nid = \"nap\"\ntest_name = \"sleep\"\nnum_nodes = 1\n",
+            scenario(2)
+        ),
+    );
+    let manifests = |extra: &str| {
+        w.file("system.toml", &format!("{system}{extra}"));
+        let _ = std::fs::remove_dir_all(w.path().join("out"));
+        let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+        let read = |id: &str| {
+            std::fs::read_to_string(w.results_root().join(id).join("0/k8s-manifest.yaml")).unwrap()
+        };
+        (read("nccl"), read("nap"))
+    };
+    let (mpi, sleep) = manifests("");
+    assert!(mpi.contains("sshAuthMountPath: /root/.ssh\n"), "{mpi}");
+    assert!(mpi.contains("- /usr/sbin/sshd\n"), "{mpi}");
+    assert!(sleep.contains("image: \"ubuntu:24.04\""), "{sleep}");
+
+    let (mpi, sleep) = manifests(
+        "ssh_auth_mount_path = \"/home/mpiuser/.ssh\"\nmpi_worker_command = \"\"\n\
+         job_image = \"registry.local/tools/ubuntu:24.04\"\n",
+    );
+    assert!(
+        mpi.contains("sshAuthMountPath: /home/mpiuser/.ssh\n"),
+        "{mpi}"
+    );
+    assert!(!mpi.contains("sshd"), "the image's entrypoint runs: {mpi}");
+    assert!(
+        sleep.contains("image: \"registry.local/tools/ubuntu:24.04\""),
+        "{sleep}"
+    );
+}
+
+#[test]
 fn a_run_without_a_kubeconfig_says_where_it_looked() {
     let w = Work::new();
     w.file(

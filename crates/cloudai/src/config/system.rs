@@ -167,6 +167,13 @@ pub struct KubernetesConfig {
     pub default_namespace: String,
     pub gpus_per_node: u64,
     pub use_host_network: Option<bool>,
+    /// As on Run:ai: the image user's `~/.ssh`, where the MPI operator mounts the keys. Not a CloudAI field.
+    pub ssh_auth_mount_path: String,
+    /// As on Run:ai: what MPI workers run; empty = the image's own entrypoint. Not a CloudAI field.
+    pub mpi_worker_command: String,
+    /// Image of workloads that name none (Sleep, BashCmd): a cluster without internet pulls it from its own
+    /// registry. Not a CloudAI field.
+    pub job_image: String,
 }
 
 const BASE_FIELDS: &[&str] = &[
@@ -532,12 +539,8 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     }
     Some(RunAiConfig {
         ca_bundle,
-        ssh_auth_mount_path: v
-            .opt_str(ctx, "ssh_auth_mount_path")
-            .unwrap_or_else(|| "/root/.ssh".into()),
-        mpi_worker_command: v
-            .opt_str(ctx, "mpi_worker_command")
-            .unwrap_or_else(|| "/usr/sbin/sshd -De".into()),
+        ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
+        mpi_worker_command: mpi_worker_command(ctx, v),
         gpus_per_node: v.count(ctx, "gpus_per_node", 8),
         base_url: base_url?,
         user_email: user_email?,
@@ -548,11 +551,24 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     })
 }
 
+fn ssh_auth_mount_path(ctx: &mut Ctx, v: &View) -> String {
+    v.opt_str(ctx, "ssh_auth_mount_path")
+        .unwrap_or_else(|| "/root/.ssh".into())
+}
+
+fn mpi_worker_command(ctx: &mut Ctx, v: &View) -> String {
+    v.opt_str(ctx, "mpi_worker_command")
+        .unwrap_or_else(|| "/usr/sbin/sshd -De".into())
+}
+
 const K8S_FIELDS: &[&str] = &[
     "kube_config_path",
     "default_namespace",
     "gpus_per_node",
     "use_host_network",
+    "ssh_auth_mount_path",
+    "mpi_worker_command",
+    "job_image",
 ];
 
 fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
@@ -563,5 +579,28 @@ fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
         default_namespace: default_namespace?,
         gpus_per_node: v.count(ctx, "gpus_per_node", 1),
         use_host_network: v.opt_bool(ctx, "use_host_network"),
+        ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
+        mpi_worker_command: mpi_worker_command(ctx, v),
+        job_image: job_image(ctx, v),
     })
+}
+
+fn job_image(ctx: &mut Ctx, v: &View) -> String {
+    let image = v
+        .opt_str(ctx, "job_image")
+        .unwrap_or_else(|| "ubuntu:24.04".into());
+    if let Some(n) = v.get("job_image") {
+        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+            ctx.err(
+                &n.loc,
+                "job_image",
+                format!("{image:?} is not an image reference"),
+                Some(
+                    "name an image with sleep and bash, like \"registry.local/ubuntu:24.04\""
+                        .into(),
+                ),
+            );
+        }
+    }
+    image
 }

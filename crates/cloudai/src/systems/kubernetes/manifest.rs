@@ -19,10 +19,6 @@ pub const JOB_LABEL: &str = "cloudai-job";
 pub const ROLE_LABEL: &str = "cloudai-role";
 pub const IDENTITY: &str = "cloudai-identity";
 
-/// Image for workloads that name none (Sleep, BashCmd): it has `sleep` and `bash`.
-pub const DEFAULT_IMAGE: &str = "ubuntu:24.04";
-/// Workers of an MPIJob only serve the launcher's ssh.
-pub const WORKER_COMMAND: &[&str] = &["/usr/sbin/sshd", "-De"];
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 /// Which kind of object a step is.
@@ -193,10 +189,15 @@ pub fn mpijob(run: &TestRun, sys: &KubernetesConfig, m: &Meta, c: &Command, slot
     let launcher = json!({
         "name": "launcher", "image": c.image, "command": ["/bin/bash", "-c", mpirun.join(" ")], "env": env(c.env),
     });
-    let worker = json!({
-        "name": "worker", "image": c.image, "command": WORKER_COMMAND, "env": env(c.env),
+    let mut worker = json!({
+        "name": "worker", "image": c.image, "env": env(c.env),
         "resources": {"limits": {GPU_RESOURCE: c.gpus}},
     });
+    // workers only serve the launcher's ssh: sshd in the foreground, unless the image's entrypoint does it
+    let command: Vec<&str> = sys.mpi_worker_command.split_whitespace().collect();
+    if !command.is_empty() {
+        worker["command"] = json!(command);
+    }
     let run_policy = json!({"cleanPodPolicy": "Running", "backoffLimit": 0});
     json!({
         "apiVersion": format!("{MPIJOB_GROUP}/{MPIJOB_VERSION}"),
@@ -206,7 +207,7 @@ pub fn mpijob(run: &TestRun, sys: &KubernetesConfig, m: &Meta, c: &Command, slot
             "slotsPerWorker": slots,
             "runPolicy": run_policy,
             "mpiImplementation": "OpenMPI",
-            "sshAuthMountPath": "/root/.ssh",
+            "sshAuthMountPath": sys.ssh_auth_mount_path,
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,

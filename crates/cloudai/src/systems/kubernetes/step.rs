@@ -106,7 +106,7 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
             .workload
             .container_image(&run.test)
             .map(|i| payload::image(&i))
-            .unwrap_or_else(|| manifest::DEFAULT_IMAGE.to_string());
+            .unwrap_or_else(|| ctx.k.job_image.clone());
         let c = Command {
             image,
             cmd,
