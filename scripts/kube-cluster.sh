@@ -151,7 +151,7 @@ start() {
     wait_for kube-apiserver api GET /readyz
     kubeconfig
     (setsid "$BIN/kube-controller-manager" --kubeconfig="$BASE/kubeconfig" --leader-elect=false \
-        --controllers=job,garbagecollector,namespace,serviceaccount --use-service-account-credentials=false \
+        --controllers=job,garbagecollector,namespace,serviceaccount,resourcequota --use-service-account-credentials=false \
         --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
         --bind-address=127.0.0.1 --secure-port=10257 \
         >"$RUN/controller-manager.log" 2>&1 & echo $! >"$RUN/controller-manager.pid")

@@ -283,6 +283,71 @@ async fn an_unschedulable_pod_ends_with_the_schedulers_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_pods_a_quota_refuses_ends_with_the_controllers_words() {
+    let Some(c) = cluster("k8s-quota", Act::Succeed).await else {
+        return;
+    };
+    let quota = serde_json::json!({"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}});
+    let api: kube::Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        kube::Api::namespaced(c.client.clone(), &c.ns);
+    api.create(&Default::default(), &serde_json::from_value(quota).unwrap())
+        .await
+        .unwrap();
+    // admission enforces a quota once the quota controller has counted what it holds
+    for _ in 0..100 {
+        let q = api.get("gpus").await.unwrap();
+        if q.status.and_then(|s| s.hard).is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let w = setup(&c, "max_pending_time = \"00:00:08\"", &scenario(1));
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
+    assert!(
+        r.message.contains("FailedCreate") && r.message.contains("quota"),
+        "{}",
+        r.message
+    );
+    assert!(
+        r.queue_states
+            .iter()
+            .any(|q| q.reason.starts_with("FailedCreate")),
+        "{:?}",
+        r.queue_states
+    );
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mpijob_no_operator_takes_up_ends_saying_so() {
+    let Some(c) = cluster("k8s-nooperator", Act::NoOperator).await else {
+        return;
+    };
+    let w = setup(&c, "max_pending_time = \"00:00:04\"", &scenario(2));
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    cmd.current_dir(w.path())
+        .args(RUN)
+        .env("CLOUDAI_K8S_OPERATOR_WAIT_S", "1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
+    assert!(
+        r.message.contains("is the Kubeflow MPI operator"),
+        "{}",
+        r.message
+    );
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_that_cannot_be_pulled_ends_at_once() {
     let Some(c) = cluster("k8s-pull", Act::ImagePull).await else {
         return;

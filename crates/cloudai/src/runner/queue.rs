@@ -54,7 +54,7 @@ impl Runner {
                 (
                     EndReason::Unschedulable,
                     format!(
-                        "the scheduler found no place for job {} within max_pending_time ({}): {why}",
+                        "job {} found no place to run within max_pending_time ({}): {why}",
                         a.id,
                         time_limit::format(max)
                     ),

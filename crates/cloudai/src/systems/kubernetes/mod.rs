@@ -62,6 +62,15 @@ struct Job {
     attempts: Vec<Attempt>,
     /// Container restarts seen per pod, to record each new one once.
     restarts: HashMap<String, i64>,
+    /// Since when the current step's object exists without any pod, and what was last found to say why.
+    podless: Option<Podless>,
+}
+
+#[derive(Debug)]
+struct Podless {
+    since: Instant,
+    checked: Option<Instant>,
+    why: Option<String>,
 }
 
 impl std::fmt::Debug for logs::Follow {

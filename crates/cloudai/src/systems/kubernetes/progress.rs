@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::client::{describe, status_code};
+use super::manifest::Kind;
 use super::state::{self, Phase};
 use super::step::{Step, StepKind};
-use super::{logs, Ending, Kubernetes};
+use super::{events, logs, Ending, Kubernetes, Podless};
 use crate::results::EndReason;
 use crate::systems::hooks::{conclude, StepEnd};
 use crate::systems::{JobState, Queued};
@@ -19,6 +20,17 @@ use crate::{info, warn};
 const LOG_WAIT: Duration = Duration::from_secs(10);
 /// Within one poll, how long we wait for a deleted object to be gone before looking again next poll.
 const GONE_INLINE: Duration = Duration::from_secs(5);
+/// A controller makes pods within a second or two; only after this is a missing pod worth a question.
+const PODLESS_GRACE: Duration = Duration::from_secs(3);
+const PODLESS_RECHECK: Duration = Duration::from_secs(5);
+/// An MPI operator sets an MPIJob's `Created` condition at once; this long without one means there is none.
+fn operator_wait() -> Duration {
+    let s = std::env::var("CLOUDAI_K8S_OPERATOR_WAIT_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(30.0);
+    Duration::from_secs_f64(s.max(0.0))
+}
 
 /// How long we wait for the API server to confirm a deletion before reporting the object as left over.
 fn gone_wait() -> Duration {
@@ -134,12 +146,20 @@ impl Kubernetes {
                 state,
                 reason,
                 unschedulable,
-            } => JobState::Pending(Queued {
-                state,
-                reason,
-                hopeless: None,
-                blocked: unschedulable,
-            }),
+            } => {
+                // no pod at all: the controller's own complaint says why, and waiting on it is bounded
+                let why = if pods.is_empty() {
+                    self.podless(id, &step, &obj).await
+                } else {
+                    None
+                };
+                JobState::Pending(Queued {
+                    state,
+                    reason: why.clone().unwrap_or(reason),
+                    hopeless: None,
+                    blocked: why.or(unschedulable),
+                })
+            }
             Phase::Running => JobState::Running,
             Phase::Ended {
                 ok,
@@ -156,6 +176,53 @@ impl Kubernetes {
                 self.end_step(id, &step, &refs, ending).await
             }
         }
+    }
+
+    /// Why the step's object has no pod yet, once that lasted longer than a controller takes: its newest Warning
+    /// event (asked at most every few seconds), or for an MPIJob no operator ever giving it a status.
+    async fn podless(&self, id: &str, step: &Step, obj: &Value) -> Option<String> {
+        let now = Instant::now();
+        let (since, checked, why) = {
+            let mut jobs = self.jobs.lock().unwrap();
+            let j = jobs.get_mut(id)?;
+            let p = j.podless.get_or_insert(Podless {
+                since: now,
+                checked: None,
+                why: None,
+            });
+            (p.since, p.checked, p.why.clone())
+        };
+        if now - since < PODLESS_GRACE || checked.is_some_and(|c| now - c < PODLESS_RECHECK) {
+            return why;
+        }
+        let c = self.conn().await.ok()?;
+        let api = kube::Api::namespaced(c.client.clone(), self.ns());
+        let mut why = events::latest_warning(&api, &step.name).await;
+        if why.is_none()
+            && step.kind == Kind::MpiJob
+            && obj["status"]["conditions"]
+                .as_array()
+                .is_none_or(|c| c.is_empty())
+            && now - since >= operator_wait()
+        {
+            why = Some(format!(
+                "no MPI operator took MPIJob {} up within {} s (no status, no pods, no events): is the Kubeflow \
+                 MPI operator (kubeflow.org/v2beta1) running in the cluster?",
+                step.name,
+                operator_wait().as_secs()
+            ));
+        }
+        if let Some(p) = self
+            .jobs
+            .lock()
+            .unwrap()
+            .get_mut(id)
+            .and_then(|j| j.podless.as_mut())
+        {
+            p.checked = Some(now);
+            p.why = why.clone();
+        }
+        why
     }
 
     /// Records every new container restart as an attempt (a worker that crashed and came back).
@@ -375,6 +442,7 @@ impl Kubernetes {
             return JobState::Finished(skipped);
         }
         j.current += 1;
+        j.podless = None;
         j.created = false;
         j.seen = false;
         j.delete_sent = false;

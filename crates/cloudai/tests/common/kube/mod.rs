@@ -59,6 +59,8 @@ pub enum Act {
     OomKilled,
     /// Placed, runs ~1 s, then the kubelet evicts the pod (node low on memory).
     Evicted,
+    /// As `Succeed` for Jobs, but no MPI operator: an MPIJob gets neither pods nor status.
+    NoOperator,
 }
 
 pub struct Cluster {

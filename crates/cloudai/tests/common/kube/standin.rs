@@ -59,7 +59,12 @@ impl Standin {
             Api::namespaced_with(self.client.clone(), &self.ns, &mpijobs());
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
         // the MPI operator: a launcher and the workers from the templates, owned by the MPIJob
-        for m in mpi.list(&ListParams::default()).await?.items {
+        let operated = if self.act == Act::NoOperator {
+            Vec::new()
+        } else {
+            mpi.list(&ListParams::default()).await?.items
+        };
+        for m in operated {
             let name = m.metadata.name.clone().unwrap_or_default();
             if m.metadata.deletion_timestamp.is_some() || !self.once(&name, "pods") {
                 continue;
@@ -151,7 +156,8 @@ impl Standin {
                 | Act::SucceedSlowly
                 | Act::RunForever
                 | Act::OomKilled
-                | Act::Evicted => {
+                | Act::Evicted
+                | Act::NoOperator => {
                     let run_for = Duration::from_millis(if self.act == Act::SucceedSlowly {
                         6000
                     } else {
