@@ -1,47 +1,16 @@
 //! Kubernetes against a real kube-apiserver + kube-controller-manager (scripts/kube-cluster.sh): NCCL as a Job on
-//! one node and as an MPIJob on two, logs through the API server's `pods/log` proxy, events, the scheduler's
-//! message for a pod no node fits, image pulls that fail, Ctrl-C, and dry-run without any cluster.
+//! one node and as an MPIJob on two, logs through the API server's `pods/log` proxy, events, find-bad-nodes with
+//! pinned pairs, Ctrl-C, hooks, resume, and dry-run without any cluster. Faults: tests/kubernetes_faults.rs.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
-use common::kube::{cluster, Act, Cluster};
+use common::kube::{cluster, run, sample, scenario, setup, Act, NCCL_TEST as TESTS};
 use common::{record, stdout_of, Work};
 
-const TESTS: &str = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n";
-
-fn scenario(nodes: u64) -> String {
-    format!("name = \"k8s\"\n[[Tests]]\nid = \"nccl\"\ntest_name = \"nccl\"\nnum_nodes = {nodes}\ntime_limit = \"00:05:00\"\n")
-}
-
-fn setup(c: &Cluster, system_extra: &str, scenario: &str) -> Work {
-    let w = Work::new();
-    w.file("system.toml", &c.system(system_extra));
-    w.file("tests/nccl.toml", TESTS);
-    w.file(
-        "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
-    );
-    w.file("s.toml", scenario);
-    w
-}
-
 const RUN: [&str; 7] = common::RUN_S_TOML;
-
-async fn run(w: &Work) -> std::process::Output {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
-    c.current_dir(w.path()).args(RUN);
-    tokio::task::spawn_blocking(move || c.output().unwrap())
-        .await
-        .unwrap()
-}
-
-fn sample(name: &str) -> String {
-    std::fs::read_to_string(common::data().join("nccl-samples").join(name)).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
@@ -80,119 +49,6 @@ async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
         "left behind: {:?}",
         c.objects().await
     );
-}
-
-/// A pod that dies of the node's troubles ends the iteration with the explicit reason and Kubernetes' words.
-async fn ends_with(test: &str, act: Act, end: EndReason, words: &[&str]) {
-    let Some(c) = cluster(test, act).await else {
-        return;
-    };
-    let w = setup(&c, "", &scenario(1));
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.status, Status::Failed, "{}", r.message);
-    assert_eq!(r.end_reason, end, "{}", r.message);
-    for word in words {
-        assert!(r.message.contains(word), "{word} not in: {}", r.message);
-    }
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_container_killed_for_memory_ends_out_of_memory() {
-    ends_with(
-        "k8s-oom",
-        Act::OomKilled,
-        EndReason::OutOfMemory,
-        &["OOMKilled"],
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_evicted_pod_ends_evicted_with_the_kubelets_words() {
-    let words = ["evicted", "The node was low on resource: memory"];
-    ends_with("k8s-evict", Act::Evicted, EndReason::Evicted, &words).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_right_to_watch_the_run_reads_objects_directly() {
-    let Some(c) = cluster("k8s-nowatch", Act::Succeed).await else {
-        return;
-    };
-    let log = sample("single-node-8gpu-a100-allreduce-v2.19.4.txt");
-    c.logs.lock().unwrap().insert("main".into(), log.clone());
-    let w = setup(&c, "", &scenario(1));
-    let verbs = ["get", "list", "create", "delete", "patch"];
-    let system = c
-        .restricted_kubeconfig(&w.path().join("kubeconfig"), &verbs)
-        .await;
-    w.file("system.toml", &system);
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains("reading them from the API server until it works again"),
-        "{text}"
-    );
-    let root = w.results_root();
-    assert_eq!(
-        std::fs::read_to_string(root.join("nccl/0/stdout.txt")).unwrap(),
-        log
-    );
-    let r = record(&root, "nccl", 0);
-    assert_eq!(r.status, Status::Passed, "{}", r.message);
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_right_to_read_its_job_an_iteration_fails_at_once_and_cleans_up() {
-    let Some(c) = cluster("k8s-noget", Act::RunForever).await else {
-        return;
-    };
-    let w = setup(&c, "", &scenario(1));
-    let verbs = ["list", "create", "delete"];
-    let system = c
-        .restricted_kubeconfig(&w.path().join("kubeconfig"), &verbs)
-        .await;
-    w.file("system.toml", &system);
-    let started = Instant::now();
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(60), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.status, Status::Failed);
-    assert!(
-        r.message.contains("cannot read Kubernetes Job") && r.message.contains("403 Forbidden"),
-        "{}",
-        r.message
-    );
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_right_to_list_jobs_the_run_stops_before_anything_exists() {
-    let Some(c) = cluster("k8s-nolist", Act::RunForever).await else {
-        return;
-    };
-    let w = setup(&c, "", &scenario(1));
-    let system = c
-        .restricted_kubeconfig(&w.path().join("kubeconfig"), &["get", "create", "delete"])
-        .await;
-    w.file("system.toml", &system);
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("cannot list Jobs in namespace") && text.contains("403 Forbidden"),
-        "{text}"
-    );
-    assert_eq!(text.lines().count(), 1, "one error, no watch noise: {text}");
-    assert!(!w.path().join("out").exists(), "no results directory");
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,132 +105,64 @@ async fn a_two_node_nccl_test_runs_as_an_mpijob() {
     );
 }
 
+/// find-bad-nodes on four nodes where every pair holding n3 measures a fifth of the bandwidth: pairs pinned by
+/// node affinity, each pair's workers on its two nodes, n3 named and its partner cleared.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unschedulable_pod_ends_with_the_schedulers_message() {
-    let Some(c) = cluster("k8s-unsched", Act::Unschedulable).await else {
+async fn find_bad_nodes_names_the_slow_node() {
+    let Some(c) = common::kube::cluster_of("k8s-fbn", Act::Succeed, 4).await else {
         return;
     };
-    let w = setup(&c, "max_pending_time = \"00:00:03\"", &scenario(1));
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
-    assert!(
-        r.message
-            .contains("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
-        "{}",
-        r.message
-    );
-    assert!(
-        r.queue_states
-            .iter()
-            .any(|q| q.reason.starts_with("Unschedulable")),
-        "{:?}",
-        r.queue_states
-    );
-    let events = std::fs::read_to_string(w.results_root().join("nccl/0/events.txt")).unwrap();
-    assert!(events.contains("FailedScheduling"), "{events}");
-    assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_whose_pods_a_quota_refuses_ends_with_the_controllers_words() {
-    let Some(c) = cluster("k8s-quota", Act::Succeed).await else {
-        return;
-    };
-    let quota = serde_json::json!({"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}});
-    let api: kube::Api<k8s_openapi::api::core::v1::ResourceQuota> =
-        kube::Api::namespaced(c.client.clone(), &c.ns);
-    api.create(&Default::default(), &serde_json::from_value(quota).unwrap())
-        .await
-        .unwrap();
-    // admission enforces a quota once the quota controller has counted what it holds
-    for _ in 0..100 {
-        let q = api.get("gpus").await.unwrap();
-        if q.status.and_then(|s| s.hard).is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let good = sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt");
+    let slow = &c.nodes[2];
+    {
+        let mut logs = c.logs.lock().unwrap();
+        logs.insert("launcher".into(), good.clone());
+        logs.insert(format!("launcher@{slow}"), common::scaled(&good, 0, 0.2));
     }
-    let w = setup(&c, "max_pending_time = \"00:00:08\"", &scenario(1));
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
-    assert!(
-        r.message.contains("FailedCreate") && r.message.contains("quota"),
-        "{}",
-        r.message
-    );
-    assert!(
-        r.queue_states
-            .iter()
-            .any(|q| q.reason.starts_with("FailedCreate")),
-        "{:?}",
-        r.queue_states
-    );
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_mpijob_no_operator_takes_up_ends_saying_so() {
-    let Some(c) = cluster("k8s-nooperator", Act::NoOperator).await else {
-        return;
-    };
-    let w = setup(&c, "max_pending_time = \"00:00:04\"", &scenario(2));
+    let w = setup(&c, "", "name = \"unused\"\n");
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
-    cmd.current_dir(w.path())
-        .args(RUN)
-        .env("CLOUDAI_K8S_OPERATOR_WAIT_S", "1");
+    cmd.current_dir(w.path()).args([
+        "find-bad-nodes",
+        "--system-config",
+        "system.toml",
+        "--tests-dir",
+        "tests",
+        "--test",
+        "nccl",
+        "--nodes",
+        &c.nodes.join(","),
+    ]);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
-    assert!(
-        r.message.contains("is the Kubeflow MPI operator"),
-        "{}",
-        r.message
-    );
+    let root = w.results_root();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("bad-nodes.json")).unwrap()).unwrap();
+    assert_eq!(report["bad"], serde_json::json!([slow]), "{report}");
+    assert_eq!(report["suspect"], serde_json::json!([]), "{report}");
+    assert_eq!(report["jobs"], 4, "{report}");
+    // every pair ran on exactly its two nodes
+    let mut checked = 0;
+    for round in std::fs::read_dir(&root).unwrap().flatten() {
+        let Ok(tests) = std::fs::read_dir(round.path()) else {
+            continue;
+        };
+        for t in tests.flatten().filter(|t| t.path().join("0").is_dir()) {
+            let id = t.file_name().to_string_lossy().to_string();
+            let Some((a, b)) = id.split_once('+') else {
+                continue;
+            };
+            let r = record(&round.path(), &id, 0);
+            let mut pair = [a, b];
+            pair.sort();
+            assert_eq!(r.nodes, pair, "{id}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4);
     assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_image_that_cannot_be_pulled_ends_at_once() {
-    let Some(c) = cluster("k8s-pull", Act::ImagePull).await else {
-        return;
-    };
-    let w = setup(&c, "", &scenario(2));
-    let started = Instant::now();
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    // no max_pending_time: the end came from the pull failure, not from waiting
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "{:?}",
-        started.elapsed()
-    );
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::ImagePullFailed, "{}", r.message);
-    assert!(
-        r.message.contains("Back-off pulling image"),
-        "{}",
-        r.message
-    );
-    assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

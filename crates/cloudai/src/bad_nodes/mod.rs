@@ -73,18 +73,25 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
         None => {
-            error!("find-bad-nodes pins jobs to nodes: give --system-config (a Slurm or Run:ai system)");
+            error!("find-bad-nodes pins jobs to nodes: give --system-config (a Slurm, Run:ai or Kubernetes system)");
             return 1;
         }
     };
-    if !matches!(system.kind.scheduler(), "slurm" | "runai") {
+    if !matches!(system.kind.scheduler(), "slurm" | "runai" | "kubernetes") {
         error!(
-            "find-bad-nodes runs on Slurm (jobs pinned with --nodelist) and Run:ai (node affinity); {} cannot pin a job to nodes",
+            "find-bad-nodes runs on Slurm (jobs pinned with --nodelist), Run:ai and Kubernetes (node affinity); {} cannot pin a job to nodes",
             system.kind.scheduler()
         );
         return 1;
     }
-    let mut nodes = match nodes_of(req.nodes, &system) {
+    let rt = match crate::runner::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("{e}");
+            return 1;
+        }
+    };
+    let mut nodes = match nodes_of(req.nodes, &system, &rt) {
         Ok(n) => n,
         Err(e) => {
             error!("{e}");
@@ -126,13 +133,6 @@ pub fn run(req: &Request) -> i32 {
         Plan::bound(n, 2),
         root.display()
     );
-    let rt = match crate::runner::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
     let mut plan = Plan::new(nodes);
     let mut reference: Option<f64> = req.min_busbw;
     loop {
@@ -412,16 +412,29 @@ fn none_or(v: &[&str]) -> String {
     }
 }
 
-/// Nodes named on the command line (`node[001-016]`, comma lists), or every node of the system's partitions.
+/// Nodes named on the command line (`node[001-016]`, comma lists); else every node of the Slurm system's default
+/// partition, or every usable GPU node of the Kubernetes cluster.
 fn nodes_of(
     spec: Option<&str>,
     sys: &crate::config::system::SystemConfig,
+    rt: &tokio::runtime::Runtime,
 ) -> Result<Vec<String>, String> {
+    use crate::config::system::SystemKind;
     if let Some(s) = spec {
         return crate::util::nodelist::expand(s)
             .ok_or_else(|| format!("cannot parse node list '{s}'"));
     }
-    let crate::config::system::SystemKind::Slurm(s) = &sys.kind else {
+    if let SystemKind::Kubernetes(k) = &sys.kind {
+        let (ok, skipped) = rt
+            .block_on(crate::systems::kubernetes::nodes::gpu_nodes(k))
+            .map_err(|e| format!("{e}; give --nodes"))?;
+        for (n, why) in &skipped {
+            warn!("Leaving out node {n}: {why}");
+        }
+        info!("{} usable GPU node(s) in the cluster", ok.len());
+        return Ok(ok);
+    }
+    let SystemKind::Slurm(s) = &sys.kind else {
         return Err("give --nodes (the system file lists no nodes)".into());
     };
     let mut out = Vec::new();

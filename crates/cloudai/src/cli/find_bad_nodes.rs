@@ -8,7 +8,7 @@ use crate::bad_nodes::{self, Request};
 
 #[derive(Args, Debug)]
 pub struct FindArgs {
-    /// System TOML (Slurm, or Run:ai with node affinity)
+    /// System TOML (Slurm; Run:ai or Kubernetes with node affinity)
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
     /// Directory of test TOMLs
@@ -17,7 +17,7 @@ pub struct FindArgs {
     /// Name of the NCCL test to run on each pair (its `name` in the tests directory)
     #[arg(long)]
     test: String,
-    /// Nodes to check [default: every node of the system's default partition]
+    /// Nodes to check [default: the Slurm default partition's nodes; Kubernetes: every usable GPU node]
     #[arg(long)]
     nodes: Option<String>,
     /// A pair fails below this peak busbw (GB/s) [default: more than --tolerance below the median pair]

@@ -199,6 +199,12 @@ pub fn mpijob(run: &TestRun, sys: &KubernetesConfig, m: &Meta, c: &Command, slot
         worker["command"] = json!(command);
     }
     let run_policy = json!({"cleanPodPolicy": "Running", "backoffLimit": 0});
+    // num_nodes means that many hosts: never two workers of one job on one node, even where GPUs would allow it
+    let mut worker_spec = pod_spec(run, sys, "OnFailure", worker, true);
+    worker_spec["affinity"]["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {JOB_LABEL: m.name, ROLE_LABEL: "worker"}},
+    }]});
     json!({
         "apiVersion": format!("{MPIJOB_GROUP}/{MPIJOB_VERSION}"),
         "kind": "MPIJob",
@@ -222,7 +228,7 @@ pub fn mpijob(run: &TestRun, sys: &KubernetesConfig, m: &Meta, c: &Command, slot
                     "restartPolicy": "OnFailure",
                     "template": {
                         "metadata": {"labels": m.labels(run, "worker")},
-                        "spec": pod_spec(run, sys, "OnFailure", worker, true),
+                        "spec": worker_spec,
                     },
                 },
             },

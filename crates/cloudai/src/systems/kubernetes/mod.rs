@@ -8,6 +8,7 @@ mod client;
 mod events;
 mod logs;
 pub mod manifest;
+pub mod nodes;
 mod ops;
 mod progress;
 pub mod state;

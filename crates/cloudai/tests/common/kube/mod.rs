@@ -67,7 +67,8 @@ pub struct Cluster {
     pub client: Client,
     pub ns: String,
     pub nodes: Vec<String>,
-    /// Served as each pod's log, by the pod's `cloudai-role` label.
+    /// Served as each pod's log, by the pod's `cloudai-role` label; `launcher@<node>` first for an MPIJob's
+    /// launcher whose workers run on that node.
     pub logs: Arc<Mutex<HashMap<String, String>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -75,6 +76,11 @@ pub struct Cluster {
 /// The cluster with a fresh namespace and two nodes of 8 GPUs whose kubelet is this test's log endpoint; None
 /// (visibly skipped) when no cluster runs, a failure when CLOUDAI_REQUIRE_K8S is set.
 pub async fn cluster(test: &str, act: Act) -> Option<Cluster> {
+    cluster_of(test, act, 2).await
+}
+
+/// As [`cluster`], with `n` nodes.
+pub async fn cluster_of(test: &str, act: Act, n: usize) -> Option<Cluster> {
     let path = kubeconfig();
     if !path.exists() {
         if std::env::var_os("CLOUDAI_REQUIRE_K8S").is_some() {
@@ -103,8 +109,9 @@ pub async fn cluster(test: &str, act: Act) -> Option<Cluster> {
             panic!("the test cluster does not answer ({e}); scripts/kube-cluster.sh start")
         });
     let logs = Arc::new(Mutex::new(HashMap::new()));
-    let port = kubelet(logs.clone()).await;
-    let nodes: Vec<String> = (1..=2).map(|i| format!("{ns}-n{i}")).collect();
+    let placed = Arc::new(Mutex::new(HashMap::new()));
+    let port = kubelet(logs.clone(), placed.clone()).await;
+    let nodes: Vec<String> = (1..=n).map(|i| format!("{ns}-n{i}")).collect();
     let napi: Api<Node> = Api::all(client.clone());
     for n in &nodes {
         let node = json!({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}}});
@@ -139,6 +146,7 @@ pub async fn cluster(test: &str, act: Act) -> Option<Cluster> {
         act,
         seen: Default::default(),
         started: Default::default(),
+        placed,
     };
     c.tasks.push(tokio::spawn(standin.run()));
     Some(c)
@@ -262,4 +270,47 @@ impl Drop for Cluster {
         })
         .join();
     }
+}
+
+/// An NCCL test definition (`tests/nccl.toml` of [`setup`]).
+pub const NCCL_TEST: &str = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n";
+
+/// A scenario of one NCCL test on `nodes` nodes.
+pub fn scenario(nodes: u64) -> String {
+    format!("name = \"k8s\"\n[[Tests]]\nid = \"nccl\"\ntest_name = \"nccl\"\nnum_nodes = {nodes}\ntime_limit = \"00:05:00\"\n")
+}
+
+/// A work directory with the cluster's system (plus `system_extra`), the NCCL and Sleep tests, and `scenario`.
+pub fn setup(c: &Cluster, system_extra: &str, scenario: &str) -> super::Work {
+    let w = super::Work::new();
+    w.file("system.toml", &c.system(system_extra));
+    w.file("tests/nccl.toml", NCCL_TEST);
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file("s.toml", scenario);
+    w
+}
+
+/// `cloudai run` of the work directory's scenario, off the test's runtime.
+pub async fn run(w: &super::Work) -> std::process::Output {
+    run_with(w, &[]).await
+}
+
+pub async fn run_with(w: &super::Work, env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    c.current_dir(w.path()).args(super::RUN_S_TOML);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A real nccl-tests output from tests/data/nccl-samples.
+pub fn sample(name: &str) -> String {
+    std::fs::read_to_string(super::data().join("nccl-samples").join(name)).unwrap()
 }

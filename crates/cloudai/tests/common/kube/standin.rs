@@ -23,6 +23,33 @@ pub(super) struct Standin {
     pub(super) seen: HashMap<String, HashSet<&'static str>>,
     /// When each pod started running.
     pub(super) started: HashMap<String, std::time::Instant>,
+    /// The node each pod was bound to, shared with the kubelet.
+    pub(super) placed: Placed,
+}
+
+pub(super) type Placed = Arc<Mutex<HashMap<String, String>>>;
+
+/// Values of a required node affinity on the hostname label (`nodes = [...]`), if any.
+fn pinned_to(p: &Pod) -> Option<Vec<String>> {
+    let v = serde_json::to_value(p.spec.as_ref()?).ok()?;
+    let terms = v["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"]
+        .as_array()?
+        .clone();
+    Some(
+        terms
+            .iter()
+            .flat_map(|t| {
+                t["matchExpressions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|e| e["key"] == "kubernetes.io/hostname" && e["operator"] == "In")
+            .flat_map(|e| e["values"].as_array().cloned().unwrap_or_default())
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect(),
+    )
 }
 
 fn now() -> String {
@@ -119,7 +146,7 @@ impl Standin {
                 .as_ref()
                 .map(|s| s.containers[0].name.clone())
                 .unwrap_or_default();
-            let node = self.nodes[i % self.nodes.len()].clone();
+            let node = self.place(p, i);
             match self.act {
                 Act::Unschedulable => {
                     if self.once(&name, "unsched") {
@@ -261,6 +288,38 @@ impl Standin {
         Ok(())
     }
 
+    /// A node as the scheduler would choose it: within the pod's node affinity, never one that holds another
+    /// worker of the same job (the MPIJob's anti-affinity), else spread by index.
+    fn place(&self, p: &Pod, i: usize) -> String {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let mut placed = self.placed.lock().unwrap();
+        if let Some(n) = placed.get(&name) {
+            return n.clone();
+        }
+        let allowed = pinned_to(p).unwrap_or_else(|| self.nodes.clone());
+        let job = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("cloudai-job"))
+            .cloned()
+            .unwrap_or_default();
+        let worker = name.contains("-worker-");
+        let taken: Vec<String> = placed
+            .iter()
+            .filter(|(other, _)| worker && other.starts_with(&format!("{job}-worker-")))
+            .map(|(_, n)| n.clone())
+            .collect();
+        let free: Vec<&String> = allowed.iter().filter(|n| !taken.contains(n)).collect();
+        let node = if free.is_empty() {
+            allowed[i % allowed.len()].clone()
+        } else {
+            free[i % free.len()].clone()
+        };
+        placed.insert(name, node.clone());
+        node
+    }
+
     async fn container(
         &self,
         pods: &Api<Pod>,
@@ -303,14 +362,14 @@ fn rand_suffix() -> String {
 
 /// A kubelet's log endpoint over TLS (`GET /containerLogs/<ns>/<pod>/<container>`): the pod's log by its role,
 /// sent in two pieces so that a follower sees it arrive.
-pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>) -> u16 {
+pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>, placed: Placed) -> u16 {
     // the API server does not verify kubelet certificates unless told to (no --kubelet-certificate-authority)
     let (acceptor, _) = super::super::tls_acceptor(&["localhost", "127.0.0.1"]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((s, _)) = listener.accept().await {
-            let (acceptor, logs) = (acceptor.clone(), logs.clone());
+            let (acceptor, logs, placed) = (acceptor.clone(), logs.clone(), placed.clone());
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(s).await else {
                     return;
@@ -345,7 +404,27 @@ pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>) -> u16 {
                 } else {
                     "main"
                 };
-                let body = logs.lock().unwrap().get(role).cloned().unwrap_or_default();
+                // a launcher prints what its workers' nodes measured
+                let workers: Vec<String> = pod
+                    .strip_suffix("-launcher")
+                    .map(|job| {
+                        let placed = placed.lock().unwrap();
+                        placed
+                            .iter()
+                            .filter(|(p, _)| p.starts_with(&format!("{job}-worker-")))
+                            .map(|(_, n)| n.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let body = {
+                    let logs = logs.lock().unwrap();
+                    workers
+                        .iter()
+                        .find_map(|n| logs.get(&format!("launcher@{n}")))
+                        .or_else(|| logs.get(role))
+                        .cloned()
+                        .unwrap_or_default()
+                };
                 let _ = tls
                     .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
                     .await;
