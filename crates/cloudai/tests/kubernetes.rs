@@ -121,17 +121,9 @@ async fn find_bad_nodes_names_the_slow_node() {
     }
     let w = setup(&c, "", "name = \"unused\"\n");
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
-    cmd.current_dir(w.path()).args([
-        "find-bad-nodes",
-        "--system-config",
-        "system.toml",
-        "--tests-dir",
-        "tests",
-        "--test",
-        "nccl",
-        "--nodes",
-        &c.nodes.join(","),
-    ]);
+    cmd.current_dir(w.path())
+        .args(common::FIND_BAD_NODES_NCCL)
+        .args(["--nodes", &c.nodes.join(",")]);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();

@@ -6,9 +6,36 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use cloudai::results::IterationRecord;
 use cloudai::results::{EndReason, Status};
-use common::kube::{cluster, run, run_with, sample, scenario, setup, Act};
-use common::{record, stdout_of};
+use common::kube::{cluster, run, run_with, sample, scenario, setup, Act, Cluster};
+use common::{record, stdout_of, Work};
+
+/// Runs the work directory's scenario (with `env`) and checks that its iteration failed with `end`, that
+/// Kubernetes' own `words` are in the message, and that nothing is left in the namespace.
+async fn fails_with(
+    c: &Cluster,
+    w: &Work,
+    env: &[(&str, &str)],
+    end: EndReason,
+    words: &[&str],
+) -> IterationRecord {
+    let out = run_with(w, env).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.status, Status::Failed, "{}", r.message);
+    assert_eq!(r.end_reason, end, "{}", r.message);
+    for word in words {
+        assert!(r.message.contains(word), "{word:?} not in: {}", r.message);
+    }
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+    r
+}
 
 /// A pod that dies of the node's troubles ends the iteration with the explicit reason and Kubernetes' words.
 async fn ends_with(test: &str, act: Act, end: EndReason, words: &[&str]) {
@@ -16,16 +43,7 @@ async fn ends_with(test: &str, act: Act, end: EndReason, words: &[&str]) {
         return;
     };
     let w = setup(&c, "", &scenario(1));
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.status, Status::Failed, "{}", r.message);
-    assert_eq!(r.end_reason, end, "{}", r.message);
-    for word in words {
-        assert!(r.message.contains(word), "{word} not in: {}", r.message);
-    }
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+    fails_with(&c, &w, &[], end, words).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,18 +105,9 @@ async fn without_the_right_to_read_its_job_an_iteration_fails_at_once_and_cleans
         .await;
     w.file("system.toml", &system);
     let started = Instant::now();
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(60), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.status, Status::Failed);
-    assert!(
-        r.message.contains("cannot read Kubernetes Job") && r.message.contains("403 Forbidden"),
-        "{}",
-        r.message
-    );
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+    let words = ["cannot read Kubernetes Job", "403 Forbidden"];
+    fails_with(&c, &w, &[], EndReason::Exited, &words).await;
+    assert!(started.elapsed() < Duration::from_secs(60));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,17 +138,8 @@ async fn an_unschedulable_pod_ends_with_the_schedulers_message() {
         return;
     };
     let w = setup(&c, "max_pending_time = \"00:00:03\"", &scenario(1));
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
-    assert!(
-        r.message
-            .contains("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
-        "{}",
-        r.message
-    );
+    let words = ["0/2 nodes are available: 2 Insufficient nvidia.com/gpu."];
+    let r = fails_with(&c, &w, &[], EndReason::Unschedulable, &words).await;
     assert!(
         r.queue_states
             .iter()
@@ -149,11 +149,6 @@ async fn an_unschedulable_pod_ends_with_the_schedulers_message() {
     );
     let events = std::fs::read_to_string(w.results_root().join("nccl/0/events.txt")).unwrap();
     assert!(events.contains("FailedScheduling"), "{events}");
-    assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,16 +171,8 @@ async fn a_job_whose_pods_a_quota_refuses_ends_with_the_controllers_words() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let w = setup(&c, "max_pending_time = \"00:00:08\"", &scenario(1));
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
-    assert!(
-        r.message.contains("FailedCreate") && r.message.contains("quota"),
-        "{}",
-        r.message
-    );
+    let words = ["FailedCreate", "exceeded quota: gpus"];
+    let r = fails_with(&c, &w, &[], EndReason::Unschedulable, &words).await;
     assert!(
         r.queue_states
             .iter()
@@ -193,7 +180,6 @@ async fn a_job_whose_pods_a_quota_refuses_ends_with_the_controllers_words() {
         "{:?}",
         r.queue_states
     );
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,17 +188,9 @@ async fn an_mpijob_no_operator_takes_up_ends_saying_so() {
         return;
     };
     let w = setup(&c, "max_pending_time = \"00:00:04\"", &scenario(2));
-    let out = run_with(&w, &[("CLOUDAI_K8S_OPERATOR_WAIT_S", "1")]).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::Unschedulable, "{}", r.message);
-    assert!(
-        r.message.contains("is the Kubeflow MPI operator"),
-        "{}",
-        r.message
-    );
-    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+    let env = [("CLOUDAI_K8S_OPERATOR_WAIT_S", "1")];
+    let words = ["is the Kubeflow MPI operator"];
+    fails_with(&c, &w, &env, EndReason::Unschedulable, &words).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,25 +200,8 @@ async fn an_image_that_cannot_be_pulled_ends_at_once() {
     };
     let w = setup(&c, "", &scenario(2));
     let started = Instant::now();
-    let out = run(&w).await;
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
+    let words = ["Back-off pulling image"];
+    fails_with(&c, &w, &[], EndReason::ImagePullFailed, &words).await;
     // no max_pending_time: the end came from the pull failure, not from waiting
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "{:?}",
-        started.elapsed()
-    );
-    let r = record(&w.results_root(), "nccl", 0);
-    assert_eq!(r.end_reason, EndReason::ImagePullFailed, "{}", r.message);
-    assert!(
-        r.message.contains("Back-off pulling image"),
-        "{}",
-        r.message
-    );
-    assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
-    );
+    assert!(started.elapsed() < Duration::from_secs(60));
 }

@@ -434,15 +434,7 @@ fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) 
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = w
         .cloudai_with_bin()
-        .args([
-            "find-bad-nodes",
-            "--system-config",
-            "system.toml",
-            "--tests-dir",
-            "tests",
-            "--test",
-            "nccl",
-        ])
+        .args(common::FIND_BAD_NODES_NCCL)
         .args(["--nodes", "node[001-004]", "--output-dir", "out"])
         .timeout(Duration::from_secs(300))
         .output()

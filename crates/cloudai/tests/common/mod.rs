@@ -307,6 +307,17 @@ pub const RUN_S_TOML: [&str; 7] = [
     "s.toml",
 ];
 
+/// `cloudai find-bad-nodes` of `system.toml` with the test `nccl` of `tests/`.
+pub const FIND_BAD_NODES_NCCL: [&str; 7] = [
+    "find-bad-nodes",
+    "--system-config",
+    "system.toml",
+    "--tests-dir",
+    "tests",
+    "--test",
+    "nccl",
+];
+
 /// The nccl-tests output with both busbw columns scaled by `factor` on rows of at least `from` bytes, printed in
 /// the same widths.
 pub fn scaled(text: &str, from: u64, factor: f64) -> String {

@@ -140,6 +140,9 @@ impl Kubernetes {
         self.follow_log(id, &step, &refs);
         if let Some(j) = self.jobs.lock().unwrap().get_mut(id) {
             j.seen = true;
+            if !refs.is_empty() {
+                j.podless = None;
+            }
         }
         match state::evaluate(step.kind, &obj, &refs) {
             Phase::Waiting {

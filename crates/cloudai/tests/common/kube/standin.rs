@@ -29,6 +29,15 @@ pub(super) struct Standin {
 
 pub(super) type Placed = Arc<Mutex<HashMap<String, String>>>;
 
+fn label(p: &Pod, key: &str) -> String {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Values of a required node affinity on the hostname label (`nodes = [...]`), if any.
 fn pinned_to(p: &Pod) -> Option<Vec<String>> {
     let v = serde_json::to_value(p.spec.as_ref()?).ok()?;
@@ -134,13 +143,7 @@ impl Standin {
                     .await;
                 continue;
             }
-            let role = p
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("cloudai-role"))
-                .cloned()
-                .unwrap_or_default();
+            let role = label(p, "cloudai-role");
             let container = p
                 .spec
                 .as_ref()
@@ -297,13 +300,7 @@ impl Standin {
             return n.clone();
         }
         let allowed = pinned_to(p).unwrap_or_else(|| self.nodes.clone());
-        let job = p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("cloudai-job"))
-            .cloned()
-            .unwrap_or_default();
+        let job = label(p, "cloudai-job");
         let worker = name.contains("-worker-");
         let taken: Vec<String> = placed
             .iter()
