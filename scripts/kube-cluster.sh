@@ -35,7 +35,29 @@ install_packages() {
         openssl curl >/dev/null
     # Debian's package enables an etcd service; ours runs on its own ports and data dir
     systemctl disable --now etcd >/dev/null 2>&1 || true
-    pkill -x etcd 2>/dev/null || true
+}
+
+codename() { . /etc/os-release && echo "$VERSION_CODENAME"; }
+
+# deb-src lines for the archives this machine already uses for its release (one-line and deb822 sources), so the
+# source package comes from wherever the machine's apt is pointed (a mirror, a proxy, a snapshot).
+deb_src_from_machine() {
+    local cn
+    cn=$(codename)
+    {
+        cat /etc/apt/sources.list 2>/dev/null || true
+        find /etc/apt/sources.list.d -name '*.list' -exec cat {} + 2>/dev/null || true
+    } | awk -v cn="$cn" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+        if ($(i + 1) == cn) print "deb-src " $i " " cn " main" }'
+    find /etc/apt/sources.list.d -name '*.sources' -exec cat {} + 2>/dev/null | awk -v cn="$cn" '
+        function flush() { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " cn " ") && enabled != "no")
+            for (u in uris) print "deb-src " uris[u] " " cn " main"; delete uris; types = suites = ""; enabled = "" }
+        /^[ \t]*$/ { flush(); next }
+        /^Types:/ { types = substr($0, 8) }
+        /^URIs:/ { for (j = 2; j <= NF; j++) uris[j] = $j }
+        /^Suites:/ { suites = substr($0, 9); gsub(/^ +/, "", suites) }
+        /^Enabled:/ { enabled = $2 }
+        END { flush() }'
 }
 
 build() {
@@ -45,7 +67,8 @@ build() {
     fi
     local src="$BASE/src" start=$SECONDS
     rm -rf "$src" && mkdir -p "$src/lists/partial"
-    echo "deb-src http://deb.debian.org/debian bookworm main" >"$src/sources.list"
+    deb_src_from_machine >"$src/sources.list"
+    [ -s "$src/sources.list" ] || { log "no Debian archive for $(codename) in this machine's apt sources"; exit 1; }
     local apt=(-o Dir::Etc::SourceList="$src/sources.list" -o Dir::Etc::SourceParts=/dev/null
         -o Dir::State::Lists="$src/lists")
     apt-get "${apt[@]}" update -qq
@@ -147,16 +170,19 @@ start() {
         --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
         --api-audiences=https://kubernetes.default.svc --service-cluster-ip-range=10.96.0.0/24 \
         --disable-admission-plugins=ServiceAccount --allow-privileged=true --insecure-port=0 \
+        --feature-gates=TTLAfterFinished=true \
         >"$RUN/apiserver.log" 2>&1 & echo $! >"$RUN/apiserver.pid")
     wait_for kube-apiserver api GET /readyz
     kubeconfig
     (setsid "$BIN/kube-controller-manager" --kubeconfig="$BASE/kubeconfig" --leader-elect=false \
+        --feature-gates=TTLAfterFinished=true \
         --controllers=job,garbagecollector,namespace,serviceaccount,resourcequota --use-service-account-credentials=false \
         --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
         --bind-address=127.0.0.1 --secure-port=10257 \
         >"$RUN/controller-manager.log" 2>&1 & echo $! >"$RUN/controller-manager.pid")
-    api POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$HERE/kube/mpijob-crd.yaml" \
-        application/yaml >/dev/null
+    # the upstream MPI operator CRD, unedited: its structural schema prunes every field it does not describe
+    api POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions \
+        "$ROOT/crates/cloudai/tests/data/kubernetes/mpijob-crd-v2beta1.yaml" application/yaml >/dev/null
     for n in node001 node002 node003 node004; do
         printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"kubernetes.io/hostname":"%s"}}}' \
             "$n" "$n" >"$RUN/node.json"

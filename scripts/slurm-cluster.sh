@@ -52,12 +52,14 @@ start_munge() {
     else
         munged --force
     fi
+    touch "$BASE/started-munged"
 }
 
 start_mariadb() {
     if ! pgrep -x mariadbd >/dev/null; then
         mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
         (mysqld_safe --skip-networking=0 --bind-address=127.0.0.1 >"$BASE/log/mariadb.log" 2>&1 &)
+        touch "$BASE/started-mariadb"
     fi
     for _ in $(seq 1 60); do mysqladmin ping >/dev/null 2>&1 && break; sleep 0.5; done
     mysqladmin ping >/dev/null 2>&1 || { log "MariaDB did not start"; cat "$BASE/log/mariadb.log"; exit 1; }
@@ -101,24 +103,36 @@ start() {
     log "cluster up: 4 nodes idle"
 }
 
+# Stops exactly what start started: the Slurm daemons by the pid files slurm.conf puts under $BASE, munged and
+# MariaDB only when start launched them (never a machine's own daemons of the same name).
 stop() {
-    local p
-    for p in slurmd slurmctld slurmdbd; do pkill -x "$p" 2>/dev/null || true; done
-    wait_gone slurmd slurmctld slurmdbd
-    mysqladmin shutdown 2>/dev/null || true
-    pkill -x munged 2>/dev/null || true
-    wait_gone mariadbd munged
+    local pids=() f
+    for f in "$BASE"/slurmd-*.pid "$BASE"/slurmctld.pid "$BASE"/slurmdbd.pid; do
+        [ -s "$f" ] && pids+=("$(cat "$f")")
+    done
+    stop_pids "${pids[@]}"
+    if [ -e "$BASE/started-mariadb" ]; then
+        mysqladmin shutdown 2>/dev/null || true
+        rm -f "$BASE/started-mariadb"
+    fi
+    if [ -e "$BASE/started-munged" ] && [ -s /var/run/munge/munged.pid ]; then
+        stop_pids "$(cat /var/run/munge/munged.pid)"
+        rm -f "$BASE/started-munged"
+    fi
     log "stopped"
 }
 
-wait_gone() { # process names...
-    local p
+stop_pids() { # pids...: TERM, wait up to 10 s, then KILL what is left
+    local p alive
+    [ $# -gt 0 ] || return 0
+    for p in "$@"; do kill "$p" 2>/dev/null || true; done
     for _ in $(seq 1 100); do
-        for p in "$@"; do pgrep -x "$p" >/dev/null && break; p=""; done
-        [ -z "$p" ] && return 0
+        alive=""
+        for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ -z "$alive" ] && return 0
         sleep 0.1
     done
-    for p in "$@"; do pkill -9 -x "$p" 2>/dev/null || true; done
+    for p in "$@"; do kill -9 "$p" 2>/dev/null || true; done
 }
 
 status() {

@@ -44,23 +44,26 @@ impl Installable {
     }
 }
 
-/// `nvcr.io#nvidia/pytorch:24.02-py3` → `nvcr.io#nvidia__pytorch__24.02-py3.sqsh` (CloudAI's cache file name).
+/// `nvcr.io#nvidia/pytorch:24.02-py3` → `nvcr.io_nvidia__pytorch__24.02-py3.sqsh`: CloudAI's cache file name, by its
+/// rules (the tag is what follows the last `:`; the path's parts joined by `_` before `__<last part>`; `#` and `/`
+/// become `_`; `_` trimmed at both ends), so a cache one tool built is found by the other.
 pub fn sqsh_name(url: &str) -> String {
     let local = url.starts_with('/') || url.starts_with('.');
     let wo_prefix = url.split_once("://").map_or(url, |(_, r)| r);
-    let (wo_tag, tag) = match wo_prefix.rsplit_once(':') {
-        Some((a, t)) if !t.contains('/') => (a, t),
-        _ => (wo_prefix, "notag"),
-    };
+    let (wo_tag, tag) = wo_prefix.rsplit_once(':').unwrap_or((wo_prefix, "notag"));
     let name = if local {
-        wo_tag.rsplit('/').next().unwrap_or(wo_tag).to_string()
+        wo_tag
+            .rsplit_once('/')
+            .map_or(wo_tag, |(_, last)| last)
+            .to_string()
     } else {
-        match wo_tag.rsplit_once('/') {
-            Some((head, last)) => format!("{}__{last}", head.replace('/', "_")),
-            None => wo_tag.to_string(),
-        }
+        let (head, last) = wo_tag.rsplit_once('/').unwrap_or(("", wo_tag));
+        format!("{}__{last}", head.replace('/', "_"))
     };
-    format!("{name}__{tag}.sqsh")
+    format!("{}__{tag}.sqsh", name.replace('#', "_"))
+        .replace(['/', '#'], "_")
+        .trim_matches('_')
+        .to_string()
 }
 
 /// The directory a repository is cloned into: `<install_path>/<repo name>__<commit>`.
@@ -86,7 +89,7 @@ pub fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
     if !s.cache_docker_images_locally {
         return None;
     }
-    let url = run.workload.container_image(&run.test)?;
+    let url = run.launch().image?;
     Some(absolute(&sys.install_path).join(sqsh_name(&url)))
 }
 
@@ -110,9 +113,7 @@ pub fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Installable>
                 path: repo_dir(&install, &g.url, &g.commit),
             });
         }
-        if let (Some(path), Some(url)) =
-            (cached_image(sys, &r), r.workload.container_image(&r.test))
-        {
+        if let (Some(path), Some(url)) = (cached_image(sys, &r), r.launch().image) {
             out.push(Installable::Image { url, path });
         }
     }
@@ -301,13 +302,15 @@ mod tests {
     fn cache_names() {
         assert_eq!(
             sqsh_name("nvcr.io#nvidia/pytorch:24.02-py3"),
-            "nvcr.io#nvidia__pytorch__24.02-py3.sqsh"
+            "nvcr.io_nvidia__pytorch__24.02-py3.sqsh"
         );
         assert_eq!(sqsh_name("ubuntu"), "ubuntu__notag.sqsh");
         assert_eq!(sqsh_name("/img/local.sqsh"), "local.sqsh__notag.sqsh");
+        // CloudAI's rule: the tag is whatever follows the last colon, a registry port included
+        assert_eq!(sqsh_name("registry:5000/a/b"), "registry__5000_a_b.sqsh");
         assert_eq!(
-            sqsh_name("registry:5000/a/b"),
-            "registry:5000_a__b__notag.sqsh"
+            sqsh_name("docker://ghcr.io/x/y/z:1"),
+            "ghcr.io_x_y__z__1.sqsh"
         );
         assert_eq!(
             repo_dir(

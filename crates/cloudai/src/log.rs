@@ -37,6 +37,8 @@ impl Level {
 struct Logger {
     console: Level,
     file: Mutex<Option<File>>,
+    /// The run's own log inside its results tree (appended: `resume` adds to it).
+    tree: Mutex<Option<File>>,
 }
 
 static LOGGER: OnceLock<Logger> = OnceLock::new();
@@ -46,20 +48,50 @@ pub fn init(console: Level, file: Option<&Path>) {
     let f = file.and_then(|p| match File::create(p) {
         Ok(f) => Some(f),
         Err(e) => {
-            println!("[WARNING] Cannot write log file {}: {e}", p.display());
+            let _ = writeln!(
+                std::io::stdout(),
+                "[WARNING] Cannot write log file {}: {e}",
+                p.display()
+            );
             None
         }
     });
     let _ = LOGGER.set(Logger {
         console,
         file: Mutex::new(f),
+        tree: Mutex::new(None),
     });
+}
+
+/// From now on every line also goes to `path` (appended, created 0600): a run keeps its own log in its results
+/// tree, whatever another invocation does to the working directory's log file.
+pub fn also_to(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(l) = LOGGER.get() else { return };
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    match f {
+        Ok(f) => {
+            if let Ok(mut g) = l.tree.lock() {
+                *g = Some(f);
+            }
+        }
+        Err(e) => log(
+            Level::Warning,
+            &format!("Cannot write the run's log {}: {e}", path.display()),
+        ),
+    }
 }
 
 pub fn log(level: Level, msg: &str) {
     let Some(l) = LOGGER.get() else {
         if level >= Level::Info {
-            println!("[{}] {msg}", level.name());
+            // never println!: a closed terminal (SIGHUP) must not end the process mid-cancel
+            let _ = writeln!(std::io::stdout(), "[{}] {msg}", level.name());
         }
         return;
     };
@@ -135,16 +167,18 @@ fn terminal_width() -> usize {
 
 /// Plain console text (CloudAI prints some lines without a level), mirrored to the log file.
 pub fn print(text: &str) {
-    println!("{text}");
+    let _ = writeln!(std::io::stdout(), "{text}");
     log_file_only(Level::Info, text);
 }
 
 pub fn log_file_only(level: Level, msg: &str) {
     if let Some(l) = LOGGER.get() {
-        if let Ok(mut g) = l.file.lock() {
-            if let Some(f) = g.as_mut() {
-                let ts = chrono::Local::now().format("%Y-%m-%d %H:%M:%S,%3f");
-                let _ = writeln!(f, "{ts} - {} - {msg}", level.name());
+        let ts = chrono::Local::now().format("%Y-%m-%d %H:%M:%S,%3f");
+        for file in [&l.file, &l.tree] {
+            if let Ok(mut g) = file.lock() {
+                if let Some(f) = g.as_mut() {
+                    let _ = writeln!(f, "{ts} - {} - {msg}", level.name());
+                }
             }
         }
     }

@@ -221,20 +221,6 @@ fn unsupported_template_cannot_run() {
 }
 
 #[test]
-fn template_not_runnable_on_scheduler() {
-    let sys = "name = \"x\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"o\"\nbase_url = \"http://h\"\nuser_email = \"u\"\napp_id = \"a\"\napp_secret = \"s\"\nproject_id = \"p\"\ncluster_id = \"c\"\n";
-    fails(
-        Some(sys),
-        &[("sleep.toml", SLEEP_TEST)],
-        OK_SCENARIO,
-        &[
-            "field 'Tests.0': test template Sleep cannot run on a runai system",
-            "Sleep runs on: standalone, slurm, kubernetes",
-        ],
-    );
-}
-
-#[test]
 fn test_missing_required_field() {
     let t = "name = \"sleep\"\ntest_template_name = \"Sleep\"\n";
     fails(

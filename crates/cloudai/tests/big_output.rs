@@ -48,8 +48,24 @@ fn write_log(path: &std::path::Path, bytes: u64) {
     w.flush().unwrap();
 }
 
-#[test]
+/// `generate-report` over `root`: its wait status and peak RSS (MB), from wait4 on that very process.
 #[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its peak RSS
+fn report_with_peak_rss(w: &Work, root: &std::path::Path) -> (i32, f64) {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(["generate-report", "--result-dir"])
+        .arg(root)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    (status, usage.ru_maxrss as f64 / 1024.0)
+}
+
+#[test]
 fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
     let w = Work::new();
     w.standalone();
@@ -69,18 +85,7 @@ fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
     write_log(&log, 2 * GB);
     assert!(std::fs::metadata(&log).unwrap().len() >= 2 * GB);
 
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
-        .current_dir(w.path())
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32);
-    let peak_mb = usage.ru_maxrss as f64 / 1024.0;
+    let (status, peak_mb) = report_with_peak_rss(&w, &root);
     println!("generate-report on 2 GiB of output: peak RSS {peak_mb:.1} MB");
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -91,4 +96,63 @@ fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
     let csv = std::fs::read_to_string(root.join("ar/0/cloudai_nccl_test_csv_report.csv")).unwrap();
     assert_eq!(csv.lines().count(), 25, "{csv}");
     std::fs::remove_file(&log).unwrap();
+}
+
+/// A soak run (`-N 0`) prints its table again and again: 300,000 rows are graded with only the first
+/// `ROW_CAP` kept in memory, yet every row counts — the CSV holds them all (written by reading the file again),
+/// a wrong row past the cap fails the run, and the peak is the peak of every row.
+#[test]
+fn a_soak_run_of_many_rows_is_graded_in_bounded_memory() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
+    w.file(
+        "s.toml",
+        "name = \"big\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\n",
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert!(out.status.success());
+    let root = w.results_root();
+    let log = root.join("ar/0/stdout.txt");
+    let rows = 300_000u64;
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
+        writeln!(f, "# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0").unwrap();
+        writeln!(
+            f,
+            "#  Rank  0 Group  0 Pid  10 on node001 device  0 [0000:1a:00] NVIDIA H100 80GB HBM3"
+        )
+        .unwrap();
+        writeln!(f, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong").unwrap();
+        for i in 0..rows {
+            let size = 8u64 << (i % 8);
+            // the best row and a corrupted one come long after the cap
+            let bw = if i == rows - 10 { 99.5 } else { 1.0 };
+            let wrong = u64::from(i == rows - 5);
+            writeln!(f, "{size:>12}  {:>12}     float     sum      -1    10.00  {bw:>6.2}  {bw:>6.2}  {wrong:>5}    10.00  {bw:>6.2}  {bw:>6.2}      0", size / 4).unwrap();
+        }
+        writeln!(f, "# Out of bounds values : 1 FAILED").unwrap();
+        writeln!(f, "# Avg bus bandwidth    : 1.0 ").unwrap();
+    }
+    let (status, peak_mb) = report_with_peak_rss(&w, &root);
+    println!("generate-report on {rows} rows: peak RSS {peak_mb:.1} MB");
+    assert!(libc::WIFEXITED(status), "status {status}");
+    let csv = std::fs::read_to_string(root.join("ar/0/cloudai_nccl_test_csv_report.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count() as u64,
+        rows + 1,
+        "every row is in the CSV"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    let t = &summary["tests"][0];
+    assert!(
+        t["message"].as_str().unwrap().contains("wrong elements"),
+        "{t}"
+    );
+    let m = &t["metrics"];
+    assert_eq!(m["rows"], rows);
+    assert_eq!(m["peak_busbw_gbps"], 99.5);
+    // the cap keeps memory far below what 300,000 rows would take (~75 MB of rows alone, debug build)
+    assert!(peak_mb < 120.0, "peak RSS {peak_mb:.1} MB");
 }

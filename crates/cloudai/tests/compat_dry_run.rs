@@ -128,6 +128,12 @@ fn slurm_nccl_with_hooks_matches_cloudai() {
     check_case("slurm-nccl");
 }
 
+/// UCC's `ucc_perftest` on the launch seam: the same script as CloudAI's.
+#[test]
+fn slurm_ucc_matches_cloudai() {
+    check_case("slurm-ucc");
+}
+
 /// A design-space exploration: one step directory per grid point, in CloudAI's order, and trajectory.csv.
 #[test]
 fn slurm_dse_small_matches_cloudai() {

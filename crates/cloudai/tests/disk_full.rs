@@ -92,4 +92,17 @@ fn a_full_disk_is_one_error_and_leaves_a_consistent_tree() {
         records += 1;
     }
     assert!(records >= 1, "nothing was kept: {files:?}");
+    // an iteration that ended says so: its final record took the journal's reserved place, full disk or not
+    for f in files
+        .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "cloudai-run.json"))
+    {
+        let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+        assert_ne!(
+            rec["status"],
+            "INTERRUPTED",
+            "{} was left unfinished",
+            f.display()
+        );
+    }
 }

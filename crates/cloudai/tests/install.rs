@@ -94,7 +94,7 @@ fn install_is_idempotent_and_uninstall_removes_exactly_it() {
     let first = setup(&w);
     let install = w.path().join("install");
     let repo = install.join(format!("src__{first}"));
-    let sqsh = install.join("nvcr.io#nvidia__pytorch__24.02-py3.sqsh");
+    let sqsh = install.join("nvcr.io_nvidia__pytorch__24.02-py3.sqsh");
 
     // run refuses while something is missing, naming it
     let out = w.cloudai().arg("run").args(ARGS).output().unwrap();

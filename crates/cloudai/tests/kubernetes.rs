@@ -40,8 +40,11 @@ async fn a_one_node_nccl_job_completes_with_its_log_and_events() {
     assert_eq!(r.nodes.len(), 1);
     assert!(r.nodes[0].starts_with(&c.ns), "{:?}", r.nodes);
     let manifest = std::fs::read_to_string(it.join("k8s-manifest.yaml")).unwrap();
+    // one rank per GPU of the node, as on Slurm
     assert!(
-        manifest.contains("kind: Job") && manifest.contains("nvidia.com/gpu: 1"),
+        manifest.contains("kind: Job")
+            && manifest.contains("nvidia.com/gpu: 8")
+            && manifest.contains("mpirun --allow-run-as-root -np 8 "),
         "{manifest}"
     );
     assert!(
@@ -268,7 +271,10 @@ fn manifests_follow_the_systems_mpi_and_image_settings() {
         mpi.contains("sshAuthMountPath: /home/mpiuser/.ssh\n"),
         "{mpi}"
     );
-    assert!(!mpi.contains("sshd"), "the image's entrypoint runs: {mpi}");
+    assert!(
+        !mpi.contains("- /usr/sbin/sshd"),
+        "the image's entrypoint runs: {mpi}"
+    );
     assert!(
         sleep.contains("image: \"registry.local/tools/ubuntu:24.04\""),
         "{sleep}"
@@ -475,4 +481,140 @@ async fn bench_sixteen_jobs() {
         "BENCH kubernetes: {n} jobs in {wall:.2} s wall; {total} cloudai requests ({:.1} per job): {verbs:?}",
         total as f64 / n as f64
     );
+}
+
+/// What the server dropped of what we sent: every path of `sent` that `got` lacks or holds another value at
+/// (quantities compare by their text: the API server turns `8` into `"8"`).
+fn pruned(sent: &serde_json::Value, got: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (sent, got) {
+        (Value::Object(s), Value::Object(g)) => {
+            for (k, v) in s {
+                match g.get(k) {
+                    Some(gv) => pruned(v, gv, &format!("{path}/{k}"), out),
+                    None => out.push(format!("{path}/{k}")),
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(g)) if s.len() == g.len() => {
+            for (i, (a, b)) in s.iter().zip(g).enumerate() {
+                pruned(a, b, &format!("{path}/{i}"), out);
+            }
+        }
+        (a, b) => {
+            let text = |v: &Value| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            };
+            if text(a) != text(b) {
+                out.push(format!("{path}: sent {a}, stored {b}"));
+            }
+        }
+    }
+}
+
+/// Every field we write survives a real API server: Jobs against the built-in schema, MPIJobs against the
+/// upstream MPI operator CRD (structural: it prunes what it does not describe, silently). Each object is created
+/// as cloudai builds it, read back, and compared field by field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_read_back_unpruned_from_the_api_server() {
+    let Some(c) = cluster("k8s-prune", Act::RunForever).await else {
+        return;
+    };
+    use cloudai::scenario::{self as sc, Inputs};
+    use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+    let w = Work::new();
+    // every pod setting cloudai has, on the host network (a NIC is named) and with secondary networks
+    let options = "shm_size = \"32Gi\"\nextended_resources = { \"rdma/rdma_shared_device_a\" = 1 }\n\
+         capabilities = [\"IPC_LOCK\", \"SYS_RESOURCE\"]\nnode_selector = { \"nvidia.com/gpu.present\" = \"true\" }\n\
+         image_pull_secrets = [\"ngc\"]\nservice_account = \"default\"\ntolerations = [{ operator = \"Exists\" }]\n\
+         deadline_margin = 60\nttl_after_finished = 600\n\
+         pod_spec_patch = { terminationGracePeriodSeconds = 7, enableServiceLinks = false }\n";
+    for (sys_extra, imex) in [
+        (format!("{options}networks = [\"default/ib\"]\n"), false),
+        (
+            format!("{options}use_host_network = true\nimex_channel_template = \"imex-0\"\n"),
+            true,
+        ),
+    ] {
+        let sys = w.file("system.toml", &c.system(&sys_extra));
+        w.file("tests/nccl.toml", TESTS);
+        let scen = w.file(
+            "s.toml",
+            &format!(
+                "{}[[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\nnum_nodes = 1\ntime_limit = \"00:05:00\"\n",
+                scenario(2)
+            ),
+        );
+        let tests = w.path().join("tests");
+        let (cfg, s) = sc::load_all(&Inputs {
+            system: Some(&sys),
+            tests_dir: Some(&tests),
+            scenario: &scen,
+            hook_dir: None,
+        })
+        .unwrap();
+        for r in &s.test_runs {
+            let dir = w
+                .path()
+                .join(format!("out/prune_{imex}"))
+                .join(&r.id)
+                .join("0");
+            for m in cloudai::systems::kubernetes::manifests(&cfg, r, &dir) {
+                let kind = m["kind"].as_str().unwrap().to_string();
+                if kind == "Job" && imex {
+                    // resource claims are not in 1.20's core PodSpec (Jobs are checked in the other round)
+                    continue;
+                }
+                let ar = if kind == "Job" {
+                    common::kube::jobs()
+                } else {
+                    common::kube::mpijobs()
+                };
+                let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &c.ns, &ar);
+                let obj: DynamicObject = serde_json::from_value(m.clone()).unwrap();
+                let name = obj.metadata.name.clone().unwrap();
+                api.create(&PostParams::default(), &obj).await.unwrap();
+                let back = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+                let mut lost = Vec::new();
+                pruned(&m, &back, "", &mut lost);
+                assert!(
+                    lost.is_empty(),
+                    "{kind} {name} lost fields:\n{}",
+                    lost.join("\n")
+                );
+                api.delete(&name, &DeleteParams::foreground())
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    // the controllers remove what the deletions left (pods of the Job, finalizers)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !c.objects().await.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mpijob_whose_image_has_no_sshd_says_so() {
+    let Some(c) = cluster("k8s-nosshd", Act::NoSshd).await else {
+        return;
+    };
+    let w = setup(&c, "", &scenario(2));
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = record(&w.results_root(), "nccl", 0);
+    assert_eq!(r.status, Status::Failed);
+    assert!(
+        r.message.contains(
+            "image nvcr.io/nvidia/pytorch:25.12-py3 has no /usr/sbin/sshd; MPIJob workers need an SSH server"
+        ),
+        "{}",
+        r.message
+    );
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
 }

@@ -275,3 +275,78 @@ fn excerpts_starting_at_the_column_header() {
         }
     }
 }
+
+/// Another process's log line written into a row (output cut at any byte), the row's rest on a later line after
+/// more log lines: every row is found again and the verdict holds, for every cut position of the first, a middle
+/// and the last row of every sample.
+#[test]
+fn rows_cut_by_log_lines_at_any_byte_are_rejoined() {
+    for (name, text) in samples() {
+        let plain = parse(&text);
+        let all = rows(&plain);
+        if all.is_empty() {
+            continue;
+        }
+        let lines: Vec<&str> = text.split('\n').collect();
+        let picks = [0, all.len() / 2, all.len() - 1];
+        for &pick in &picks {
+            let lineno = plain
+                .runs
+                .iter()
+                .flat_map(|r| r.rows.iter())
+                .nth(pick)
+                .unwrap()
+                .line;
+            let row = lines[lineno - 1];
+            for cut in 1..row.len() {
+                if !row.is_char_boundary(cut) {
+                    continue;
+                }
+                let mut out = String::new();
+                for (i, l) in lines.iter().enumerate() {
+                    if i + 1 == lineno {
+                        out.push_str(&row[..cut]);
+                        out.push_str(&noise(3));
+                        out.push('\n');
+                        out.push_str(&noise(5));
+                        out.push('\n');
+                        out.push_str(&row[cut..]);
+                    } else {
+                        out.push_str(l);
+                    }
+                    out.push('\n');
+                }
+                same(&name, &text, &out, &format!("row {pick} cut at byte {cut}"));
+            }
+        }
+    }
+}
+
+/// Failure lines of other versions and launchers are quoted: old `NCCL failure file:line`, Open MPI 5's `prterun`
+/// banners, and an `exited on` / `signal N` banner wrapped over two lines.
+#[test]
+fn failure_lines_of_other_versions_and_launchers_are_quoted() {
+    let text = "# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n\
+                node-1: NCCL failure common.cu:1015 'unhandled system error'\n";
+    let out = parse(text);
+    let msg = failure(&out, Path::new("stdout.txt"), None).unwrap();
+    assert!(
+        msg.contains("NCCL failure common.cu:1015 'unhandled system error'"),
+        "{msg}"
+    );
+    let text = "prterun noticed that process rank 3 with PID 4471 on node gpu-02 exited on\nsignal 9 (Killed).\n";
+    let out = parse(text);
+    assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+    assert_eq!(
+        out.errors[0].text,
+        "prterun noticed that process rank 3 with PID 4471 on node gpu-02 exited on signal 9 (Killed)."
+    );
+    let msg = failure(&out, Path::new("stdout.txt"), None).unwrap();
+    assert!(msg.contains("exited on signal 9 (Killed)"), "{msg}");
+    let out = parse(
+        "prterun detected that one or more processes exited with non-zero status, thus causing\n",
+    );
+    assert!(failure(&out, Path::new("stdout.txt"), None)
+        .unwrap()
+        .contains("prterun detected"));
+}

@@ -32,6 +32,14 @@ fn the_whole_scenario_runs_in_one_allocation() {
     let root = w.results_root();
     let script = std::fs::read_to_string(root.join("cloudai_sbatch_script.sh")).unwrap();
     assert!(script.contains("#SBATCH -N 2"), "{script}");
+    // the allocation has the GPUs and tasks per node each iteration's own script asks (CloudAI's PR #613)
+    for d in [
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --gres=gpu:8",
+        "#SBATCH --ntasks-per-node=2",
+    ] {
+        assert!(script.contains(d), "{d} missing:\n{script}");
+    }
     // dependencies first, iterations in order
     let first = script.find("first/0/cloudai_sbatch_script.sh").unwrap();
     let s0 = script.find("second/0/cloudai_sbatch_script.sh").unwrap();

@@ -192,8 +192,15 @@ fn time_limit_cancels_the_job() {
     );
 }
 
+/// Ctrl-C, and SIGHUP (the ssh session to the login node closed) and SIGQUIT alike: every job is cancelled.
 #[test]
 fn sigint_leaves_no_job_in_the_queue() {
+    for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+        interrupted_by(sig);
+    }
+}
+
+fn interrupted_by(sig: i32) {
     let Some(w) = slurm_work(
         "",
         "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
@@ -225,10 +232,10 @@ fn sigint_leaves_no_job_in_the_queue() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, sig) };
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(130), "{text}");
+    assert_eq!(out.status.code(), Some(130), "signal {sig}: {text}");
     let queued = squeue_ids();
     for id in &ids {
         assert!(

@@ -214,6 +214,7 @@ pub fn run(req: &Request) -> i32 {
             dry_run: false,
             baseline: req.baseline.clone(),
             peaks: Peaks::of(&sys_cfg),
+            per_test: true,
         };
         let summary = match generate(&runner.layout.root, Some(&outcome.records), &opts) {
             Ok(s) => s,

@@ -21,9 +21,10 @@ use crate::log::{self, Level};
 #[derive(Parser, Debug)]
 #[command(name = "cloudai", version, about = "Benchmark AI clusters with CloudAI test scenarios", long_about = None)]
 pub struct Cli {
-    /// Log file with every DEBUG line (truncated on each invocation)
-    #[arg(long, default_value = "debug.log", global = true)]
-    log_file: PathBuf,
+    /// Log file with every DEBUG line (truncated on each invocation) [default: debug.log; read-only commands —
+    /// status, verify-configs, list — write none unless given]
+    #[arg(long, global = true)]
+    log_file: Option<PathBuf>,
     /// Console log level: DEBUG, INFO, WARNING or ERROR
     #[arg(long, default_value = "INFO", global = true, value_parser = parse_level)]
     log_level: Level,
@@ -173,7 +174,25 @@ pub fn main() -> i32 {
     match cli.command {
         Command::List(args) => list::list(&args),
         command => {
-            log::init(cli.log_level, Some(&cli.log_file));
+            // read-only commands never touch the working directory's log (a live run's may be there)
+            let read_only = matches!(command, Command::Status(_) | Command::VerifyConfigs(_));
+            let log_file = match (&cli.log_file, read_only) {
+                (Some(f), _) => Some(f.clone()),
+                (None, false) => Some(PathBuf::from("debug.log")),
+                (None, true) => None,
+            };
+            log::init(cli.log_level, log_file.as_deref());
+            // commands that start jobs count every ending signal from here on, whatever they are doing when it
+            // comes (the runner cancels; reports, tarball, sweep steps and rounds stop early)
+            if matches!(
+                command,
+                Command::Run(_) | Command::Resume(_) | Command::FindBadNodes(_)
+            ) {
+                if let Err(e) = crate::util::signals::install() {
+                    crate::error!("{e}; refusing to start jobs that could not be cancelled");
+                    return 1;
+                }
+            }
             match command {
                 Command::Run(args) => run::run(&args, false),
                 Command::DryRun(args) => run::run(&args, true),

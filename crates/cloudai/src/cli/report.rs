@@ -29,6 +29,9 @@ pub struct ReportArgs {
     /// Accepted for CloudAI compatibility
     #[arg(long)]
     tests_dir: Option<PathBuf>,
+    /// Accepted for CloudAI compatibility (hook outputs are read from the tree itself)
+    #[arg(long)]
+    hook_dir: Option<PathBuf>,
 }
 
 pub fn generate(args: &ReportArgs) -> i32 {
@@ -66,6 +69,7 @@ pub fn generate(args: &ReportArgs) -> i32 {
         dry_run: crate::report::scenario::is_dry_run_tree(&args.result_dir),
         baseline: grading,
         peaks,
+        per_test: true,
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {

@@ -155,22 +155,31 @@ pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> i32
         error!("{} is a dry-run tree: nothing ran, so there is nothing to resume (run the scenario instead)", root.display());
         return 1;
     }
-    let info = match state::read_info(root) {
-        Ok(i) => i,
+    if !state::state_dir(root).is_dir() {
+        error!(
+            "{} cannot be resumed: it has no {}/ (only trees written by `cloudai run` of this version can be)",
+            root.display(),
+            state::STATE_DIR
+        );
+        return 1;
+    }
+    // one owner per tree, taken before anything of the tree is read: a second resume stops here
+    if let Err(e) = state::lock(root) {
+        error!("{e}");
+        return 1;
+    }
+    crate::log::also_to(&state::log_path(root));
+    let code = match state::read_info(root) {
+        Ok(info) => resume_locked(root, &info, junit, baseline),
         Err(e) => {
             error!(
                 "{} cannot be resumed: {}/run.json: {e} (only trees written by `cloudai run` of this version can be)",
                 root.display(),
                 state::STATE_DIR
             );
-            return 1;
+            1
         }
     };
-    if let Err(e) = state::lock(root) {
-        error!("{e}");
-        return 1;
-    }
-    let code = resume_locked(root, &info, junit, baseline);
     state::unlock(root);
     code
 }
@@ -195,13 +204,18 @@ fn resume_locked(
         scenario: &scenario,
         hook_dir: hooks.as_deref(),
     });
-    let (system, scenario) = match loaded {
+    let (mut system, scenario) = match loaded {
         Ok(x) => x,
         Err(e) => {
             e.report();
             return 1;
         }
     };
+    state::restore_secret(&mut system, info);
+    if let Some(why) = state::missing_secret(&system, info) {
+        error!("{why}");
+        return 1;
+    }
     if scenario.test_runs.iter().any(|r| r.is_dse()) {
         error!(
             "{} is a design-space exploration: resuming a sweep is not supported by this version (run it again)",

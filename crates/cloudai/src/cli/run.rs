@@ -153,6 +153,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
             );
             return 1;
         }
+        crate::log::also_to(&crate::results::state::log_path(&layout.root));
     }
     let grading = if dry_run { None } else { grading };
     let (runner, outcome) = if args.single_sbatch {
@@ -241,6 +242,7 @@ pub(super) fn conclude(
         dry_run: runner.dry_run,
         baseline: grading,
         peaks: crate::report::scenario::Peaks::of(system),
+        per_test: runner.scenario.report_enabled(system, "per_test"),
     };
     let known = (!resumed).then_some(&outcome.records);
     match crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts) {
@@ -268,6 +270,7 @@ pub(super) fn conclude(
     log::print(&crate::report::status_table::render(&outcome.records));
     let junit_ok = super::write_junit(junit, &runner.scenario.name, &outcome.records);
     let failed = outcome.records.iter().any(|r| !r.status.is_success());
+    let tarball = tarball && runner.scenario.report_enabled(system, "tarball");
     if tarball && failed && !runner.dry_run && !runner.detach {
         match crate::report::tarball::write(&runner.layout.root) {
             Ok(p) => info!("Created tarball at {}", p.display()),
@@ -283,6 +286,16 @@ pub(super) fn conclude(
     if outcome.interrupted {
         crate::warn!(
             "Run interrupted: every submitted job was cancelled. Results so far are in {}",
+            runner.layout.root.display()
+        );
+        return 130;
+    }
+    if crate::util::signals::interrupted() {
+        // every job had ended; the signal came while the reports were written
+        crate::warn!(
+            "Interrupted ({}) after every job ended; if a report is incomplete, `cloudai generate-report \
+             --result-dir {}` rebuilds it",
+            crate::util::signals::last(),
             runner.layout.root.display()
         );
         return 130;

@@ -15,7 +15,7 @@ use crate::config::time_limit;
 use crate::results::{EndReason, Layout, Status};
 use crate::runner::{RunOutcome, Runner};
 use crate::scenario::{Scenario, TestRun};
-use crate::systems::slurm::script::SCRIPT;
+use crate::systems::slurm::script::{sbatch_value, SCRIPT};
 use crate::systems::{JobState, Prepared, System};
 use crate::util::shell::quote_path as q;
 use crate::workloads::JobOutcome;
@@ -113,14 +113,34 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
             s.scenario.name,
             Local::now().format("%Y%m%d_%H%M%S")
         ),
-        format!("#SBATCH --output={}", root.join("stdout.txt").display()),
-        format!("#SBATCH --error={}", root.join("stderr.txt").display()),
+        format!(
+            "#SBATCH --output={}",
+            sbatch_value(&root.join("stdout.txt"))
+        ),
+        format!("#SBATCH --error={}", sbatch_value(&root.join("stderr.txt"))),
         format!("#SBATCH --partition={}", slurm.default_partition),
     ];
     if let Some(a) = &slurm.account {
         lines.push(format!("#SBATCH --account={a}"));
     }
     lines.push(format!("#SBATCH -N {nodes}"));
+    // GPUs and tasks per node as each iteration's own script asks them (the system decided whether the cluster
+    // takes GPU directives): without them the allocation has no GPUs and one task per node
+    for prefix in [
+        "#SBATCH --gpus-per-node=",
+        "#SBATCH --gres=",
+        "#SBATCH --ntasks-per-node=",
+    ] {
+        let line = items.iter().find_map(|(_, _, _, p)| {
+            p.files
+                .iter()
+                .filter(|(name, _)| name == SCRIPT)
+                .flat_map(|(_, text)| text.lines())
+                .find(|l| l.starts_with(prefix))
+                .map(str::to_string)
+        });
+        lines.extend(line);
+    }
     if let Some(t) = total {
         lines.push(format!("#SBATCH --time={}", time_limit::format(t)));
     }
@@ -131,6 +151,9 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
             .map(|a| format!("#SBATCH {a}")),
     );
     lines.push(String::new());
+    // each step's srun takes its task count from its own -N and the allocation's tasks per node, as in a job of
+    // its own: the allocation's total (every node's tasks) would ask too many for a smaller step
+    lines.push("unset SLURM_NTASKS SLURM_NPROCS".into());
     for (run, it, dir, _) in &items {
         lines.push(format!("# {} #{it}", run.id));
         lines.push(format!(
@@ -188,7 +211,7 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
             }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
-                _ = tokio::signal::ctrl_c(), if !interrupted => {
+                _ = crate::util::signals::after(0), if !interrupted => {
                     warn!("Interrupted: cancelling job {id}");
                     interrupted = true;
                     cancel_at = Some(std::time::Instant::now());

@@ -116,8 +116,12 @@ fn remote_phases(
     }
     let info = state::read_info(root).map_err(|e| e.to_string())?;
     let sys = info.system.as_ref().ok_or("no system recorded")?;
-    let cfg = crate::config::system::load(&state::state_dir(root).join(sys))
+    let mut cfg = crate::config::system::load(&state::state_dir(root).join(sys))
         .map_err(|_| "the recorded system file does not load".to_string())?;
+    state::restore_secret(&mut cfg, &info);
+    if let Some(why) = state::missing_secret(&cfg, &info) {
+        return Err(why);
+    }
     let rt = crate::runner::runtime()?;
     if scheduler == "kubernetes" {
         rt.block_on(crate::systems::kubernetes::phases(&cfg))

@@ -169,9 +169,17 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         }
     };
     let test_refs: Vec<&PathBuf> = test_files.iter().collect();
+    // one library per directory: a name given twice in one tests directory is an error (as a run would say)
+    let mut libraries: std::collections::HashMap<PathBuf, TestLibrary> = Default::default();
     check("tests", "test configurations", &test_refs, &mut |p| {
         let raw = test::load_raw(p)?;
-        crate::workloads::decode_test(&raw.node, "").map(|_| ())
+        crate::workloads::decode_test(&raw.node, "").map(|_| ())?;
+        let mut dup = ConfigErrors::default();
+        libraries
+            .entry(p.parent().map(Path::to_path_buf).unwrap_or_default())
+            .or_default()
+            .add(raw, &mut dup);
+        dup.into_result(())
     });
 
     let library = build_library(&test_files);

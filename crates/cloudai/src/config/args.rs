@@ -261,6 +261,20 @@ pub fn decode(
             ctx.err(&e.key_loc, &join(path, k), "unknown field", hint);
             continue;
         }
+        // an extra key becomes a command-line flag (`--<key> <value>`): it must be a flag name, never shell
+        if k.is_empty()
+            || !k
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            ctx.err(
+                &e.key_loc,
+                &join(path, k),
+                "not a flag name: extra keys become command-line flags and may only hold [A-Za-z0-9_-]",
+                Some("write the flag's name without dashes, e.g. `stepfactor = 2` for --stepfactor 2".into()),
+            );
+            continue;
+        }
         if let Some(v) = ArgValue::from_node(&e.node) {
             values.insert(k.clone(), v);
         }

@@ -96,13 +96,32 @@ pub fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// The longest string value: values become command-line arguments, and Linux refuses one over 128 KiB
+/// (MAX_ARG_STRLEN).
+pub const MAX_VALUE_BYTES: usize = 128 << 10;
+
 /// Values end up in generated shell scripts (ids, names, env values, images, arguments, raw pass-through fields
-/// like `extra_srun_args` and BashCmd's `cmd`): a newline or another control character there would split or
-/// hide a command, so it is an error anywhere in a config file (tab excepted; `description` is free text).
+/// like `extra_srun_args`): a newline or another control character there would split or hide a command, so it
+/// is an error anywhere in a config file (tab excepted; `description` is free text; BashCmd's `cmd` is a script
+/// and may span lines, as CloudAI runs it).
 pub fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
     match &node.kind {
+        Kind::Str(s) if s.len() > MAX_VALUE_BYTES => ctx.err(
+            &node.loc,
+            path,
+            format!(
+                "is {} bytes long; the kernel refuses a command-line argument over {} KiB",
+                s.len(),
+                MAX_VALUE_BYTES >> 10
+            ),
+            Some("put long scripts or data in a file and name the file here".into()),
+        ),
         Kind::Str(s) => {
-            if let Some(c) = s.chars().find(|c| c.is_control() && *c != '\t') {
+            let script = path == "cmd_args.cmd" || path.ends_with(".cmd_args.cmd");
+            if let Some(c) = s
+                .chars()
+                .find(|c| c.is_control() && *c != '\t' && !(script && *c == '\n'))
+            {
                 ctx.err(
                     &node.loc,
                     path,

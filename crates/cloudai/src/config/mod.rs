@@ -4,6 +4,7 @@ pub mod args;
 pub mod decode;
 pub mod error;
 pub mod node;
+pub mod pods;
 pub mod scenario;
 pub mod system;
 pub mod test;

@@ -250,8 +250,32 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s).trim()
 }
 
-/// Reads and parses a file; a missing or unreadable file is a config error too.
+/// The largest config file read (CloudAI's are a few kB; a device or a runaway file must not be slurped).
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// Reads and parses a file; a missing or unreadable file is a config error too, and so is anything that is not
+/// a regular file (a FIFO, `/dev/zero`) or is larger than [`MAX_CONFIG_BYTES`].
 pub fn load(path: &Path, what: &str) -> Result<Node, ConfigError> {
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() && !m.is_dir() {
+            return Err(ConfigError::file(
+                path,
+                format!("{what}: not a regular file (a device, FIFO or socket)"),
+            )
+            .with_hint("give the path of a .toml file"));
+        }
+        if m.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError::file(
+                path,
+                format!(
+                    "{what}: {} bytes, more than the {} MiB a config file may have",
+                    m.len(),
+                    MAX_CONFIG_BYTES >> 20
+                ),
+            )
+            .with_hint("is this the right file?"));
+        }
+    }
     let bytes = std::fs::read(path).map_err(|e| {
         let (msg, hint) = if path.is_dir() {
             (

@@ -217,14 +217,29 @@ pub fn decode_lenient(root: &Node, path: &Path) -> (Option<ScenarioFile>, Config
 /// A scenario name, test id or test name (hooks' output directories) names a directory of the results tree: it
 /// must be one safe path component, or a crafted config could write outside the output directory.
 pub fn path_component(ctx: &mut Ctx, node: &Node, field: &str, value: &str) {
+    // names the tree itself uses beside the test directories
+    const RESERVED: &[&str] = &[".cloudai", "summary.json", "leftovers.json", "debug.log"];
+    let invisible = |c: char| {
+        matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}' | '\u{feff}' | '\u{00ad}')
+    };
     let why = if value == "." || value == ".." {
-        Some("is a relative directory name")
+        Some("is a relative directory name".to_string())
     } else if value.contains('/') {
-        Some("contains '/'")
+        Some("contains '/'".into())
     } else if value.contains('\0') {
-        Some("contains a NUL byte")
+        Some("contains a NUL byte".into())
     } else if value.chars().any(char::is_control) {
-        Some("contains a control character")
+        Some("contains a control character".into())
+    } else if value.chars().any(invisible) {
+        Some("contains an invisible or text-direction character (zero-width, bidi)".into())
+    } else if value.len() > 200 {
+        Some(format!(
+            "is {} bytes long (a directory name may have 255, and cloudai adds to it)",
+            value.len()
+        ))
+    } else if RESERVED.contains(&value) || value.ends_with(".tgz") || value.ends_with(".html") {
+        Some("is a name the results tree itself uses".into())
     } else {
         None
     };
@@ -302,6 +317,17 @@ fn decode_entry(ctx: &mut Ctx, v: &View, index: usize) -> Option<TestEntry> {
         },
     };
     let time_limit = v.duration(ctx, "time_limit");
+    if let (Some(0), Some(n)) = (time_limit, v.get("time_limit")) {
+        ctx.err(
+            &n.loc,
+            &v.field("time_limit"),
+            "a time limit of zero ends the test before it starts",
+            Some(
+                "give a positive duration like \"00:30:00\" or \"30m\", or leave time_limit out"
+                    .into(),
+            ),
+        );
+    }
     let max_pending_time = v.duration(ctx, "max_pending_time");
     let iterations = v.count(ctx, "iterations", 1);
     if iterations == 0 {

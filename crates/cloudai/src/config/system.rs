@@ -50,7 +50,7 @@ pub struct SystemConfig {
 
 #[derive(Clone, Debug)]
 pub enum SystemKind {
-    Standalone,
+    Standalone(StandaloneConfig),
     Slurm(Box<SlurmConfig>),
     RunAi(RunAiConfig),
     Kubernetes(KubernetesConfig),
@@ -59,11 +59,42 @@ pub enum SystemKind {
 impl SystemKind {
     pub fn scheduler(&self) -> &'static str {
         match self {
-            SystemKind::Standalone => "standalone",
+            SystemKind::Standalone(_) => "standalone",
             SystemKind::Slurm(_) => "slurm",
             SystemKind::RunAi(_) => "runai",
             SystemKind::Kubernetes(_) => "kubernetes",
         }
+    }
+}
+
+/// The local machine.
+#[derive(Clone, Debug, Default)]
+pub struct StandaloneConfig {
+    /// GPUs of this machine (our field): an MPI test runs one rank per GPU group, as on a Slurm node. Unset: the
+    /// NVIDIA device files (`/dev/nvidia<N>`) are counted.
+    pub gpus_per_node: Option<u64>,
+}
+
+impl StandaloneConfig {
+    /// GPUs an MPI test shares among its ranks here (at least 1).
+    pub fn gpus(&self) -> u64 {
+        self.gpus_per_node
+            .unwrap_or_else(|| {
+                std::fs::read_dir("/dev")
+                    .map(|d| {
+                        d.filter_map(Result::ok)
+                            .filter(|e| {
+                                let n = e.file_name();
+                                let n = n.to_string_lossy();
+                                n.strip_prefix("nvidia").is_some_and(|rest| {
+                                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit())
+                                })
+                            })
+                            .count() as u64
+                    })
+                    .unwrap_or(0)
+            })
+            .max(1)
     }
 }
 
@@ -121,6 +152,20 @@ pub struct DataRepository {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Secret(String);
 
+/// Where the Run:ai secret comes from first: the environment wins over the system file.
+pub const SECRET_ENV: &str = "RUNAI_APP_SECRET";
+
+impl RunAiConfig {
+    /// The secret to authenticate with: `RUNAI_APP_SECRET`, else the file's `app_secret`.
+    pub fn secret(&self) -> Option<Secret> {
+        std::env::var(SECRET_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(Secret::new)
+            .or_else(|| self.app_secret.clone())
+    }
+}
+
 impl Secret {
     pub fn new(s: impl Into<String>) -> Self {
         Self(s.into())
@@ -149,7 +194,9 @@ pub struct RunAiConfig {
     pub base_url: String,
     pub user_email: String,
     pub app_id: String,
-    pub app_secret: Secret,
+    /// None when the file has no `app_secret` (then `RUNAI_APP_SECRET` must be set; copies of inputs never
+    /// keep it).
+    pub app_secret: Option<Secret>,
     pub project_id: String,
     pub cluster_id: String,
     /// PEM file of CAs to trust besides the built-in roots (a private control plane). Not a CloudAI field.
@@ -159,6 +206,10 @@ pub struct RunAiConfig {
     /// What MPI workers run: sshd in the foreground, so the launcher can reach them; empty = the image's own
     /// entrypoint (when it starts sshd itself).
     pub mpi_worker_command: String,
+    /// Image of workloads that name none (Sleep, BashCmd). Not a CloudAI field.
+    pub job_image: String,
+    /// How GPU pods are fitted for NCCL (shared memory, host IPC/network, RDMA, tolerations, node pools).
+    pub pods: super::pods::PodSettings,
 }
 
 #[derive(Clone, Debug)]
@@ -166,7 +217,8 @@ pub struct KubernetesConfig {
     pub kube_config_path: PathBuf,
     pub default_namespace: String,
     pub gpus_per_node: u64,
-    pub use_host_network: Option<bool>,
+    /// How pods are fitted for NCCL (shared memory, networks, RDMA, placement, limits, pass-through).
+    pub pods: super::pods::PodSettings,
     /// As on Run:ai: the image user's `~/.ssh`, where the MPI operator mounts the keys. Not a CloudAI field.
     pub ssh_auth_mount_path: String,
     /// As on Run:ai: what MPI workers run; empty = the image's own entrypoint. Not a CloudAI field.
@@ -221,7 +273,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
         return Err(ctx.errors);
     };
     let (kind_fields, default_interval): (&[&str], u64) = match scheduler.as_str() {
-        "standalone" => (&[], 1),
+        "standalone" => (&["gpus_per_node"], 1),
         "slurm" => (SLURM_FIELDS, 60),
         "runai" => (RUNAI_FIELDS, 60),
         "kubernetes" => (K8S_FIELDS, 1),
@@ -260,12 +312,26 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
     let net_peak_gbps = v.opt_float(&mut ctx, "net_peak_gbps");
 
     let kind = match scheduler.as_str() {
-        "standalone" => Some(SystemKind::Standalone),
+        "standalone" => Some(SystemKind::Standalone(StandaloneConfig {
+            gpus_per_node: v
+                .get("gpus_per_node")
+                .map(|_| v.count(&mut ctx, "gpus_per_node", 1)),
+        })),
         "slurm" => decode_slurm(&mut ctx, &v).map(|s| SystemKind::Slurm(Box::new(s))),
         "runai" => decode_runai(&mut ctx, &v).map(SystemKind::RunAi),
         _ => decode_k8s(&mut ctx, &v).map(SystemKind::Kubernetes),
     };
-    let known: Vec<&str> = BASE_FIELDS.iter().chain(kind_fields).copied().collect();
+    let pod_fields: &[&str] = if matches!(scheduler.as_str(), "runai" | "kubernetes") {
+        super::pods::FIELDS
+    } else {
+        &[]
+    };
+    let known: Vec<&str> = BASE_FIELDS
+        .iter()
+        .chain(kind_fields)
+        .chain(pod_fields)
+        .copied()
+        .collect();
     v.done(&mut ctx, &known);
 
     match (name, install_path, output_path, kind) {
@@ -504,6 +570,7 @@ const RUNAI_FIELDS: &[&str] = &[
     "ca_bundle",
     "ssh_auth_mount_path",
     "mpi_worker_command",
+    "job_image",
 ];
 
 fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
@@ -520,7 +587,11 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     }
     let user_email = v.req_str(ctx, "user_email");
     let app_id = v.req_str(ctx, "app_id");
-    let app_secret = ctx.secret(v, "app_secret").map(Secret::new);
+    // optional: RUNAI_APP_SECRET may give it instead (checked when the system is built)
+    let app_secret = v
+        .get("app_secret")
+        .and_then(|_| ctx.secret(v, "app_secret"))
+        .map(Secret::new);
     let project_id = v.req_str(ctx, "project_id");
     let cluster_id = v.req_str(ctx, "cluster_id");
     let ca_bundle = v.opt_str(ctx, "ca_bundle").map(PathBuf::from);
@@ -538,6 +609,8 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
         }
     }
     Some(RunAiConfig {
+        job_image: job_image(ctx, v),
+        pods: super::pods::decode(ctx, v, true),
         ca_bundle,
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),
@@ -545,7 +618,7 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
         base_url: base_url?,
         user_email: user_email?,
         app_id: app_id?,
-        app_secret: app_secret?,
+        app_secret,
         project_id: project_id?,
         cluster_id: cluster_id?,
     })
@@ -565,7 +638,6 @@ const K8S_FIELDS: &[&str] = &[
     "kube_config_path",
     "default_namespace",
     "gpus_per_node",
-    "use_host_network",
     "ssh_auth_mount_path",
     "mpi_worker_command",
     "job_image",
@@ -578,7 +650,7 @@ fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
         kube_config_path: kube_config_path?,
         default_namespace: default_namespace?,
         gpus_per_node: v.count(ctx, "gpus_per_node", 1),
-        use_host_network: v.opt_bool(ctx, "use_host_network"),
+        pods: super::pods::decode(ctx, v, false),
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),
         job_image: job_image(ctx, v),

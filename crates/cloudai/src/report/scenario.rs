@@ -30,6 +30,9 @@ pub struct Options {
     pub baseline: Option<crate::baseline::Grading>,
     /// The system's link peaks per GPU (GB/s): NVLink for 1-node runs, the network for multi-node ones.
     pub peaks: Peaks,
+    /// Write each iteration's own reports (CloudAI's `per_test` report; `[reports.per_test] enable = false`
+    /// turns it off).
+    pub per_test: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -270,6 +273,9 @@ fn entry(
     let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
     if let Some(r) = report {
         for (name, content) in &r.files {
+            if !opts.per_test {
+                continue;
+            }
             if write {
                 if let Err(e) = write_atomic(&dir.join(name), content.as_bytes()) {
                     crate::warn!("Cannot write {}: {e}", dir.join(name).display());
@@ -278,6 +284,21 @@ fn entry(
             }
             let rel = dir.join(name);
             reports.push(rel.strip_prefix(root).unwrap_or(&rel).display().to_string());
+        }
+        for f in r.streamed.iter().filter(|_| opts.per_test) {
+            let dest = dir.join(&f.name);
+            if write {
+                if let Err(e) = crate::util::fsx::write_atomic_with(&dest, |w| (f.write)(w)) {
+                    crate::warn!("Cannot write {}: {e}", dest.display());
+                    continue;
+                }
+            }
+            reports.push(
+                dest.strip_prefix(root)
+                    .unwrap_or(&dest)
+                    .display()
+                    .to_string(),
+            );
         }
         metrics = r.metrics;
         curve = r.curve;
@@ -310,6 +331,7 @@ pub fn read_tree(root: &Path, regrade: bool) -> Vec<Entry> {
         dry_run: false,
         baseline: None,
         peaks: Peaks::default(),
+        per_test: true,
     };
     iteration_dirs(root)
         .iter()

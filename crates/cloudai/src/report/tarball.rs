@@ -11,9 +11,14 @@ pub fn write(root: &Path) -> std::io::Result<PathBuf> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "results".into());
     let out = root.with_file_name(format!("{name}.tgz"));
-    let tmp = root.with_file_name(format!(".{name}.tgz.tmp{}", std::process::id()));
+    let (tmp, f) = match crate::util::fsx::create_temp(&out) {
+        Ok(x) => x,
+        Err(e) => {
+            crate::util::fsx::note_failure(&out, &e);
+            return Err(e);
+        }
+    };
     let r = (|| {
-        let f = std::fs::File::create(&tmp)?;
         let gz = flate2::write::GzEncoder::new(
             std::io::BufWriter::new(f),
             flate2::Compression::default(),

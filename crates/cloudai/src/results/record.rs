@@ -201,10 +201,21 @@ pub fn local_time(s: &Option<String>) -> Option<chrono::DateTime<chrono::Local>>
 
 impl IterationRecord {
     /// Written durably: the record is the run's journal (see `resume`).
+    /// Writes the record durably. Every record file keeps [`RESERVED_BYTES`] allocated (trailing blanks, which
+    /// JSON ignores), so the final record replaces the journal's in place when the disk is full: a finished
+    /// iteration is never left saying INTERRUPTED because some report could not be written.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        crate::util::fsx::write_durable(&dir.join(RECORD_FILE), &json)
+        let mut json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        json.push(b'\n');
+        if json.len() < Self::RESERVED_BYTES {
+            json.resize(Self::RESERVED_BYTES - 1, b' ');
+            json.push(b'\n');
+        }
+        crate::util::fsx::write_reserved(&dir.join(RECORD_FILE), &json)
     }
+
+    /// The space a record file keeps for its final version.
+    pub const RESERVED_BYTES: usize = 8 << 10;
 
     /// An iteration cloudai stopped watching before its end (killed, detached): its job may still run.
     pub fn is_unfinished(&self) -> bool {

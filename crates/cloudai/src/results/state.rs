@@ -32,6 +32,11 @@ pub fn state_dir(root: &Path) -> PathBuf {
     root.join(STATE_DIR)
 }
 
+/// The run's own log (every line of `run` and each `resume` of the tree, appended).
+pub fn log_path(root: &Path) -> PathBuf {
+    state_dir(root).join("run.log")
+}
+
 fn copy_tomls(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
@@ -64,7 +69,12 @@ pub fn record_inputs(
     };
     std::fs::copy(scenario, inputs.join("scenario.toml"))?;
     if let Some(s) = system {
-        std::fs::copy(s, inputs.join("system.toml"))?;
+        // the copy never keeps a secret, and only its owner reads it
+        let text = std::fs::read_to_string(s)?;
+        write_private(
+            &inputs.join("system.toml"),
+            without_secrets(&text).as_bytes(),
+        )?;
         info.system = Some("inputs/system.toml".into());
         info.system_from = Some(abs(s));
     }
@@ -89,6 +99,79 @@ pub fn record_inputs(
     Ok(info)
 }
 
+/// Top-level system fields that hold a secret.
+const SECRET_FIELDS: &[&str] = &["app_secret"];
+
+/// The system file without its secrets: each secret field is replaced by a comment saying where the secret comes
+/// from instead. Text that does not parse is not copied (the run loaded it, so this does not happen).
+pub fn without_secrets(text: &str) -> String {
+    let Ok(doc) = toml_edit::Document::parse(text) else {
+        return "# not copied: the system file did not parse\n".into();
+    };
+    let mut cuts: Vec<(usize, usize)> = SECRET_FIELDS
+        .iter()
+        .filter_map(|k| {
+            let (key, item) = doc.as_table().get_key_value(k)?;
+            Some((key.span()?.start, item.span()?.end))
+        })
+        .collect();
+    cuts.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in cuts {
+        out.push_str(&text[at..start]);
+        out.push_str(
+            "# app_secret: not kept with the results; RUNAI_APP_SECRET or the original system file gives it",
+        );
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// A file only its owner can read (0600), written durably.
+fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    write_durable(path, data)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
+/// The secret of a Run:ai system loaded from a tree's copy (which keeps none): from the original system file the
+/// run was started with, when it still has one. `RUNAI_APP_SECRET` wins over both when set.
+pub fn restore_secret(cfg: &mut crate::config::system::SystemConfig, info: &RunInfo) {
+    use crate::config::system::SystemKind;
+    let SystemKind::RunAi(r) = &mut cfg.kind else {
+        return;
+    };
+    if r.app_secret.is_some() {
+        return;
+    }
+    let original = info
+        .system_from
+        .as_deref()
+        .and_then(|p| crate::config::system::load(p).ok());
+    if let Some(SystemKind::RunAi(o)) = original.map(|c| c.kind) {
+        r.app_secret = o.app_secret;
+    }
+}
+
+/// Why a tree's Run:ai system has no secret to resume with, naming both places it could come from.
+pub fn missing_secret(cfg: &crate::config::system::SystemConfig, info: &RunInfo) -> Option<String> {
+    use crate::config::system::SystemKind;
+    let SystemKind::RunAi(r) = &cfg.kind else {
+        return None;
+    };
+    r.secret().is_none().then(|| {
+        format!(
+            "no Run:ai secret to resume with: the results tree keeps none; set {} or restore app_secret in {}",
+            crate::config::system::SECRET_ENV,
+            info.system_from
+                .as_deref()
+                .map_or("the original system file".into(), |p| p.display().to_string())
+        )
+    })
+}
+
 pub fn read_info(root: &Path) -> std::io::Result<RunInfo> {
     let b = std::fs::read(state_dir(root).join("run.json"))?;
     serde_json::from_slice(&b).map_err(std::io::Error::other)
@@ -100,6 +183,12 @@ pub fn changed_inputs(root: &Path, info: &RunInfo) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut same = |copy: PathBuf, orig: &Path| {
         if let (Ok(a), Ok(b)) = (std::fs::read(&copy), std::fs::read(orig)) {
+            // the system's copy is the original without its secrets
+            let b = if copy.ends_with("inputs/system.toml") {
+                without_secrets(&String::from_utf8_lossy(&b)).into_bytes()
+            } else {
+                b
+            };
             if a != b {
                 out.push(orig.to_path_buf());
             }
@@ -150,32 +239,83 @@ pub fn owner(root: &Path) -> Option<Owner> {
     serde_json::from_slice(&b).ok()
 }
 
-/// Takes the tree for this process, unless a live process owns it (its description is the error).
+/// Lock files this process holds, with their open descriptions (the `flock` lives as long as they do).
+static HELD: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes the tree for this process, atomically: an exclusive `flock` on `.cloudai/lock`, which the kernel drops
+/// when the owner dies in any way (kill -9 included), so a lock is never stale and two processes can never both
+/// hold it. Taken before anything of the tree is read. When another process holds it, its description (pid,
+/// host, since) is the error.
 pub fn lock(root: &Path) -> Result<(), String> {
-    if let Some(o) = owner(root) {
-        if o.pid != std::process::id() && o.alive() {
-            return Err(format!(
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let dir = state_dir(root);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("lock");
+    if HELD.lock().unwrap().iter().any(|(p, _)| *p == path) {
+        return Ok(());
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a descriptor we own
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        // the owner may have just taken it and not yet written who it is: look again for a moment
+        let mut text = String::new();
+        for _ in 0..20 {
+            text.clear();
+            let _ = f.rewind();
+            let _ = f.read_to_string(&mut text);
+            if serde_json::from_str::<Owner>(&text).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        return Err(match serde_json::from_str::<Owner>(&text) {
+            Ok(o) => format!(
                 "{} is owned by cloudai pid {} on {} (since {}); wait for it to end, or stop it first",
                 root.display(),
                 o.pid,
                 o.host,
                 o.since
-            ));
-        }
+            ),
+            Err(_) => format!(
+                "{} is owned by another cloudai process (it holds {}); wait for it to end, or stop it first",
+                root.display(),
+                path.display()
+            ),
+        });
     }
     let me = Owner {
         pid: std::process::id(),
         host: crate::util::hostname(),
         since: chrono::Local::now().to_rfc3339(),
     };
-    std::fs::create_dir_all(state_dir(root)).map_err(|e| e.to_string())?;
     let json = serde_json::to_vec_pretty(&me).map_err(|e| e.to_string())?;
-    write_durable(&state_dir(root).join("lock"), &json).map_err(|e| e.to_string())
+    f.set_len(0)
+        .and_then(|_| f.rewind())
+        .and_then(|_| f.write_all(&json))
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    HELD.lock().unwrap().push((path, f));
+    Ok(())
 }
 
-/// Gives the tree up (only when this process holds it).
+/// Gives the tree up (only when this process holds it). The lock file stays (removing it would let a process that
+/// opened it just before lock a file nobody else sees); it says nobody owns the tree.
 pub fn unlock(root: &Path) {
-    if owner(root).is_some_and(|o| o.pid == std::process::id()) {
-        let _ = std::fs::remove_file(state_dir(root).join("lock"));
+    let path = state_dir(root).join("lock");
+    let mut held = HELD.lock().unwrap();
+    if let Some(i) = held.iter().position(|(p, _)| *p == path) {
+        let (_, f) = held.remove(i);
+        let _ = f.set_len(0);
+        drop(f);
     }
 }

@@ -8,6 +8,7 @@ use super::{Phase, Runner, Slot, CANCEL_WAIT};
 use crate::results::record::Leftover;
 use crate::results::{EndReason, IterationRecord, Status};
 use crate::systems::Prepared;
+use crate::util::signals;
 use crate::{error, warn};
 
 impl Runner {
@@ -20,22 +21,45 @@ impl Runner {
             .iter()
             .filter(|s| matches!(s.phase, Phase::Active(_)))
             .count();
-        warn!("Interrupted: cancelling {n} running job(s)");
-        let mut refused = std::collections::HashMap::new();
+        let first = signals::count();
+        warn!(
+            "Interrupted ({}): cancelling {n} running job(s); interrupt again to stop waiting for them",
+            signals::last()
+        );
+        let mut ids = Vec::new();
         for slot in slots.iter_mut() {
             if let Phase::Active(a) = &mut slot.phase {
                 a.kill = Some(EndReason::Cancelled);
-                if let Err(e) = self.system.cancel(&a.id).await {
-                    error!("Cannot cancel job {}: {e}", a.id);
-                    refused.insert(a.id.clone(), e);
-                }
+                ids.push(a.id.clone());
+            }
+        }
+        // every cancel goes out at once, under the one deadline below
+        let answers =
+            futures_util::future::join_all(ids.iter().map(|id| self.system.cancel(id))).await;
+        let mut refused = std::collections::HashMap::new();
+        for (id, answer) in ids.into_iter().zip(answers) {
+            if let Err(e) = answer {
+                error!("Cannot cancel job {id}: {e}");
+                refused.insert(id, e);
             }
         }
         let deadline = Instant::now() + CANCEL_WAIT;
+        let mut cut_short = false;
         while slots.iter().any(|s| matches!(s.phase, Phase::Active(_))) && Instant::now() < deadline
         {
-            self.poll(slots, records).await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // a second interrupt cuts even a slow poll short (a control plane that does not answer)
+            tokio::select! {
+                _ = async {
+                    self.poll(slots, records).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                } => {}
+                _ = signals::after(first) => {}
+            }
+            if signals::count() > first {
+                warn!("A second interrupt: not waiting for the cancelled jobs any longer");
+                cut_short = true;
+                break;
+            }
         }
         let mut leftovers = self.system.leftovers();
         for slot in slots.iter_mut() {
@@ -49,7 +73,13 @@ impl Runner {
                                 self.scheduler, a.id, slot.run.id
                             ),
                             reason: refused.remove(&a.id).unwrap_or_else(|| {
-                                "cancel requested; the scheduler did not confirm it stopped".into()
+                                if cut_short {
+                                    "cancel requested; a second interrupt stopped the wait before the scheduler \
+                                     confirmed it stopped"
+                                        .into()
+                                } else {
+                                    "cancel requested; the scheduler did not confirm it stopped".into()
+                                }
                             }),
                             resource: Default::default(),
                         });

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::util::signals;
 use chrono::{DateTime, Local};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::scenario::DepKind;
 use crate::config::time_limit;
@@ -148,23 +148,22 @@ impl Runner {
             resume::apply(&mut slots, plan);
         }
         let mut records = Vec::new();
-        let (mut sigint, mut sigterm) = match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(a), Ok(b)) => (a, b),
-            _ => {
-                error!("Cannot install signal handlers; refusing to start jobs that could not be cancelled");
-                return RunOutcome {
-                    records,
-                    interrupted: true,
-                    leftovers: Vec::new(),
-                };
-            }
-        };
+        if let Err(e) = signals::install() {
+            error!("{e}; refusing to start jobs that could not be cancelled");
+            return RunOutcome {
+                records,
+                interrupted: true,
+                leftovers: Vec::new(),
+            };
+        }
         let wake = self.system.wakeup();
         let mut interrupted = false;
         loop {
+            // a signal that came before (while connecting, between sweep steps or rounds) submits nothing more
+            if signals::interrupted() {
+                interrupted = true;
+                break;
+            }
             loop {
                 let before = self.submissions.get();
                 self.start_ready(&mut slots, &mut records).await;
@@ -203,8 +202,7 @@ impl Runner {
             tokio::select! {
                 _ = tokio::time::sleep(self.interval) => {}
                 _ = notified => {}
-                _ = sigint.recv() => { interrupted = true; }
-                _ = sigterm.recv() => { interrupted = true; }
+                _ = signals::after(0) => { interrupted = true; }
             }
             if interrupted {
                 break;

@@ -30,6 +30,29 @@ pub struct Scenario {
     pub test_runs: Vec<Arc<TestRun>>,
     pub pre_test: Option<Arc<HookScenario>>,
     pub post_test: Option<Arc<HookScenario>>,
+    /// The scenario's `[reports.<name>]` tables (checked against the registry at load).
+    pub reports: Option<crate::config::node::Node>,
+}
+
+impl Scenario {
+    /// Whether report `name` is enabled: the scenario's `[reports.<name>] enable`, else the (Slurm) system's, else
+    /// on (CloudAI's precedence and default).
+    pub fn report_enabled(&self, system: &crate::config::system::SystemConfig, name: &str) -> bool {
+        let from = |n: Option<&crate::config::node::Node>| {
+            let t = n?.as_table()?.get(name)?.as_table()?.get("enable")?;
+            match t.kind {
+                crate::config::node::Kind::Bool(b) => Some(b),
+                _ => None,
+            }
+        };
+        let sys = match &system.kind {
+            crate::config::system::SystemKind::Slurm(s) => s.reports.as_ref(),
+            _ => None,
+        };
+        from(self.reports.as_ref())
+            .or_else(|| from(sys))
+            .unwrap_or(true)
+    }
 }
 
 #[derive(Debug)]
@@ -63,6 +86,13 @@ pub struct TestRun {
     pub num_nodes_sweep: Vec<u64>,
     /// The step of a design-space exploration this run is (0: not a DSE step).
     pub step: u64,
+}
+
+impl TestRun {
+    /// What the test runs, as every scheduler renders it.
+    pub fn launch(&self) -> crate::workloads::Launch {
+        self.workload.launch(&self.test)
+    }
 }
 
 impl std::fmt::Debug for TestRun {
@@ -145,6 +175,7 @@ pub fn resolve(
         test_runs: runs,
         pre_test,
         post_test,
+        reports: file.reports.clone(),
     })
 }
 

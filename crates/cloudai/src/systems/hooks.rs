@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::results::EndReason;
-use crate::workloads::JobOutcome;
+use crate::workloads::{JobOutcome, Success};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepKind {
@@ -30,8 +30,8 @@ pub struct StepEnd<'a> {
     pub name: &'a str,
     /// Where its output is (`stdout.txt`).
     pub dir: &'a Path,
-    /// Its output must show the NCCL summary for a pre-test to pass (CloudAI's hook check).
-    pub check_output: bool,
+    /// How a pre-test's success is judged (the workload's own rule: its output, or its status).
+    pub success: &'a Success,
     pub failed: bool,
     pub state: String,
     pub reason: String,
@@ -39,14 +39,11 @@ pub struct StepEnd<'a> {
 }
 
 /// Records an ended step: the test's end becomes the job's outcome (in `main`); a pre-test that failed (its object
-/// failed, or its output lacks the NCCL summary) ends the job at once without the test, as on Slurm: returned.
+/// failed, or fails the workload's own success rule) ends the job at once without the test, as on Slurm: returned.
 pub fn conclude(e: StepEnd, main: &mut Option<JobOutcome>) -> Option<JobOutcome> {
     match e.kind {
         StepKind::Pre => {
-            let ok = !e.failed
-                && (!e.check_output
-                    || std::fs::read_to_string(e.dir.join("stdout.txt"))
-                        .is_ok_and(|s| s.contains("Avg bus bandwidth")));
+            let ok = e.success.judge(e.failed, &e.dir.join("stdout.txt"));
             (!ok).then(|| JobOutcome {
                 failure: Some(format!(
                     "pre-test {} failed, so the test was not run: {}",

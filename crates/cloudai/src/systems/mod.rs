@@ -165,13 +165,36 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
     env.into_iter().collect()
 }
 
+/// A container scheduler's objection to a test's image: a workload that needs one (`image_field`) must name a
+/// plausible reference.
+pub fn image_problems(
+    run: &TestRun,
+    launch: &crate::workloads::Launch,
+    scheduler: &str,
+) -> Vec<String> {
+    let Some(field) = launch.image_field else {
+        return Vec::new();
+    };
+    let image = launch.image.as_deref().unwrap_or("");
+    runai::image_problem(image)
+        .map(|why| {
+            format!(
+                "test '{}': {field} {image:?} {why}; {scheduler} needs an image reference like \
+                 \"nvcr.io/nvidia/pytorch:25.01-py3\"",
+                run.id
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
 /// Schedulers `build` runs today (the others' configs are read and validated).
 pub const RUNNABLE: &[&str] = &["standalone", "slurm", "runai", "kubernetes"];
 
 /// The system for a config, or why it cannot run.
 pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
     match &cfg.kind {
-        SystemKind::Standalone => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
+        SystemKind::Standalone(_) => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
         SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
         SystemKind::RunAi(_) => Ok(Arc::new(runai::RunAi::new(cfg.clone(), dry_run)?)),
         SystemKind::Kubernetes(_) => Ok(Arc::new(kubernetes::Kubernetes::new(cfg.clone()))),

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 
 use super::{JobId, JobState, Prepared, System};
-use crate::config::system::SystemConfig;
+use crate::config::system::{SystemConfig, SystemKind};
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
 
@@ -36,6 +36,26 @@ impl Standalone {
             jobs: Arc::default(),
             wake: Arc::new(Notify::new()),
         }
+    }
+
+    fn gpus(&self) -> u64 {
+        match &self.cfg.kind {
+            SystemKind::Standalone(s) => s.gpus(),
+            _ => 1,
+        }
+    }
+}
+
+/// The test as this machine runs it: MPI ranks, one per GPU group of the machine, under a local `mpirun` (as on
+/// one Slurm node); one rank, or any other layout, as a plain process.
+fn local_command(run: &TestRun, gpus: u64) -> String {
+    let launch = run.launch();
+    let cmd = crate::workloads::full_command(&launch, &run.test);
+    let ranks = launch.ranks_per_node(gpus);
+    if launch.needs_launcher(1, gpus) {
+        crate::workloads::launch::mpirun(ranks, ranks, None, &[], &cmd).join(" ")
+    } else {
+        cmd
     }
 }
 
@@ -73,15 +93,24 @@ impl System for Standalone {
         "StandaloneRunner"
     }
 
+    fn check(&self, run: &TestRun) -> Vec<String> {
+        run.launch()
+            .shape_problem(&run.id, 1, self.gpus())
+            .into_iter()
+            .collect()
+    }
+
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
-        let cmd = crate::workloads::full_command(run.workload, &run.test);
+        let gpus = self.gpus();
+        let cmd = local_command(run, gpus);
         let full = if run.pre_test.is_some() || run.post_test.is_some() {
-            with_hooks(run, dir, &cmd)
+            with_hooks(run, dir, &cmd, gpus)
         } else {
             cmd.clone()
         };
         Ok(Prepared {
-            test_cmd: cmd,
+            // the workload's own command; full_cmd is how this machine runs it
+            test_cmd: crate::workloads::full_command(&run.launch(), &run.test),
             full_cmd: full,
             files: Vec::new(),
             env: super::job_env(&self.cfg, run),
@@ -277,7 +306,7 @@ impl Drop for Standalone {
 
 /// The command wrapped by its hooks, as on Slurm: pre-tests (outputs in `pre_test/<test>/`), the test only if
 /// every pre-test succeeded, then the post-tests. A skipped test exits 1 with the reason on stderr.
-fn with_hooks(run: &TestRun, dir: &Path, main: &str) -> String {
+fn with_hooks(run: &TestRun, dir: &Path, main: &str, gpus: u64) -> String {
     let hook = |kind: &str, tr: &TestRun| {
         let d = dir.join(kind).join(&tr.test.name);
         let env: String = tr
@@ -286,13 +315,13 @@ fn with_hooks(run: &TestRun, dir: &Path, main: &str) -> String {
             .iter()
             .map(|(k, v)| format!("{k}={} ", shell_quote(&v.py_str())))
             .collect();
-        let cmd = crate::workloads::full_command(tr.workload, &tr.test);
+        let cmd = local_command(tr, gpus);
         let line = format!(
             "mkdir -p {0} && ( {env}bash -c {1} ) > {0}/stdout.txt 2> {0}/stderr.txt",
             shell_quote(&d.display().to_string()),
             shell_quote(&cmd)
         );
-        let check = tr.workload.hook_check(&d);
+        let check = tr.launch().shell_check(&d.join("stdout.txt"));
         (
             line,
             if check.is_empty() {

@@ -10,21 +10,72 @@ use std::sync::Mutex;
 static FAILED: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
 
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    write(path, contents, false)
+    write(path, contents, false, true)
 }
 
 /// As `write_atomic`, and on disk before it returns (file and directory synced): for the run's journal, which a
 /// `resume` after a crash or power loss must find as it was.
 pub fn write_durable(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    write(path, contents, true)
+    write(path, contents, true, true)
 }
 
-fn write(path: &Path, contents: &[u8], durable: bool) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+/// A new temporary file beside `path` (`.<name>.<random>.tmp`): created exclusively (never an existing file, never
+/// through a symlink someone planted under a predictable name), with an unpredictable name.
+pub fn create_temp(path: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    for _ in 0..16 {
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "cannot create a temporary file beside {}",
+        path.display()
+    )))
+}
+
+/// 64 random bits from the kernel (a clock-based fallback when it refuses).
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom fills the buffer it is given, at most its length
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ (u64::from(std::process::id()) << 32)
+    }
+}
+
+fn write(path: &Path, contents: &[u8], durable: bool, note: bool) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let (tmp, f) = match create_temp(path) {
+        Ok(x) => x,
+        Err(e) => {
+            if note {
+                note_failure(path, &e);
+            }
+            return Err(e);
+        }
+    };
     let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = f;
         // No fsync: the rename makes the write atomic for readers, and a sync per file made a 1,000-iteration
         // dry-run ten times slower.
         f.write_all(contents)?;
@@ -41,6 +92,63 @@ fn write(path: &Path, contents: &[u8], durable: bool) -> std::io::Result<()> {
     })();
     if let Err(e) = &r {
         let _ = std::fs::remove_file(&tmp);
+        if note {
+            note_failure(path, e);
+        }
+    }
+    r
+}
+
+/// As `write_durable`; when that fails (a full disk) and the file already holds at least as many bytes, the new
+/// contents overwrite it in place (its blocks are already allocated), padded with blanks to its old length.
+pub fn write_reserved(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let first = match write(path, contents, true, false) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    let in_place = (|| {
+        use std::io::{Seek, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        let old = std::fs::symlink_metadata(path)?;
+        if !old.is_file() || (old.len() as usize) < contents.len() {
+            return Err(std::io::Error::other("no room reserved"));
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?;
+        let mut padded = contents.to_vec();
+        padded.resize(old.len() as usize, b' ');
+        f.rewind()?;
+        f.write_all(&padded)?;
+        f.sync_all()
+    })();
+    if in_place.is_err() {
+        note_failure(path, &first);
+        return Err(first);
+    }
+    Ok(())
+}
+
+/// As `write_atomic`, for contents produced by `fill` into a buffered writer (too large to hold in memory).
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let r = create_temp(path).and_then(|(tmp, f)| {
+        let done = (|| {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+            fill(&mut w)?;
+            w.flush()?;
+            drop(w);
+            std::fs::rename(&tmp, path)
+        })();
+        if done.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        done
+    });
+    if let Err(e) = &r {
         note_failure(path, e);
     }
     r

@@ -2,6 +2,7 @@ pub mod fsx;
 pub mod nodelist;
 pub mod pytoml;
 pub mod shell;
+pub mod signals;
 
 /// This machine's name as the kernel knows it (what `hostname` prints).
 pub fn hostname() -> String {

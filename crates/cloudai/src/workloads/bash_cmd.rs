@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use super::{JobOutcome, Verdict, Workload};
+use super::{JobOutcome, Launch, Procs, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
 use crate::config::test::{TemplateSchema, TestDefinition};
 
@@ -19,20 +19,18 @@ impl TemplateSchema for BashCmd {
 }
 
 impl Workload for BashCmd {
-    fn schedulers(&self) -> &'static [&'static str] {
-        &["standalone", "slurm", "kubernetes"]
-    }
-    fn command(&self, test: &TestDefinition) -> String {
-        super::with_nsys(
+    /// The script as written, with its `nsys` prefix (as CloudAI's `test_cmd`), run by the job itself.
+    fn launch(&self, test: &TestDefinition) -> Launch {
+        let script = super::with_nsys(
             test,
             test.cmd_args.str("cmd").unwrap_or_default().to_string(),
-        )
-    }
-    fn in_batch_script(&self) -> bool {
-        true
-    }
-    fn hook_check(&self, _dir: &Path) -> String {
-        "[ $? -eq 0 ] && echo 1 || echo 0".into()
+        );
+        Launch {
+            procs: Procs::Script,
+            has_profiler: true,
+            success: Success::ExitStatus,
+            ..Launch::process(script, Vec::new())
+        }
     }
     fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
         Verdict::from_exit(outcome)

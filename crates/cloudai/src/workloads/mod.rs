@@ -2,8 +2,10 @@
 //! finished iteration; systems wrap that command for their scheduler.
 
 mod bash_cmd;
+pub mod launch;
 pub mod nccl;
 mod sleep;
+pub mod ucc;
 
 use std::path::Path;
 
@@ -11,6 +13,7 @@ use crate::config::error::ConfigErrors;
 use crate::config::node::Node;
 use crate::config::test::{TemplateSchema, TestDefinition};
 
+pub use launch::{Launch, Procs, Success};
 pub use nccl::NcclTest;
 
 /// What a system observed when an iteration's job ended.
@@ -59,11 +62,27 @@ impl Verdict {
     }
 }
 
+/// A report file too large to build in memory: `write` produces it into the writer it is given.
+#[derive(Clone)]
+pub struct StreamedFile {
+    pub name: String,
+    #[allow(clippy::type_complexity)]
+    pub write: std::sync::Arc<dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()> + Send + Sync>,
+}
+
+impl std::fmt::Debug for StreamedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamedFile({})", self.name)
+    }
+}
+
 /// What a finished iteration shows: report files (written next to its output), key numbers and its bus
 /// bandwidth curve (size, GB/s) for comparisons.
 #[derive(Clone, Debug, Default)]
 pub struct IterationReport {
     pub files: Vec<(String, String)>,
+    /// Files written as a stream (an output too long to hold: its CSV).
+    pub streamed: Vec<StreamedFile>,
     pub metrics: serde_json::Map<String, serde_json::Value>,
     pub curve: Vec<(u64, f64)>,
     /// The grade from the same reading of the output (used when re-grading).
@@ -87,35 +106,21 @@ pub struct Point {
     pub time_ip_us: Option<f64>,
 }
 
-/// A test template: its config schema ([`TemplateSchema`]), the command it runs and how it is graded.
+/// A test template: its config schema ([`TemplateSchema`]), what it runs ([`Launch`], rendered by every
+/// scheduler) and how it is graded and reported.
 pub trait Workload: TemplateSchema + Send + Sync {
-    /// Schedulers this workload has a command for.
-    fn schedulers(&self) -> &'static [&'static str];
+    /// Schedulers this workload runs on (every scheduler renders any [`Launch`]; a workload narrows this only
+    /// when it depends on one scheduler's features).
+    fn schedulers(&self) -> &'static [&'static str] {
+        ALL_SCHEDULERS
+    }
     /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
     /// measured (the agent observes -1 then, as CloudAI does).
     fn metric(&self, _test: &TestDefinition, _dir: &Path, _name: &str) -> Option<f64> {
         None
     }
-    /// The test command proper (what runs on a node), without any launcher prefix. Profiling (`nsys`) is added by
-    /// the system, except for workloads that run in the batch script itself.
-    fn command(&self, test: &TestDefinition) -> String;
-    /// Container image on container-capable schedulers; `None` runs on the host (bare-metal binaries on PATH).
-    fn container_image(&self, _test: &TestDefinition) -> Option<String> {
-        None
-    }
-    /// Runs directly in the Slurm batch script, without srun (BashCmd).
-    fn in_batch_script(&self) -> bool {
-        false
-    }
-    /// Shell snippet printing 1 when a hook run with output in `dir` succeeded, else 0. Empty: no check (CloudAI's
-    /// default, which makes the pre-test guard fail).
-    fn hook_check(&self, _dir: &Path) -> String {
-        String::new()
-    }
-    /// srun's MPI flag for this test.
-    fn srun_mpi_flag(&self, _test: &TestDefinition, mpi: &str) -> String {
-        format!("--mpi={mpi}")
-    }
+    /// What the test runs, as data. Profiling (`nsys`) is added by the system unless the launch carries it.
+    fn launch(&self, test: &TestDefinition) -> Launch;
     /// Grades a finished iteration from its output directory.
     fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict;
     /// Reports of a finished iteration, `None` when there is nothing to report (no output).
@@ -124,7 +129,28 @@ pub trait Workload: TemplateSchema + Send + Sync {
     }
 }
 
-static REGISTRY: &[&dyn Workload] = &[&NcclTest, &sleep::Sleep, &bash_cmd::BashCmd];
+/// The test's `extra_cmd_args` as written (CloudAI appends them unquoted): `key [value]` each.
+pub fn push_extra_args(test: &TestDefinition, args: &mut Vec<String>) {
+    for (k, v) in &test.extra_cmd_args {
+        args.push(k.clone());
+        if !v.is_empty() {
+            args.push(v.clone());
+        }
+    }
+}
+
+/// A workload's `cmd_args.docker_image_url`, when set.
+pub fn docker_image(test: &TestDefinition) -> Option<String> {
+    test.cmd_args
+        .str("docker_image_url")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// Every scheduler that renders launches.
+pub const ALL_SCHEDULERS: &[&str] = &["standalone", "slurm", "runai", "kubernetes"];
+
+static REGISTRY: &[&dyn Workload] = &[&NcclTest, &sleep::Sleep, &bash_cmd::BashCmd, &ucc::UccTest];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {
     REGISTRY.iter().copied().find(|w| w.template() == template)
@@ -176,9 +202,9 @@ pub fn with_nsys(test: &TestDefinition, cmd: String) -> String {
 }
 
 /// The command with profiling, as a system that runs it directly (no wrapper) executes it.
-pub fn full_command(w: &dyn Workload, test: &TestDefinition) -> String {
-    let cmd = w.command(test);
-    if w.in_batch_script() {
+pub fn full_command(launch: &Launch, test: &TestDefinition) -> String {
+    let cmd = launch.command_line();
+    if launch.has_profiler {
         cmd
     } else {
         with_nsys(test, cmd)

@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use super::{JobOutcome, Verdict, Workload};
+use super::{JobOutcome, Launch, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
 use crate::config::test::{TemplateSchema, TestDefinition};
 
@@ -21,16 +21,13 @@ impl TemplateSchema for Sleep {
 }
 
 impl Workload for Sleep {
-    fn schedulers(&self) -> &'static [&'static str] {
-        &["standalone", "slurm", "kubernetes"]
-    }
-    fn command(&self, test: &TestDefinition) -> String {
+    fn launch(&self, test: &TestDefinition) -> Launch {
         let secs = test
             .cmd_args
             .get("seconds")
             .map(|v| v.py_str())
             .unwrap_or_else(|| "5".into());
-        format!("sleep {}", crate::util::shell::quote(&secs))
+        Launch::process("sleep", vec![crate::util::shell::quote(&secs).into_owned()])
     }
     fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
         Verdict::from_exit(outcome)

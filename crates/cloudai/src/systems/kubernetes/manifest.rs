@@ -1,9 +1,11 @@
-//! The objects an iteration becomes on Kubernetes: a Kubeflow `MPIJob` (kubeflow.org/v2beta1) for NCCL on several
-//! nodes, a `batch/v1` Job for everything else. Built as plain JSON so the same value is written to
+//! The objects an iteration becomes on Kubernetes: a Kubeflow `MPIJob` (kubeflow.org/v2beta1) for MPI ranks on
+//! several nodes, a `batch/v1` Job for everything else; pods fitted for collective benchmarks as the system says
+//! (memory-backed `/dev/shm`, host or secondary networks, RDMA devices, capabilities, placement, deadlines). Built as plain JSON so the same value is written to
 //! `k8s-manifest.yaml` in dry-run and sent to the API server in a run.
 
 use serde_json::{json, Map, Value};
 
+use crate::config::pods::{PodSettings, Toleration};
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
 use crate::systems::runai::payload;
@@ -118,119 +120,249 @@ fn affinity(run: &TestRun) -> Option<Value> {
     )
 }
 
-fn pod_spec(
-    run: &TestRun,
-    sys: &KubernetesConfig,
-    restart: &str,
-    container: Value,
-    pinned: bool,
-) -> Value {
-    let mut spec = json!({"restartPolicy": restart, "containers": [container]});
-    if let Some(h) = sys.use_host_network {
-        spec["hostNetwork"] = h.into();
-    }
-    if pinned {
-        if let Some(a) = affinity(run) {
-            spec["affinity"] = a;
-        }
-    }
-    spec
-}
+/// The volume name of the memory-backed `/dev/shm`.
+const SHM_VOLUME: &str = "dev-shm";
+/// The claim name of a worker's IMEX channel.
+const IMEX_CLAIM: &str = "imex-channel";
+/// Where the MPI operator mounts its host file in the launcher.
+pub const HOSTFILE: &str = "/etc/mpi/hostfile";
 
-/// What one step runs: its image, its command as on Slurm, and the GPUs each node gives it.
-pub struct Command<'a> {
-    pub image: String,
-    pub cmd: String,
+/// What one pod runs.
+pub struct Pod<'a> {
+    pub role: &'a str,
+    pub image: &'a str,
+    /// None: the image's entrypoint.
+    pub command: Option<Vec<String>>,
     pub gpus: u64,
     pub env: &'a [(String, String)],
+    pub restart: &'a str,
+    /// Pinned to the test's hosts (`nodes = [...]`).
+    pub pinned: bool,
+}
+
+/// Everything the system says about pods, for one step.
+pub struct Fit<'a> {
+    pub sys: &'a KubernetesConfig,
+    pub host_network: bool,
+}
+
+impl Fit<'_> {
+    fn pods(&self) -> &PodSettings {
+        &self.sys.pods
+    }
+
+    /// A pod template: the container, then what the system asks of every pod and, for pods with GPUs, what GPU
+    /// collectives need (shared memory, NICs, RDMA devices, capabilities); last the operator's own patch.
+    fn template(&self, run: &TestRun, m: &Meta, pod: &Pod) -> Value {
+        let p = self.pods();
+        let mut container = json!({"name": pod.role, "image": pod.image, "env": env(pod.env)});
+        if let Some(c) = &pod.command {
+            container["command"] = json!(c);
+        }
+        let mut spec = json!({"restartPolicy": pod.restart});
+        let mut meta = json!({"labels": m.labels(run, pod.role)});
+        if self.host_network {
+            spec["hostNetwork"] = true.into();
+            spec["dnsPolicy"] = "ClusterFirstWithHostNet".into();
+        }
+        if pod.pinned {
+            if let Some(a) = affinity(run) {
+                spec["affinity"] = a;
+            }
+        }
+        if !p.tolerations.is_empty() {
+            spec["tolerations"] = p.tolerations.iter().map(toleration).collect();
+        }
+        if !p.node_selector.is_empty() {
+            spec["nodeSelector"] = p
+                .node_selector
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect::<Map<_, _>>()
+                .into();
+        }
+        if !p.image_pull_secrets.is_empty() {
+            spec["imagePullSecrets"] = p.pull_secrets_json();
+        }
+        if let Some(sa) = &p.service_account {
+            spec["serviceAccountName"] = sa.as_str().into();
+        }
+        if pod.gpus > 0 {
+            let mut limits = Map::new();
+            limits.insert(GPU_RESOURCE.into(), pod.gpus.into());
+            for (k, q) in &p.extended_resources {
+                limits.insert(k.clone(), q.as_str().into());
+            }
+            container["resources"] = json!({"limits": limits});
+            if !p.shm_size.is_empty() {
+                spec["volumes"] = json!([{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": p.shm_size}}]);
+                container["volumeMounts"] = json!([{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]);
+            }
+            if p.privileged {
+                container["securityContext"] = json!({"privileged": true});
+            } else if !p.capabilities.is_empty() {
+                container["securityContext"] = json!({"capabilities": {"add": p.capabilities}});
+            }
+            if !p.networks.is_empty() {
+                meta["annotations"] = json!({MULTUS_NETWORKS: p.networks.join(",")});
+            }
+        }
+        spec["containers"] = json!([container]);
+        if let Some(patch) = &p.pod_spec_patch {
+            crate::config::pods::merge_patch(&mut spec, patch);
+        }
+        json!({"metadata": meta, "spec": spec})
+    }
+}
+
+/// Multus' pod annotation naming the secondary networks.
+pub const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+
+fn toleration(t: &Toleration) -> Value {
+    t.to_json("tolerationSeconds")
+}
+
+/// Server-side limits of one object: deadline (time limit plus margin) and how long it stays once finished.
+pub struct Limits {
+    pub deadline: Option<u64>,
+    pub ttl: u64,
 }
 
 /// A `batch/v1` Job with one pod that is never restarted (a rerun would hide a failure).
-pub fn job(run: &TestRun, sys: &KubernetesConfig, m: &Meta, c: &Command) -> Value {
-    let mut container = json!({
-        "name": "main", "image": c.image, "command": ["/bin/bash", "-c", c.cmd], "env": env(c.env),
+pub fn job(run: &TestRun, fit: &Fit, m: &Meta, pod: &Pod, limits: &Limits) -> Value {
+    let mut spec = json!({
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": limits.ttl,
+        "template": fit.template(run, m, pod),
     });
-    if c.gpus > 0 {
-        container["resources"] = json!({"limits": {GPU_RESOURCE: c.gpus}});
+    if let Some(d) = limits.deadline {
+        spec["activeDeadlineSeconds"] = d.into();
     }
-    json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": m.metadata(run),
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": m.labels(run, "main")},
-                "spec": pod_spec(run, sys, "Never", container, true),
-            },
-        },
-    })
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": m.metadata(run), "spec": spec})
 }
 
-/// A Kubeflow MPIJob: one launcher running mpirun with the test's command line, `num_nodes` workers with the
-/// node's GPUs each and `slotsPerWorker` ranks each.
-pub fn mpijob(run: &TestRun, sys: &KubernetesConfig, m: &Meta, c: &Command, slots: u64) -> Value {
-    let ranks = run.num_nodes * slots;
-    let mut mpirun = vec![
-        "mpirun".to_string(),
-        "--allow-run-as-root".into(),
-        "-np".into(),
-        ranks.to_string(),
-        "-bind-to".into(),
-        "none".into(),
-        "-map-by".into(),
-        format!("ppr:{slots}:node"),
-    ];
-    for (k, _) in c.env {
-        mpirun.push("-x".into());
-        mpirun.push(k.clone());
+/// What the launcher of an MPIJob runs and how its workers serve it.
+pub struct Mpi<'a> {
+    pub image: &'a str,
+    /// The rank's command line (program, arguments, profiler).
+    pub cmd: &'a str,
+    pub env: &'a [(String, String)],
+    pub workers: u64,
+    pub slots: u64,
+    pub gpus: u64,
+    pub ssh_port: u64,
+    /// Seconds the launcher waits for every worker's sshd before it gives up with a named reason.
+    pub worker_wait: u64,
+}
+
+/// The launcher's script: wait (bounded) until every worker of the operator's host file accepts connections on
+/// the ssh port — a worker without sshd is named instead of failing inside mpirun —, then mpirun with the host
+/// file, every variable forwarded to the ranks.
+pub fn launcher_script(mpi: &Mpi) -> String {
+    let mut args = crate::workloads::launch::mpirun(
+        mpi.workers * mpi.slots,
+        mpi.slots,
+        Some(HOSTFILE),
+        mpi.env,
+        mpi.cmd,
+    );
+    if mpi.ssh_port != 22 {
+        // the operator's ConnectionAttempts is replaced by an explicit plm_rsh_args, so it is repeated here
+        let rsh = format!("-p {} -o ConnectionAttempts=10", mpi.ssh_port);
+        args.splice(
+            2..2,
+            [
+                "--mca".to_string(),
+                "plm_rsh_args".into(),
+                format!("\"{rsh}\""),
+            ],
+        );
     }
-    mpirun.push(c.cmd.clone());
-    let launcher = json!({
-        "name": "launcher", "image": c.image, "command": ["/bin/bash", "-c", mpirun.join(" ")], "env": env(c.env),
-    });
-    let mut worker = json!({
-        "name": "worker", "image": c.image, "env": env(c.env),
-        "resources": {"limits": {GPU_RESOURCE: c.gpus}},
-    });
+    format!(
+        "deadline=$((SECONDS + {wait})); for h in $(cut -d' ' -f1 {HOSTFILE}); do \
+         until (exec 3<>/dev/tcp/$h/{port}) 2>/dev/null; do \
+         if [ $SECONDS -ge $deadline ]; then echo \"cloudai: MPI worker $h did not accept ssh connections on port \
+         {port} within {wait} s: the image {image} must run an SSH server in every worker (MPIJob workers need \
+         sshd; see mpi_worker_command)\" >&2; exit 1; fi; sleep 2; done; done; {mpirun}",
+        wait = mpi.worker_wait,
+        port = mpi.ssh_port,
+        image = mpi.image,
+        mpirun = args.join(" "),
+    )
+}
+
+/// A Kubeflow MPIJob: one launcher running mpirun with the test's command line, `workers` workers with the
+/// node's GPUs each and `slots` ranks each.
+pub fn mpijob(run: &TestRun, fit: &Fit, m: &Meta, mpi: &Mpi, limits: &Limits) -> Value {
+    let sys = fit.sys;
+    let launcher = Pod {
+        role: "launcher",
+        image: mpi.image,
+        command: Some(vec!["/bin/bash".into(), "-c".into(), launcher_script(mpi)]),
+        gpus: 0,
+        env: mpi.env,
+        restart: "Never",
+        pinned: false,
+    };
     // workers only serve the launcher's ssh: sshd in the foreground, unless the image's entrypoint does it
-    let command: Vec<&str> = sys.mpi_worker_command.split_whitespace().collect();
-    if !command.is_empty() {
-        worker["command"] = json!(command);
+    let mut command: Vec<String> = sys
+        .mpi_worker_command
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if mpi.ssh_port != 22
+        && command
+            .first()
+            .is_some_and(|c| c.ends_with("/sshd") || c == "sshd")
+    {
+        command.extend(["-p".into(), mpi.ssh_port.to_string()]);
     }
-    let run_policy = json!({"cleanPodPolicy": "Running", "backoffLimit": 0});
+    let worker = Pod {
+        role: "worker",
+        image: mpi.image,
+        command: (!command.is_empty()).then_some(command),
+        gpus: mpi.gpus,
+        env: mpi.env,
+        restart: "OnFailure",
+        pinned: true,
+    };
+    let mut worker_tpl = fit.template(run, m, &worker);
+    let wspec = &mut worker_tpl["spec"];
+    // ready once sshd listens, so the operator and `kubectl get` show workers that can take ranks
+    wspec["containers"][0]["readinessProbe"] =
+        json!({"tcpSocket": {"port": mpi.ssh_port}, "initialDelaySeconds": 2, "periodSeconds": 5});
     // num_nodes means that many hosts: never two workers of one job on one node, even where GPUs would allow it
-    let mut worker_spec = pod_spec(run, sys, "OnFailure", worker, true);
-    worker_spec["affinity"]["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "topologyKey": "kubernetes.io/hostname",
-        "labelSelector": {"matchLabels": {JOB_LABEL: m.name, ROLE_LABEL: "worker"}},
+    let peers = json!({JOB_LABEL: m.name, ROLE_LABEL: "worker"});
+    wspec["affinity"]["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": peers},
     }]});
+    if let Some(t) = &sys.pods.imex_channel_template {
+        // multi-node NVLink: every worker claims the ComputeDomain's IMEX channel, all in one NVLink clique
+        wspec["resourceClaims"] = json!([{"name": IMEX_CLAIM, "resourceClaimTemplateName": t}]);
+        wspec["containers"][0]["resources"]["claims"] = json!([{"name": IMEX_CLAIM}]);
+        wspec["affinity"]["podAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "nvidia.com/gpu.clique", "labelSelector": {"matchLabels": peers},
+        }]});
+    }
+    let mut run_policy = json!({
+        "cleanPodPolicy": "Running", "backoffLimit": 0, "ttlSecondsAfterFinished": limits.ttl,
+    });
+    if let Some(d) = limits.deadline {
+        run_policy["activeDeadlineSeconds"] = d.into();
+    }
     json!({
         "apiVersion": format!("{MPIJOB_GROUP}/{MPIJOB_VERSION}"),
         "kind": "MPIJob",
         "metadata": m.metadata(run),
         "spec": {
-            "slotsPerWorker": slots,
+            "slotsPerWorker": mpi.slots,
             "runPolicy": run_policy,
             "mpiImplementation": "OpenMPI",
+            "launcherCreationPolicy": "AtStartup",
             "sshAuthMountPath": sys.ssh_auth_mount_path,
             "mpiReplicaSpecs": {
-                "Launcher": {
-                    "replicas": 1,
-                    "restartPolicy": "Never",
-                    "template": {
-                        "metadata": {"labels": m.labels(run, "launcher")},
-                        "spec": pod_spec(run, sys, "Never", launcher, false),
-                    },
-                },
-                "Worker": {
-                    "replicas": run.num_nodes,
-                    "restartPolicy": "OnFailure",
-                    "template": {
-                        "metadata": {"labels": m.labels(run, "worker")},
-                        "spec": worker_spec,
-                    },
-                },
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": fit.template(run, m, &launcher)},
+                "Worker": {"replicas": mpi.workers, "restartPolicy": "OnFailure", "template": worker_tpl},
             },
         },
     })

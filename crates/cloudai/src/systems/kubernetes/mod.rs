@@ -1,5 +1,5 @@
-//! Kubernetes: NCCL on several nodes as a Kubeflow MPIJob, everything else (NCCL on one node, Sleep, BashCmd,
-//! hooks) as `batch/v1` Jobs. Objects are watched (one watch per kind in the namespace), never polled; the pod
+//! Kubernetes: a launch of MPI ranks on several nodes as a Kubeflow MPIJob, everything else (one node, however
+//! many ranks; scripts; hooks) as `batch/v1` Jobs, rendered from the workload's [`crate::workloads::Launch`]. Objects are watched (one watch per kind in the namespace), never polled; the pod
 //! that prints the results is followed into `stdout.txt`, events of the object and its pods go to `events.txt`.
 //! Every object we end, whatever the reason, is deleted in the foreground and its deletion confirmed before the
 //! next step; what cannot be confirmed is a leftover.
@@ -200,6 +200,18 @@ impl Kubernetes {
     }
 }
 
+/// The objects of one iteration whose results go to `dir`, in order (pre-test hooks, the test, post-test hooks),
+/// as they are written to `k8s-manifest.yaml` and created.
+pub fn manifests(cfg: &SystemConfig, run: &TestRun, dir: &Path) -> Vec<serde_json::Value> {
+    let SystemKind::Kubernetes(k) = &cfg.kind else {
+        return Vec::new();
+    };
+    step::plan(run, k, cfg, dir)
+        .into_iter()
+        .map(|s| s.manifest)
+        .collect()
+}
+
 /// Every Job and MPIJob cloudai made in the system's namespace by name, with its phase: one list per kind
 /// (`cloudai status`).
 pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, String> {
@@ -258,7 +270,7 @@ impl System for Kubernetes {
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
-        step::check(run, self.k(), &self.cfg.name)
+        step::check(run, self.k())
     }
 
     async fn connect(&self) -> Result<(), String> {
@@ -304,7 +316,7 @@ impl System for Kubernetes {
             .unwrap()
             .insert(dir.to_path_buf(), steps);
         Ok(Prepared {
-            test_cmd: run.workload.command(&run.test),
+            test_cmd: run.launch().command_line(),
             full_cmd,
             files,
             env: super::job_env(&self.cfg, run),

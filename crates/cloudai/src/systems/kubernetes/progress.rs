@@ -435,7 +435,7 @@ impl Kubernetes {
             kind: &step.kind_of,
             name: &step.name,
             dir: &step.dir,
-            check_output: step.check_output,
+            success: &step.success,
             failed,
             state,
             reason,

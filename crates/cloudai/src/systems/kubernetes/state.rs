@@ -67,10 +67,68 @@ fn with_message(reason: &str, message: &str) -> String {
     }
 }
 
+/// Why a container cannot start, from its current or last state: the runtime could not create or exec it
+/// (`StartError`, `RunContainerError`, `CreateContainerError`, `ContainerCannotRun`), in the runtime's words.
+fn start_error(cs: &Value) -> Option<(&str, &str)> {
+    const CANNOT_START: &[&str] = &[
+        "StartError",
+        "RunContainerError",
+        "CreateContainerError",
+        "ContainerCannotRun",
+    ];
+    [
+        &cs["state"]["waiting"],
+        &cs["state"]["terminated"],
+        &cs["lastState"]["terminated"],
+    ]
+    .into_iter()
+    .map(|st| (s(st, &["reason"]), s(st, &["message"])))
+    .find(|(r, _)| CANNOT_START.contains(r))
+}
+
+/// The program a runtime could not exec (`exec: "/usr/sbin/sshd": stat …: no such file or directory`).
+fn missing_program(message: &str) -> Option<&str> {
+    if !message.contains("no such file or directory") && !message.contains("not found") {
+        return None;
+    }
+    let rest = &message[message.find("exec: \"")? + 7..];
+    rest.split('"').next().filter(|p| !p.is_empty())
+}
+
+/// A container that cannot start, named: a missing program by its path (and, for an MPI worker, what it is
+/// for), anything else in the runtime's words.
+fn cannot_start(pod: &Value, cs: &Value, reason: &str, message: &str) -> String {
+    let cname = s(cs, &["name"]);
+    let image = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == cname)
+        .map(|c| s(c, &["image"]))
+        .unwrap_or("");
+    let role = s(pod, &["metadata", "labels", super::manifest::ROLE_LABEL]);
+    let head = format!("pod {}, container {cname} cannot start", name(pod));
+    match missing_program(message) {
+        Some(prog) if role == "worker" && prog.ends_with("sshd") => format!(
+            "{head}: image {image} has no {prog}; MPIJob workers need an SSH server (install openssh-server in \
+             the image, or set mpi_worker_command to what starts one) ({reason})"
+        ),
+        Some(prog) => format!("{head}: image {image} has no {prog} ({reason})"),
+        None => format!("{head}: {}", with_message(reason, message)),
+    }
+}
+
 /// A pod problem that ends the step at once, whatever the controller says.
-fn fatal(pod: &Value) -> Option<(String, String, EndReason)> {
+fn fatal(pod: &Value) -> Option<(String, String, Option<EndReason>)> {
     let pname = name(pod);
     for cs in container_statuses(pod) {
+        if let Some((reason, message)) = start_error(cs) {
+            return Some((
+                reason.to_string(),
+                cannot_start(pod, cs, reason, message),
+                None,
+            ));
+        }
         let waiting = &cs["state"]["waiting"];
         let reason = s(waiting, &["reason"]);
         if IMAGE_PULL.contains(&reason) {
@@ -81,7 +139,7 @@ fn fatal(pod: &Value) -> Option<(String, String, EndReason)> {
                     s(cs, &["name"]),
                     with_message(reason, s(waiting, &["message"]))
                 ),
-                EndReason::ImagePullFailed,
+                Some(EndReason::ImagePullFailed),
             ));
         }
     }
@@ -93,7 +151,7 @@ fn fatal(pod: &Value) -> Option<(String, String, EndReason)> {
                 s(pod, &["spec", "nodeName"]),
                 s(pod, &["status", "message"])
             ),
-            EndReason::Evicted,
+            Some(EndReason::Evicted),
         ));
     }
     None
@@ -148,7 +206,7 @@ pub fn evaluate(kind: Kind, obj: &Value, pods: &[&Value]) -> Phase {
                 ok: false,
                 state,
                 reason,
-                end: Some(end),
+                end,
             };
         }
     }
@@ -285,6 +343,43 @@ mod tests {
             Some("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
         );
         assert!(reason.starts_with("Unschedulable: 0/4"));
+    }
+
+    #[test]
+    fn a_worker_without_sshd_is_named() {
+        let mut p = pod(
+            json!({"phase": "Running", "containerStatuses": [{"name": "worker",
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
+            "lastState": {"terminated": {"reason": "StartError", "exitCode": 128, "message":
+                "failed to create containerd task: ... unable to start container process: exec: \"/usr/sbin/sshd\": \
+                 stat /usr/sbin/sshd: no such file or directory: unknown"}}}]}),
+        );
+        p["metadata"]["labels"] = json!({"cloudai-role": "worker"});
+        p["spec"] = json!({"containers": [{"name": "worker", "image": "img:1"}]});
+        match evaluate(Kind::MpiJob, &json!({}), &[&p]) {
+            Phase::Ended {
+                ok, state, reason, ..
+            } => {
+                assert!(!ok);
+                assert_eq!(state, "StartError");
+                assert!(
+                    reason.contains(
+                        "image img:1 has no /usr/sbin/sshd; MPIJob workers need an SSH server"
+                    ),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // another program, another role: named by its path
+        p["metadata"]["labels"] = json!({"cloudai-role": "main"});
+        let Phase::Ended { reason, .. } = evaluate(Kind::Job, &json!({}), &[&p]) else {
+            panic!()
+        };
+        assert!(
+            reason.ends_with("image img:1 has no /usr/sbin/sshd (StartError)"),
+            "{reason}"
+        );
     }
 
     #[test]

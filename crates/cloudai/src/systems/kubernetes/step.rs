@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::manifest::{self, Command, Kind, Meta};
+use super::manifest::{self, Fit, Kind, Limits, Meta, Mpi, Pod};
 use crate::config::system::{KubernetesConfig, SystemConfig};
 use crate::scenario::TestRun;
 use crate::systems::runai::payload;
 
 pub use crate::systems::hooks::StepKind;
+use crate::workloads::Success;
 
 #[derive(Clone, Debug)]
 pub struct Step {
@@ -21,8 +22,8 @@ pub struct Step {
     pub identity: String,
     pub manifest: Value,
     pub dir: PathBuf,
-    /// A hook passes only when its output shows the NCCL summary (CloudAI's hook check).
-    pub check_output: bool,
+    /// How the step's success is judged when it is a pre-test hook (the workload's rule).
+    pub success: Success,
 }
 
 impl Step {
@@ -51,16 +52,6 @@ impl Step {
     }
 }
 
-fn is_nccl(run: &TestRun) -> bool {
-    run.test.test_template_name == "NcclTest"
-}
-
-/// Ranks per worker of an MPIJob: the node's GPUs shared among processes of `ngpus` × `nthreads` GPUs each.
-fn slots(run: &TestRun, k: &KubernetesConfig) -> u64 {
-    let per_node = k.gpus_per_node.max(1);
-    (per_node / payload::gpus_per_process(run).min(per_node)).max(1)
-}
-
 fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
     let tag = kind_of.tag();
     // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
@@ -77,43 +68,51 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
         iteration: &ctx.iteration,
         results_dir: &dir_s,
     };
-    let env = crate::systems::job_env(ctx.cfg, run);
-    let cmd = run.workload.command(&run.test);
-    let (kind, manifest) = if is_nccl(run) {
-        let image = payload::image(run.test.cmd_args.str("docker_image_url").unwrap_or(""));
-        if run.num_nodes > 1 {
-            let c = Command {
-                image,
-                cmd,
-                gpus: ctx.k.gpus_per_node,
-                env: &env,
-            };
-            (
-                Kind::MpiJob,
-                manifest::mpijob(run, ctx.k, &meta, &c, slots(run, ctx.k)),
-            )
-        } else {
-            let c = Command {
-                image,
-                cmd,
-                gpus: payload::gpus_per_process(run),
-                env: &env,
-            };
-            (Kind::Job, manifest::job(run, ctx.k, &meta, &c))
-        }
-    } else {
-        let image = run
-            .workload
-            .container_image(&run.test)
-            .map(|i| payload::image(&i))
-            .unwrap_or_else(|| ctx.k.job_image.clone());
-        let c = Command {
-            image,
-            cmd,
-            gpus: 0,
+    let launch = run.launch();
+    let mut env = crate::systems::job_env(ctx.cfg, run);
+    env.extend(launch.env.iter().cloned());
+    let image = launch
+        .image
+        .as_deref()
+        .map(payload::image)
+        .unwrap_or_else(|| ctx.k.job_image.clone());
+    let per_node = ctx.k.gpus_per_node;
+    let fit = Fit {
+        sys: ctx.k,
+        host_network: ctx.k.pods.host_network(&env),
+    };
+    let limits = Limits {
+        deadline: ctx.k.pods.deadline(run.time_limit, run.max_pending_time),
+        ttl: ctx.k.pods.ttl_after_finished,
+    };
+    let (kind, manifest) = if run.num_nodes > 1 && launch.needs_launcher(run.num_nodes, per_node) {
+        let cmd = crate::workloads::full_command(&launch, &run.test);
+        let mpi = Mpi {
+            image: &image,
+            cmd: &cmd,
             env: &env,
+            workers: run.num_nodes,
+            slots: launch.ranks_per_node(per_node),
+            gpus: launch.gpus_per_node(per_node),
+            ssh_port: ctx.k.pods.ssh_port(fit.host_network),
+            worker_wait: run.max_pending_time.unwrap_or(600),
         };
-        (Kind::Job, manifest::job(run, ctx.k, &meta, &c))
+        (
+            Kind::MpiJob,
+            manifest::mpijob(run, &fit, &meta, &mpi, &limits),
+        )
+    } else {
+        let cmd = launch.node_command(&run.test, per_node);
+        let pod = Pod {
+            role: "main",
+            image: &image,
+            command: Some(vec!["/bin/bash".into(), "-c".into(), cmd]),
+            gpus: launch.gpus_per_node(per_node),
+            env: &env,
+            restart: "Never",
+            pinned: true,
+        };
+        (Kind::Job, manifest::job(run, &fit, &meta, &pod, &limits))
     };
     Step {
         kind_of,
@@ -122,7 +121,7 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
         identity,
         manifest,
         dir: dir.to_path_buf(),
-        check_output: is_nccl(run),
+        success: launch.success,
     }
 }
 
@@ -165,36 +164,14 @@ pub fn plan(run: &TestRun, k: &KubernetesConfig, cfg: &SystemConfig, dir: &Path)
 }
 
 /// What cannot run as configured, one sentence each, before anything is created.
-pub fn check(run: &TestRun, k: &KubernetesConfig, system: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if !is_nccl(run) {
-        return out;
-    }
-    let image = run.test.cmd_args.str("docker_image_url").unwrap_or("");
-    if let Some(why) = crate::systems::runai::image_problem(image) {
+pub fn check(run: &TestRun, k: &KubernetesConfig) -> Vec<String> {
+    let launch = run.launch();
+    let mut out: Vec<String> = crate::systems::image_problems(run, &launch, "Kubernetes");
+    out.extend(launch.shape_problem(&run.id, run.num_nodes, k.gpus_per_node));
+    if run.num_nodes > 1 && !launch.needs_launcher(run.num_nodes, k.gpus_per_node) {
         out.push(format!(
-            "test '{}': cmd_args.docker_image_url {image:?} {why}; Kubernetes needs an image reference like \
-             \"nvcr.io/nvidia/pytorch:25.01-py3\"",
-            run.id
-        ));
-    }
-    let asked = payload::gpus_per_process(run);
-    if asked > k.gpus_per_node {
-        out.push(format!(
-            "test '{}': asks {asked} GPUs per process (ngpus x nthreads) but system '{system}' has gpus_per_node = \
-             {}; lower ngpus/nthreads or set gpus_per_node in the system",
-            run.id, k.gpus_per_node
-        ));
-    }
-    let subtest = run
-        .test
-        .cmd_args
-        .str("subtest_name")
-        .unwrap_or("all_reduce_perf_mpi");
-    if run.num_nodes > 1 && !subtest.ends_with("_mpi") {
-        out.push(format!(
-            "test '{}': subtest_name {subtest:?} is a single-process binary but the test asks {} nodes; use \
-             {subtest}_mpi for an MPIJob across nodes",
+            "test '{}': asks {} nodes but runs as one pod on Kubernetes (only MPI tests span nodes); set \
+             num_nodes = 1",
             run.id, run.num_nodes
         ));
     }

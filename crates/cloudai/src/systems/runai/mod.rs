@@ -1,4 +1,4 @@
-//! Run:ai: NCCL tests submitted through the control-plane REST API, monitored with one GET per workload per
+//! Run:ai: test launches submitted through the control-plane REST API, monitored with one GET per workload per
 //! poll, logs followed from the cluster's log stream into `stdout.txt` as they arrive and events paged into
 //! `events.txt`; pre/post-test hooks run as their own workloads around the main one. Every workload we end,
 //! whatever the reason, is deleted and its deletion confirmed; what cannot be confirmed is a leftover.
@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::hooks::StepKind;
 use super::{JobId, JobState, Prepared, System};
-use crate::config::system::{RunAiConfig, Secret, SystemConfig, SystemKind};
+use crate::config::system::{RunAiConfig, SystemConfig, SystemKind};
 use crate::info;
 use crate::results::record::Leftover;
 use crate::scenario::TestRun;
@@ -27,6 +27,19 @@ use crate::workloads::JobOutcome;
 use client::Client;
 
 pub const PAYLOAD_FILE: &str = "runai-workload.json";
+
+/// The workloads of one iteration whose results go to `dir`, in order, as creation requests (and whether each is
+/// a distributed workload), as they are written to `runai-workload.json` and sent.
+pub fn payloads(cfg: &Arc<SystemConfig>, run: &TestRun, dir: &Path) -> Vec<(Value, bool)> {
+    RunAi::new(cfg.clone(), true)
+        .map(|r| {
+            r.steps(run, dir)
+                .into_iter()
+                .map(|s| (s.payload, s.distributed))
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// One workload of a job: a hook or the test itself.
 #[derive(Clone, Debug)]
@@ -38,8 +51,8 @@ struct Step {
     distributed: bool,
     payload: Value,
     dir: PathBuf,
-    /// How the hook's success is judged (the NCCL summary line in its output).
-    check_output: bool,
+    /// How the hook's success is judged (the workload's rule).
+    success: crate::workloads::Success,
 }
 
 impl Step {
@@ -111,12 +124,16 @@ impl RunAi {
     pub fn new(cfg: Arc<SystemConfig>, dry_run: bool) -> Result<Self, String> {
         let r = Self::conf(&cfg).clone();
         // The environment wins over the file, so the secret need not be written into a config.
-        let secret = std::env::var("RUNAI_APP_SECRET")
-            .map(Secret::new)
-            .unwrap_or_else(|_| r.app_secret.clone());
         let client = if dry_run {
             None
         } else {
+            let secret = r.secret().ok_or_else(|| {
+                format!(
+                    "no Run:ai secret for app_id {}: set RUNAI_APP_SECRET, or app_secret in {}",
+                    r.app_id,
+                    cfg.file.display()
+                )
+            })?;
             let tls = client::tls_config(r.ca_bundle.as_deref())?;
             Some(Arc::new(Client::new(&r.base_url, &r.app_id, secret, tls)?))
         };
@@ -157,7 +174,7 @@ impl RunAi {
             identity: &payload::short_hash(&identity),
             run_tag: salt,
         };
-        let (payload, distributed) = payload::nccl(run, &who, self.r(), &env);
+        let (payload, distributed) = payload::workload(run, &who, self.r(), &env);
         Step {
             kind,
             name: name.clone(),
@@ -165,7 +182,7 @@ impl RunAi {
             distributed,
             payload,
             dir: dir.to_path_buf(),
-            check_output: true,
+            success: run.launch().success,
         }
     }
 
@@ -234,9 +251,7 @@ impl RunAi {
 /// Every workload of the system's project by name, with its phase: one list request (`cloudai status`).
 pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, String> {
     let r = RunAi::conf(cfg);
-    let secret = std::env::var("RUNAI_APP_SECRET")
-        .map(Secret::new)
-        .unwrap_or_else(|_| r.app_secret.clone());
+    let secret = r.secret().ok_or("no Run:ai secret: set RUNAI_APP_SECRET")?;
     let tls = client::tls_config(r.ca_bundle.as_deref())?;
     let c = Client::new(&r.base_url, &r.app_id, secret, tls)?;
     let v = c
@@ -335,25 +350,15 @@ impl System for RunAi {
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
-        let mut out = Vec::new();
-        if run.test.test_template_name != "NcclTest" {
-            return out;
-        }
-        let image = run.test.cmd_args.str("docker_image_url").unwrap_or("");
-        if let Some(why) = image_problem(image) {
-            out.push(format!(
-                "test '{}': cmd_args.docker_image_url {image:?} {why}; Run:ai needs an image reference like \
-                 \"nvcr.io/nvidia/pytorch:25.01-py3\"",
-                run.id
-            ));
-        }
+        let launch = run.launch();
         let per_node = self.r().gpus_per_node;
-        let asked = payload::gpus_per_process(run);
-        if asked > per_node {
+        let mut out = super::image_problems(run, &launch, "Run:ai");
+        out.extend(launch.shape_problem(&run.id, run.num_nodes, per_node));
+        if run.num_nodes > 1 && !launch.needs_launcher(run.num_nodes, per_node) {
             out.push(format!(
-                "test '{}': asks {asked} GPUs per process (ngpus x nthreads) but system '{}' has gpus_per_node = \
-                 {per_node}; lower ngpus/nthreads or set gpus_per_node in the system",
-                run.id, self.cfg.name
+                "test '{}': asks {} nodes but runs as one training on Run:ai (only MPI tests span nodes); set \
+                 num_nodes = 1",
+                run.id, run.num_nodes
             ));
         }
         out
@@ -402,7 +407,7 @@ impl System for RunAi {
             .unwrap()
             .insert(dir.to_path_buf(), steps);
         Ok(Prepared {
-            test_cmd: run.workload.command(&run.test),
+            test_cmd: run.launch().command_line(),
             full_cmd: full,
             files,
             env: super::job_env(&self.cfg, run),

@@ -1,9 +1,9 @@
-//! NCCL tests as Run:ai workloads: one node → a training; several → a distributed MPI workload (launcher +
-//! workers, slots per worker = GPUs per node) running the `_mpi` binary under mpirun.
+//! Test launches as Run:ai workloads: one node → a training; MPI ranks on several nodes → a distributed MPI
+//! workload (launcher + workers, slots per worker = ranks per node) under mpirun.
 
 use serde_json::{json, Value};
 
-use crate::config::args::ArgValue;
+use crate::config::pods::Toleration;
 use crate::config::system::RunAiConfig;
 use crate::scenario::TestRun;
 
@@ -68,26 +68,12 @@ pub fn image(url: &str) -> String {
     url.replacen('#', "/", 1)
 }
 
-/// nccl-tests flags from the fields that are set, in CloudAI's order, without CloudAI-internal fields.
-fn flags(run: &TestRun) -> Vec<String> {
-    let cmd = run.workload.command(&run.test);
-    cmd.split_whitespace().skip(1).map(str::to_string).collect()
-}
-
 fn env(env: &[(String, String)]) -> Value {
     Value::Array(
         env.iter()
             .map(|(k, v)| json!({"name": k, "value": v}))
             .collect(),
     )
-}
-
-fn int_arg(run: &TestRun, k: &str, default: i64) -> i64 {
-    run.test
-        .cmd_args
-        .get(k)
-        .and_then(ArgValue::as_int)
-        .unwrap_or(default)
 }
 
 /// `nodes = [...]` of a test: the workload's pods may only run on those hosts (`nodeAffinityRequired` on the
@@ -108,11 +94,6 @@ pub fn pin(run: &TestRun) -> Option<Value> {
     })
 }
 
-/// GPUs one process of the test drives (`ngpus` × `nthreads`): on one node, what the training requests.
-pub fn gpus_per_process(run: &TestRun) -> u64 {
-    (int_arg(run, "ngpus", 1) * int_arg(run, "nthreads", 1)).max(1) as u64
-}
-
 /// Who a workload is: its name and the identity/run tag written into it.
 pub struct Names<'a> {
     pub name: &'a str,
@@ -120,32 +101,108 @@ pub struct Names<'a> {
     pub run_tag: &'a str,
 }
 
-/// The creation request and whether it is a distributed workload.
-pub fn nccl(
+/// `program rest…` → (`program`, `rest…`): Run:ai takes the command and its arguments as two strings.
+fn split_line(line: &str) -> (String, String) {
+    match line.split_once(' ') {
+        Some((c, a)) => (c.to_string(), a.to_string()),
+        None => (line.to_string(), String::new()),
+    }
+}
+
+/// What the system asks of every pod that has GPUs (shared memory, host IPC/network, RDMA devices,
+/// capabilities), and of every pod (tolerations, node pools, pull secrets, clean-up after completion).
+fn fit(spec: &mut Value, sys: &RunAiConfig, gpus: u64, host_network: bool, master: bool) {
+    let p = &sys.pods;
+    if !p.tolerations.is_empty() {
+        spec["tolerations"] = p
+            .tolerations
+            .iter()
+            .enumerate()
+            .map(|(i, t)| toleration(i, t))
+            .collect();
+    }
+    if !p.node_pools.is_empty() {
+        spec["nodePools"] = json!(p.node_pools);
+    }
+    if !p.image_pull_secrets.is_empty() {
+        spec["imagePullSecrets"] = p.pull_secrets_json();
+    }
+    if !master {
+        // the API deprecates these in a distributed workload's master spec
+        spec["autoDeletionTimeAfterCompletionSeconds"] = p.ttl_after_finished.into();
+        spec["backoffLimit"] = 0.into();
+    }
+    let mut security = json!({});
+    if host_network {
+        security["hostNetwork"] = true.into();
+    }
+    if gpus > 0 {
+        if !p.shm_size.is_empty() {
+            spec["compute"]["largeShmRequest"] = true.into();
+        }
+        if !p.extended_resources.is_empty() {
+            spec["compute"]["extendedResources"] = p
+                .extended_resources
+                .iter()
+                .map(|(k, q)| json!({"resource": k, "quantity": q}))
+                .collect();
+        }
+        if p.host_ipc {
+            security["hostIpc"] = true.into();
+        }
+        if !p.capabilities.is_empty() {
+            security["capabilities"] = json!(p.capabilities);
+        }
+    }
+    if security.as_object().is_some_and(|m| !m.is_empty()) {
+        spec["security"] = security;
+    }
+}
+
+fn toleration(i: usize, t: &Toleration) -> Value {
+    // the API names each toleration, and says `Any` where Kubernetes leaves the effect out
+    let mut v = t.to_json("seconds");
+    v["name"] = t
+        .key
+        .as_deref()
+        .map(k8s_name_part)
+        .unwrap_or_else(|| format!("toleration-{i}"))
+        .into();
+    if t.effect.is_none() {
+        v["effect"] = "Any".into();
+    }
+    v
+}
+
+fn k8s_name_part(s: &str) -> String {
+    k8s_name(&[s])
+}
+
+/// The creation request of one step and whether it is a distributed workload: one node → a training running the
+/// node's command (every rank under a local `mpirun`, or one process); several nodes of MPI ranks → a
+/// distributed MPI workload (launcher + workers, slots per worker = ranks per node).
+pub fn workload(
     run: &TestRun,
     who: &Names,
     sys: &RunAiConfig,
     envs: &[(String, String)],
 ) -> (Value, bool) {
-    let (name, project_id, cluster_id, gpus_per_node) = (
-        who.name,
-        sys.project_id.as_str(),
-        sys.cluster_id.as_str(),
-        sys.gpus_per_node,
-    );
-    let subtest = run
-        .test
-        .cmd_args
-        .str("subtest_name")
-        .unwrap_or("all_reduce_perf_mpi");
-    let img = image(run.test.cmd_args.str("docker_image_url").unwrap_or(""));
-    let args = flags(run);
-    let gpus_per_proc = gpus_per_process(run);
+    let launch = run.launch();
+    let mut all_env = envs.to_vec();
+    all_env.extend(launch.env.iter().cloned());
+    let envs = &all_env[..];
+    let per_node = sys.gpus_per_node;
+    let img = launch
+        .image
+        .as_deref()
+        .map(image)
+        .unwrap_or_else(|| sys.job_image.clone());
+    let host_network = sys.pods.host_network(envs);
     let pinned = pin(run);
     let meta = |v: &mut Value| {
-        v["name"] = name.into();
-        v["projectId"] = project_id.into();
-        v["clusterId"] = cluster_id.into();
+        v["name"] = who.name.into();
+        v["projectId"] = sys.project_id.as_str().into();
+        v["clusterId"] = sys.cluster_id.as_str().into();
         v["useGivenNameAsPrefix"] = false.into();
         v["spec"]["annotations"] = json!([{"name": IDENTITY, "value": who.identity}]);
         v["spec"]["labels"] = json!([{"name": RUN_LABEL, "value": who.run_tag}]);
@@ -153,52 +210,49 @@ pub fn nccl(
             v["spec"]["nodeAffinityRequired"] = p.clone();
         }
     };
-    if run.num_nodes <= 1 {
-        // one process drives the node's GPUs: the non-MPI binary
-        let binary = subtest.trim_end_matches("_mpi");
+    let gpus = launch.gpus_per_node(per_node);
+    if run.num_nodes <= 1 || !launch.needs_launcher(run.num_nodes, per_node) {
+        let (command, args) = if launch.procs == crate::workloads::Procs::Script {
+            (
+                "/bin/bash".to_string(),
+                format!("-c {}", crate::util::shell::quote(&launch.program)),
+            )
+        } else {
+            split_line(&launch.node_command(&run.test, per_node))
+        };
         let mut v = json!({"spec": {
-            "command": binary, "args": args.join(" "), "image": img,
-            "compute": {"gpuDevicesRequest": gpus_per_proc},
+            "command": command, "args": args, "image": img,
+            "compute": {"gpuDevicesRequest": gpus},
             "environmentVariables": env(envs), "parallelism": 1, "completions": 1,
         }});
+        fit(&mut v["spec"], sys, gpus, host_network, false);
         meta(&mut v);
         return (v, false);
     }
-    let binary = if subtest.ends_with("_mpi") {
-        subtest.to_string()
-    } else {
-        format!("{subtest}_mpi")
-    };
-    let slots = gpus_per_node.max(1);
-    let ranks = run.num_nodes * slots / gpus_per_proc.min(slots);
-    let mut mpirun = vec![
-        "--allow-run-as-root".to_string(),
-        "-np".into(),
-        ranks.to_string(),
-        "-bind-to".into(),
-        "none".into(),
-        "-map-by".into(),
-        format!("ppr:{}:node", slots / gpus_per_proc.min(slots)),
-    ];
-    for (k, _) in envs {
-        mpirun.push("-x".into());
-        mpirun.push(k.clone());
-    }
-    mpirun.push(binary);
-    mpirun.extend(args);
+    let slots = launch.ranks_per_node(per_node);
+    let cmd = crate::workloads::full_command(&launch, &run.test);
+    let mpirun = crate::workloads::launch::mpirun(
+        run.num_nodes * slots,
+        slots,
+        Some("/etc/mpi/hostfile"),
+        envs,
+        &cmd,
+    );
     let mut v = json!({
         "masterSpecSameAsWorker": false,
         "masterSpec": {
-            "command": "mpirun", "args": mpirun.join(" "), "image": img,
+            "command": "mpirun", "args": mpirun[1..].join(" "), "image": img,
             "compute": {"gpuDevicesRequest": 0}, "environmentVariables": env(envs),
         },
         "spec": {
             "distributedFramework": "MPI", "numWorkers": run.num_nodes, "slotsPerWorker": slots,
-            "image": img, "compute": {"gpuDevicesRequest": slots}, "environmentVariables": env(envs),
+            "image": img, "compute": {"gpuDevicesRequest": gpus}, "environmentVariables": env(envs),
             "mpiLauncherCreationPolicy": "WaitForWorkersReady", "cleanPodPolicy": "Running",
             "sshAuthMountPath": sys.ssh_auth_mount_path,
         },
     });
+    fit(&mut v["masterSpec"], sys, 0, host_network, true);
+    fit(&mut v["spec"], sys, gpus, host_network, false);
     // workers only serve the launcher's ssh: keep sshd in the foreground unless the image's entrypoint does it
     let mut worker = sys.mpi_worker_command.split_whitespace();
     if let Some(cmd) = worker.next() {

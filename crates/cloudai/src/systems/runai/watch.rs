@@ -317,7 +317,7 @@ impl RunAi {
             kind: &step.kind,
             name: &step.name,
             dir: &step.dir,
-            check_output: step.check_output,
+            success: &step.success,
             failed,
             state: phase,
             reason,

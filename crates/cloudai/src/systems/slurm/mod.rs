@@ -117,10 +117,34 @@ fn run_blocking(program: &str, args: &[&str], limit: Duration) -> Out {
         Ok(c) => c,
         Err(e) => return Out::failed(format!("cannot run {program}: {e}")),
     };
+    // both pipes are drained while the command runs: a large answer (sinfo of thousands of nodes) must never
+    // fill a pipe and stall the command until its timeout
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    use std::io::Read;
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let deadline = std::time::Instant::now() + limit;
-    loop {
+    let status = loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(s)) => break s,
             Ok(None) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5))
             }
@@ -130,8 +154,12 @@ fn run_blocking(program: &str, args: &[&str], limit: Duration) -> Out {
                 return Out::failed(format!("{program} timed out"));
             }
         }
-    }
-    Out::from(child.wait_with_output())
+    };
+    Out::from(Ok(std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }))
 }
 
 /// The job name written into the batch script.
@@ -581,5 +609,25 @@ impl System for Slurm {
     fn time_limit_grace(&self) -> Duration {
         // Slurm enforces --time itself (rounded up to whole minutes); we step in only if it did not.
         Duration::from_secs(5)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command whose answer is far above a pipe's 64 KiB (sinfo of thousands of nodes) is read as it runs, not
+    /// left stalled until its timeout.
+    #[test]
+    fn large_answers_are_read_while_the_command_runs() {
+        let t = std::time::Instant::now();
+        let out = run_blocking(
+            "sh",
+            &["-c", "head -c 1000000 /dev/zero | tr '\\0' x; echo err >&2"],
+            Duration::from_secs(20),
+        );
+        assert_eq!(out.stdout.len(), 1_000_000, "{}", out.stderr);
+        assert_eq!(out.stderr.trim(), "err");
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
 }

@@ -82,13 +82,15 @@ pub fn resolve(
     exclude: &[String],
     states: Option<&HashMap<String, NodeState>>,
 ) -> Result<Vec<String>, String> {
-    let mut excluded = Vec::new();
+    // sets: explicit lists of 100k names must stay linear
+    let mut excluded = std::collections::HashSet::new();
     for e in exclude {
         excluded.extend(
             nodelist::expand(e).ok_or_else(|| format!("cannot parse exclude_nodes entry '{e}'"))?,
         );
     }
     let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for spec in specs {
         let picked = if spec.contains(':') {
             from_group(cfg, spec, &excluded, states)?
@@ -96,7 +98,7 @@ pub fn resolve(
             nodelist::expand(spec).ok_or_else(|| format!("cannot parse node list '{spec}'"))?
         };
         for n in picked {
-            if !out.contains(&n) && !excluded.contains(&n) {
+            if !excluded.contains(&n) && seen.insert(n.clone()) {
                 out.push(n);
             }
         }
@@ -107,7 +109,7 @@ pub fn resolve(
 fn from_group(
     cfg: &SlurmConfig,
     spec: &str,
-    excluded: &[String],
+    excluded: &std::collections::HashSet<String>,
     states: Option<&HashMap<String, NodeState>>,
 ) -> Result<Vec<String>, String> {
     let parts: Vec<&str> = spec.split(':').collect();

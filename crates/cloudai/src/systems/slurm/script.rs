@@ -10,6 +10,20 @@ use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{dq_safe, in_double_quotes, quote, quote_path};
+use crate::workloads::Procs;
+
+/// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
+/// split on; then double-quoted, the form sbatch's option-line parser takes.
+pub fn sbatch_value(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.chars()
+        .any(|c| c.is_whitespace() || c == '"' || c == '\'')
+    {
+        format!("\"{}\"", s.replace('"', "\\\""))
+    } else {
+        s
+    }
+}
 
 /// Everything about the system a script depends on.
 pub struct Ctx<'a> {
@@ -61,7 +75,7 @@ impl Ctx<'_> {
     fn image(&self, run: &TestRun) -> Option<String> {
         crate::install::cached_image(self.sys, run)
             .map(|p| p.display().to_string())
-            .or_else(|| run.workload.container_image(&run.test))
+            .or_else(|| run.launch().image)
     }
 
     fn mounts(&self, t: &Target) -> Vec<String> {
@@ -96,14 +110,14 @@ impl Ctx<'_> {
 
     fn srun_prefix(&self, t: &Target) -> Vec<String> {
         let run = t.run;
-        if run.workload.in_batch_script() {
-            return Vec::new();
-        }
-        let mut p = vec![
-            "srun".to_string(),
-            "--export=ALL".into(),
-            run.workload.srun_mpi_flag(&run.test, &self.slurm.mpi),
-        ];
+        let launch = run.launch();
+        let tasks = match launch.procs {
+            Procs::Script => return Vec::new(),
+            // one process drives its GPUs itself
+            Procs::Single => "--ntasks=1".to_string(),
+            Procs::PerTask | Procs::Mpi => format!("--mpi={}", self.slurm.mpi),
+        };
+        let mut p = vec!["srun".to_string(), "--export=ALL".into(), tasks];
         if t.nodes.is_empty() {
             p.push(format!("-N{}", t.num_nodes()));
         }
@@ -122,9 +136,9 @@ impl Ctx<'_> {
         p
     }
 
-    /// The test's own command (`test_cmd`); BashCmd's includes its nsys prefix, as in CloudAI.
+    /// The test's own command (`test_cmd`); a script launch includes its own nsys prefix, as in CloudAI.
     fn test_cmd(run: &TestRun) -> String {
-        run.workload.command(&run.test)
+        run.launch().command_line()
     }
 
     /// `srun ... bash -c "source env_vars.sh; <cmd>"`, writing `env_vars.sh` into `files`.
@@ -142,7 +156,7 @@ impl Ctx<'_> {
             .collect();
         files.push((join_rel(&t.rel, "env_vars.sh"), env));
         let mut cmd = Vec::new();
-        if !t.run.workload.in_batch_script() {
+        if !t.run.launch().has_profiler {
             cmd.extend(crate::workloads::nsys_prefix(&t.run.test));
         }
         cmd.push(Self::test_cmd(t.run));
@@ -180,7 +194,10 @@ impl Ctx<'_> {
                         quote_path(&dir.join("stderr.txt"))
                     ),
                 );
-                (with_output, tr.workload.hook_check(&dir))
+                (
+                    with_output,
+                    tr.launch().shell_check(&dir.join("stdout.txt")),
+                )
             })
             .collect()
     }
@@ -236,11 +253,11 @@ impl Ctx<'_> {
         }
         lines.push(format!(
             "#SBATCH --output={}",
-            dir.join("stdout.txt").display()
+            sbatch_value(&dir.join("stdout.txt"))
         ));
         lines.push(format!(
             "#SBATCH --error={}",
-            dir.join("stderr.txt").display()
+            sbatch_value(&dir.join("stderr.txt"))
         ));
         lines.push(format!(
             "#SBATCH --partition={}",

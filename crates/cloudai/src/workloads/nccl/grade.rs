@@ -22,17 +22,17 @@ pub struct Metrics {
 
 pub fn metrics(out: &Output) -> Metrics {
     let mut m = Metrics::default();
-    for run in &out.runs {
-        for r in &run.rows {
-            m.rows += 1;
-            let b = r.busbw();
-            if b.is_finite() && (b > m.peak_busbw || m.rows == 1) {
-                m.peak_busbw = b;
-                m.peak_size = r.size;
-            }
-            if m.small_size.is_none_or(|s| r.size < s) {
-                m.small_size = Some(r.size);
-                m.small_latency_us = Some(r.out_of_place.time_us);
+    // from every row of every run, kept in memory or not
+    for t in out.runs.iter().map(|r| &r.tally).filter(|t| t.rows > 0) {
+        if m.rows == 0 || t.peak_busbw > m.peak_busbw {
+            m.peak_busbw = t.peak_busbw;
+            m.peak_size = t.peak_size;
+        }
+        m.rows += t.rows as usize;
+        if let (Some(s), Some(lat)) = (t.small_size, t.small_latency_us) {
+            if m.small_size.is_none_or(|ms| s < ms) {
+                m.small_size = Some(s);
+                m.small_latency_us = Some(lat);
             }
         }
     }
@@ -67,8 +67,15 @@ pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<Stri
         };
         return Some(format!("{}: {}; {hint}", at(e.line), e.text));
     }
-    let Some(first) = out.runs.iter().find(|r| !r.rows.is_empty()) else {
+    let Some(first) = out.runs.iter().find(|r| r.tally.rows > 0) else {
         return Some(match out.runs.first() {
+            // it finished (a summary) but no row could be read: say so rather than blame initialisation
+            Some(r) if r.avg_busbw.is_some() || r.out_of_bounds.is_some() => format!(
+                "{}: the test printed its summary (Avg bus bandwidth {}) but no result row could be read from the \
+                 output; the rows may be garbled by other output written into them (check stdout.txt)",
+                at(r.line),
+                r.avg_busbw.map_or("unknown".to_string(), |b| format!("{b} GB/s"))
+            ),
             Some(r) if r.n_thread.is_some() => format!(
                 "{}: the test started but printed no result row; it failed or hung during initialisation, check stderr.txt and NCCL_DEBUG=INFO output",
                 at(r.line)
@@ -81,7 +88,12 @@ pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<Stri
     };
     for run in &out.runs {
         let counts_wrong = !run.columns.iter().any(|c| c == "error");
-        if let Some(r) = run.rows.iter().find(|r| counts_wrong && r.wrong() > 0.0) {
+        let wrong = run
+            .rows
+            .iter()
+            .find(|r| r.wrong() > 0.0)
+            .or(run.tally.first_wrong_dropped.as_ref());
+        if let Some(r) = wrong.filter(|_| counts_wrong) {
             return Some(format!(
                 "{}: {} wrong elements at size {} B: the data check failed (corrupted results); suspect a bad GPU, NVLink or network link on one of the nodes",
                 at(r.line),
@@ -113,9 +125,13 @@ pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<Stri
     if let Some(run) = out
         .runs
         .iter()
-        .find(|r| !r.rows.is_empty() && r.out_of_bounds.is_none())
+        .find(|r| r.tally.rows > 0 && r.out_of_bounds.is_none())
     {
-        let last = run.rows.last().unwrap();
+        let last = run
+            .tally
+            .last
+            .as_ref()
+            .expect("a run with rows has a last one");
         return Some(format!(
             "{}: the output stops after the row for size {} B with no summary: the test hung or was killed; check stderr.txt and the scheduler's log",
             at(last.line),

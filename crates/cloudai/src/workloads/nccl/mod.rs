@@ -9,7 +9,7 @@ pub mod report;
 
 use std::path::Path;
 
-use super::{IterationReport, JobOutcome, Verdict, Workload};
+use super::{IterationReport, JobOutcome, Launch, Procs, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::util::shell::quote;
@@ -100,38 +100,52 @@ impl NcclTest {
             .unwrap_or("all_reduce_perf_mpi")
     }
 
-    fn flag(name: &str, v: &ArgValue) -> String {
+    fn flag(out: &mut Vec<String>, name: &str, v: &ArgValue) {
         let dash = if name.chars().count() == 1 { "-" } else { "--" };
-        format!("{dash}{name} {}", quote(&v.py_str()))
+        out.push(format!("{dash}{name}"));
+        out.push(quote(&v.py_str()).into_owned());
     }
 
-    fn alltoallv(test: &TestDefinition) -> String {
+    /// GPUs one process drives: `ngpus` × `nthreads`.
+    pub fn gpus_per_process(test: &TestDefinition) -> u64 {
+        let int = |k: &str| test.cmd_args.get(k).and_then(ArgValue::as_int).unwrap_or(1);
+        (int("ngpus") * int("nthreads")).max(1) as u64
+    }
+
+    /// alltoallv with a traffic matrix: CloudAI runs the non-MPI build from its fixed path.
+    fn alltoallv(test: &TestDefinition) -> (String, Vec<String>) {
         let a = &test.cmd_args;
         let get = |k: &str| {
             a.get(k)
                 .map(|v| quote(&v.py_str()).into_owned())
                 .unwrap_or_default()
         };
-        let mut parts = vec![
-            "/opt/nccl-tests/build/alltoallv_perf".to_string(),
-            format!("-b {}", get("minbytes")),
-            format!("-e {}", get("maxbytes")),
-            format!("-g {}", get("ngpus")),
-            format!("-w {}", get("warmup_iters")),
-            format!("-n {}", get("iters")),
-        ];
+        let mut args = Vec::new();
+        for (flag, key) in [
+            ("-b", "minbytes"),
+            ("-e", "maxbytes"),
+            ("-g", "ngpus"),
+            ("-w", "warmup_iters"),
+            ("-n", "iters"),
+        ] {
+            args.push(flag.to_string());
+            args.push(get(key));
+        }
         let used = ["minbytes", "maxbytes", "ngpus", "warmup_iters", "iters"];
         for (k, v) in &a.values {
             if NOT_FLAGS.contains(&k.as_str()) || used.contains(&k.as_str()) {
                 continue;
             }
             match v {
-                ArgValue::Bool(true) => parts.push(format!("--{k}")),
+                ArgValue::Bool(true) => args.push(format!("--{k}")),
                 ArgValue::Bool(false) => {}
-                _ => parts.push(format!("--{k} {}", quote(&v.py_str()))),
+                _ => {
+                    args.push(format!("--{k}"));
+                    args.push(quote(&v.py_str()).into_owned());
+                }
             }
         }
-        parts.join(" ")
+        ("/opt/nccl-tests/build/alltoallv_perf".to_string(), args)
     }
 }
 
@@ -145,63 +159,91 @@ impl TemplateSchema for NcclTest {
     fn extra_args(&self) -> bool {
         true
     }
+
+    /// Counts nccl-tests would reject or misread: GPUs and threads per process from 1, iteration counts and flags
+    /// from 0 (every value of a sweep list too).
+    fn validate(
+        &self,
+        ctx: &mut crate::config::decode::Ctx,
+        v: &crate::config::decode::View,
+        args: &crate::config::args::CmdArgs,
+    ) {
+        const AT_LEAST: &[(&str, i64)] = &[
+            ("ngpus", 1),
+            ("nthreads", 1),
+            ("iters", 0),
+            ("warmup_iters", 0),
+            ("agg_iters", 1),
+            ("average", 0),
+            ("parallel_init", 0),
+            ("check", 0),
+            ("blocking", 0),
+            ("cudagraph", 0),
+            ("root", 0),
+            ("stepfactor", 1),
+        ];
+        for (key, min) in AT_LEAST {
+            let Some(value) = args.get(key) else { continue };
+            let values: Vec<&ArgValue> = match value {
+                ArgValue::List(items) => items.iter().collect(),
+                one => vec![one],
+            };
+            if let Some(bad) = values.iter().filter_map(|x| x.as_int()).find(|x| x < min) {
+                let node = v
+                    .get("cmd_args")
+                    .and_then(|n| n.as_table())
+                    .and_then(|t| t.entries.get(*key))
+                    .map(|e| e.node.loc.clone())
+                    .unwrap_or_else(|| v.loc.clone());
+                ctx.err(
+                    &node,
+                    &crate::config::decode::join(&v.field("cmd_args"), key),
+                    format!("must be {min} or more, found {bad}"),
+                    None,
+                );
+            }
+        }
+    }
 }
 
 impl Workload for NcclTest {
-    fn schedulers(&self) -> &'static [&'static str] {
-        &["slurm", "kubernetes", "runai", "standalone"]
-    }
-
-    fn command(&self, test: &TestDefinition) -> String {
+    /// `_mpi` subtests run one rank per `ngpus` × `nthreads` GPUs under an MPI launcher (a one-rank run uses the
+    /// non-MPI build); the others run one process that drives its GPUs itself (`-g`).
+    fn launch(&self, test: &TestDefinition) -> Launch {
         let subtest = Self::subtest(test);
-        let mut cmd = if subtest == "alltoallv_perf_mpi" {
+        let mpi = subtest.ends_with("_mpi");
+        let (program, mut args) = if subtest == "alltoallv_perf_mpi" {
             Self::alltoallv(test)
         } else {
-            let mpi = subtest.ends_with("_mpi");
-            let mut parts = vec![quote(subtest).into_owned()];
+            let mut args = Vec::new();
             for (k, v) in &test.cmd_args.values {
                 if NOT_FLAGS.contains(&k.as_str()) {
                     continue;
                 }
                 if k == "ngpus" && !mpi {
-                    parts.push(format!("-g {}", quote(&v.py_str())));
+                    args.push("-g".into());
+                    args.push(quote(&v.py_str()).into_owned());
                 } else {
-                    parts.push(Self::flag(k, v));
+                    Self::flag(&mut args, k, v);
                 }
             }
-            parts.join(" ")
+            (quote(subtest).into_owned(), args)
         };
-        for (k, v) in &test.extra_cmd_args {
-            cmd.push(' ');
-            cmd.push_str(k);
-            if !v.is_empty() {
-                cmd.push(' ');
-                cmd.push_str(v);
-            }
-        }
-        cmd
-    }
-
-    fn container_image(&self, test: &TestDefinition) -> Option<String> {
-        test.cmd_args
-            .str("docker_image_url")
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    }
-
-    fn hook_check(&self, dir: &Path) -> String {
-        format!(
-            "grep -q \"Avg bus bandwidth\" {} && echo 1 || echo 0",
-            quote(&dir.join("stdout.txt").display().to_string())
-        )
-    }
-
-    /// Single-process subtests (without `_mpi`) run one task instead of an MPI job.
-    fn srun_mpi_flag(&self, test: &TestDefinition, mpi: &str) -> String {
-        if Self::subtest(test).ends_with("_mpi") {
-            format!("--mpi={mpi}")
-        } else {
-            "--ntasks=1".into()
+        // the user's own text, as written (CloudAI appends it unquoted)
+        super::push_extra_args(test, &mut args);
+        let solo = (mpi && subtest != "alltoallv_perf_mpi")
+            .then(|| subtest.trim_end_matches("_mpi").to_string());
+        Launch {
+            program,
+            args,
+            env: Vec::new(),
+            image: super::docker_image(test),
+            image_field: Some("cmd_args.docker_image_url"),
+            procs: if mpi { Procs::Mpi } else { Procs::Single },
+            gpus_per_rank: Self::gpus_per_process(test),
+            solo_program: solo,
+            has_profiler: false,
+            success: Success::OutputContains("Avg bus bandwidth"),
         }
     }
 
@@ -209,20 +251,19 @@ impl Workload for NcclTest {
     /// `latency-out-of-place` the out-of-place one; ours, `busbw`, the mean in-place busbw (GB/s).
     fn metric(&self, _test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
         let out = read::parse_file(&dir.join("stdout.txt")).ok()?;
-        let rows: Vec<&parse::Row> = out.runs.iter().flat_map(|r| r.rows.iter()).collect();
-        let vals: Vec<f64> = match name {
-            "default" | "latency-in-place" => rows
-                .iter()
-                .filter_map(|r| r.in_place.as_ref().map(|s| s.time_us))
-                .collect(),
-            "latency-out-of-place" => rows.iter().map(|r| r.out_of_place.time_us).collect(),
-            "busbw" => rows
-                .iter()
-                .filter_map(|r| r.in_place.as_ref().map(|s| s.busbw))
-                .collect(),
-            _ => return None,
-        };
-        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+        // means over every row (tallied as read, kept in memory or not)
+        let (mut sum, mut n) = (0.0, 0u64);
+        for t in out.runs.iter().map(|r| &r.tally) {
+            let (s, k) = match name {
+                "default" | "latency-in-place" => (t.ip_time_sum, t.ip_rows),
+                "latency-out-of-place" => (t.oop_time_sum, t.rows),
+                "busbw" => (t.ip_busbw_sum, t.ip_rows),
+                _ => return None,
+            };
+            sum += s;
+            n += k;
+        }
+        (n > 0).then(|| sum / n as f64)
     }
 
     fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
@@ -247,20 +288,31 @@ impl Workload for NcclTest {
         } else {
             format!("FAILED: {}", v.message)
         };
-        let files = vec![
-            (report::CSV_FILE.to_string(), report::csv(&out)),
-            (
-                report::HTML_FILE.to_string(),
-                report::html(
-                    title,
-                    &out,
-                    &m,
-                    &status,
-                    v.passed,
-                    test.cmd_args.get("min_busbw").and_then(ArgValue::as_float),
-                ),
+        // the CSV holds every row: built in memory when they all are, else written by reading the file again
+        let all_kept = out.runs.iter().all(|r| r.tally.dropped == 0);
+        let mut streamed = Vec::new();
+        let mut files = Vec::new();
+        if all_kept {
+            files.push((report::CSV_FILE.to_string(), report::csv(&out)));
+        } else {
+            let facts = report::device_facts(&out);
+            let src = path.clone();
+            streamed.push(super::StreamedFile {
+                name: report::CSV_FILE.to_string(),
+                write: std::sync::Arc::new(move |w| report::write_csv_streaming(&src, &facts, w)),
+            });
+        }
+        files.extend([(
+            report::HTML_FILE.to_string(),
+            report::html(
+                title,
+                &out,
+                &m,
+                &status,
+                v.passed,
+                test.cmd_args.get("min_busbw").and_then(ArgValue::as_float),
             ),
-        ];
+        )]);
         let mut metrics = serde_json::Map::new();
         if m.rows > 0 {
             metrics.insert("peak_busbw_gbps".into(), m.peak_busbw.into());
@@ -285,6 +337,7 @@ impl Workload for NcclTest {
             .collect();
         Some(IterationReport {
             files,
+            streamed,
             metrics,
             curve,
             verdict: Some(v),

@@ -71,7 +71,9 @@ pub struct Run {
     pub ranks: Vec<Rank>,
     /// Column names of the table, as in the header (`size count type redop root time …`).
     pub columns: Vec<String>,
+    /// The rows kept (the first [`ROW_CAP`] of the file); [`Tally`] sums up every row, kept or not.
     pub rows: Vec<Row>,
+    pub tally: Tally,
     /// `# Out of bounds values : N OK|FAILED`
     pub out_of_bounds: Option<(u64, bool)>,
     /// `# Avg bus bandwidth : X [OK|FAILED]`
@@ -111,6 +113,59 @@ impl Run {
             line,
             ..Default::default()
         }
+    }
+}
+
+/// Rows kept in memory per file: grading memory is bounded by this, not by the file (`-N 0` soak runs print rows
+/// until killed). What needs every row — counts, peak, means, the last row, a wrong one — comes from [`Tally`];
+/// the CSV is written by reading the file again.
+pub const ROW_CAP: usize = 50_000;
+
+/// What every row of a run adds up to, kept or not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub rows: u64,
+    /// Rows seen but not kept (past [`ROW_CAP`]).
+    pub dropped: u64,
+    pub peak_busbw: f64,
+    pub peak_size: u64,
+    pub small_size: Option<u64>,
+    pub small_latency_us: Option<f64>,
+    pub ip_time_sum: f64,
+    pub ip_busbw_sum: f64,
+    pub ip_rows: u64,
+    pub oop_time_sum: f64,
+    /// The last row seen.
+    pub last: Option<Row>,
+    /// The first row with wrong elements among those not kept.
+    pub first_wrong_dropped: Option<Row>,
+}
+
+impl Tally {
+    pub(super) fn add(&mut self, r: &Row, kept: bool) {
+        self.rows += 1;
+        let b = r.busbw();
+        if b.is_finite() && (b > self.peak_busbw || self.rows == 1) {
+            self.peak_busbw = b;
+            self.peak_size = r.size;
+        }
+        if self.small_size.is_none_or(|s| r.size < s) {
+            self.small_size = Some(r.size);
+            self.small_latency_us = Some(r.out_of_place.time_us);
+        }
+        self.oop_time_sum += r.out_of_place.time_us;
+        if let Some(ip) = &r.in_place {
+            self.ip_time_sum += ip.time_us;
+            self.ip_busbw_sum += ip.busbw;
+            self.ip_rows += 1;
+        }
+        if !kept {
+            self.dropped += 1;
+            if self.first_wrong_dropped.is_none() && r.wrong() > 0.0 {
+                self.first_wrong_dropped = Some(r.clone());
+            }
+        }
+        self.last = Some(r.clone());
     }
 }
 

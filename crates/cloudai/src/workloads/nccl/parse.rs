@@ -10,17 +10,31 @@ pub use super::model::*;
 
 fn classify_error(line: &str) -> Option<ErrorKind> {
     let has = |s: &str| line.contains(s);
-    Some(if has("Test NCCL failure") {
-        ErrorKind::NcclFailure
-    } else if has("Test CUDA failure") {
-        ErrorKind::CudaFailure
-    } else if has("Test timeout") {
-        ErrorKind::Timeout
-    } else if has("Test failure") {
-        ErrorKind::TestFailure
-    } else if has("NCCL WARN") {
-        ErrorKind::NcclWarn
-    } else if has("DUE TO TIME LIMIT")
+    // older nccl-tests print `NCCL failure common.cu:393 'unhandled system error'` (no `Test ` prefix)
+    let at_file_line = |what: &str| {
+        line.find(what).is_some_and(|i| {
+            let rest = &line[i + what.len()..];
+            rest.split_whitespace().next().is_some_and(|loc| {
+                loc.contains(':')
+                    && loc
+                        .rsplit(':')
+                        .next()
+                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty())
+            })
+        })
+    };
+    Some(
+        if has("Test NCCL failure") || at_file_line("NCCL failure ") {
+            ErrorKind::NcclFailure
+        } else if has("Test CUDA failure") || at_file_line("CUDA failure ") {
+            ErrorKind::CudaFailure
+        } else if has("Test timeout") {
+            ErrorKind::Timeout
+        } else if has("Test failure") {
+            ErrorKind::TestFailure
+        } else if has("NCCL WARN") {
+            ErrorKind::NcclWarn
+        } else if has("DUE TO TIME LIMIT")
         || has("CANCELLED AT")
         || has("exited on signal")
         || has("Segmentation fault")
@@ -28,19 +42,24 @@ fn classify_error(line: &str) -> Option<ErrorKind> {
         || has("Aborted")
         || has("mpirun detected that one or more processes exited")
         || has("mpirun noticed that process")
+        // Open MPI 5 launches with PRRTE: its banners name prterun
+        || has("prterun detected that one or more processes exited")
+        || has("prterun noticed that process")
+        || has("prterun has exited due to process")
         || (has("srun: error:") && has("Exited with exit code"))
-    {
-        ErrorKind::Killed
-    } else if has("invalid option")
-        || has("unrecognized option")
-        || has("Invalid number of GPUs")
-        || has("invalid size specified")
-        || has("invalid sizes for")
-    {
-        ErrorKind::Usage
-    } else {
-        return None;
-    })
+        {
+            ErrorKind::Killed
+        } else if has("invalid option")
+            || has("unrecognized option")
+            || has("Invalid number of GPUs")
+            || has("invalid size specified")
+            || has("invalid sizes for")
+        {
+            ErrorKind::Usage
+        } else {
+            return None;
+        },
+    )
 }
 
 /// Parses a number as nccl-tests prints it (fixed, exponent, `nan`, `-nan`, `inf`).
@@ -291,6 +310,104 @@ fn parse_rank(body: &str) -> Option<Rank> {
     })
 }
 
+/// Adds a row to its run: counted in the run's tally, kept while the file's cap allows, handed to a streaming
+/// caller.
+fn add_row(run: &mut Run, row: Row, kept: &mut usize, cap: usize, pending: &mut Option<Vec<Row>>) {
+    if let Some(p) = pending {
+        p.push(row.clone());
+    }
+    let keep = *kept < cap;
+    run.tally.add(&row, keep);
+    if keep {
+        *kept += 1;
+        run.rows.push(row);
+    }
+}
+
+/// The first part of a row whose writer's output was cut (at any byte: another process's log line was written
+/// into it), waiting for the rest on a later line.
+struct Partial {
+    line: usize,
+    /// The row's whole tokens before the cut.
+    head: Vec<String>,
+    /// The token the log line was glued to (`-1host:12:34` when the cut came right after a root of `-1`, or in the
+    /// middle of a number): some prefix of it belongs to the row.
+    glued: String,
+}
+
+impl Partial {
+    /// The row completed by `rest` (a later line's tokens; `continues` when that line starts in the middle of a
+    /// token, i.e. without a blank), trying the longest prefix of the glued token first; the column count decides.
+    fn join(&self, rest: &[&str], continues: bool, cols: &[String]) -> Option<Row> {
+        let cuts = (0..=self.glued.len())
+            .rev()
+            .filter(|&k| self.glued.is_char_boundary(k));
+        for k in cuts {
+            let prefix = &self.glued[..k];
+            if prefix.is_empty() && self.head.is_empty() {
+                continue; // nothing of this part would be in the row
+            }
+            // what follows the row's part must be where a log line starts (`host:pid:tid`)
+            if !self.glued.is_empty() && !log_start(&self.glued[k..]) {
+                continue;
+            }
+            let mut toks: Vec<String> = self.head.clone();
+            match (prefix.is_empty(), continues, rest.split_first()) {
+                (true, _, _) => toks.extend(rest.iter().map(|t| t.to_string())),
+                (false, true, Some((first, more))) => {
+                    toks.push(format!("{prefix}{first}"));
+                    toks.extend(more.iter().map(|t| t.to_string()));
+                }
+                (false, _, _) => {
+                    toks.push(prefix.to_string());
+                    toks.extend(rest.iter().map(|t| t.to_string()));
+                }
+            }
+            let refs: Vec<&str> = toks.iter().map(String::as_str).collect();
+            // a joined type or operation must be one nccl-tests prints (a cut inside one leaves letters of the
+            // host name that would otherwise pass as a type)
+            if let Some(row) = parse_row(&refs, cols, self.line)
+                .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
+            {
+                return Some(row);
+            }
+        }
+        None
+    }
+}
+
+/// Data types and operations nccl-tests prints in its rows.
+const TYPES: &[&str] = &[
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+    "fp8_e4m3", "fp8_e5m2", "char",
+];
+const OPS: &[&str] = &["", "sum", "prod", "max", "min", "avg", "mulsum", "none"];
+
+/// Whether `s` is how an NCCL log line starts: `host:pid:tid` (a host name starts with a letter or digit).
+fn log_start(s: &str) -> bool {
+    let mut parts = s.split(':');
+    let (Some(host), Some(pid), Some(tid), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let digits = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+    host.bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric())
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && digits(pid)
+        && digits(tid)
+}
+
+/// Whether a token can be part of a data row (numbers, type and op names, `N/A`).
+fn row_token(t: &str) -> bool {
+    t.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'+' | b'/' | b'%'))
+}
+
 /// Parses a whole stdout file.
 pub fn parse(text: &str) -> Output {
     let mut p = Parser::new();
@@ -307,8 +424,13 @@ pub struct Parser {
     run: Option<Run>,
     pending_version: Option<String>,
     pending_test: Option<String>,
-    /// A row cut in two by a log line written in the middle of it: (its line, the first half's tokens).
-    partial: Option<(usize, Vec<String>)>,
+    /// A row cut in two by a log line written into the middle of it.
+    partial: Option<Partial>,
+    /// Rows kept so far, and how many may be.
+    kept: usize,
+    cap: usize,
+    /// Rows read since the caller last took them, when it streams them (the CSV is written this way).
+    pending: Option<Vec<Row>>,
     default_cols: Vec<String>,
     last_line: usize,
     /// Unfinished lines of tagged streams (`mpirun --tag-output` writes a tag before every chunk it forwards,
@@ -331,10 +453,30 @@ impl Parser {
             pending_version: None,
             pending_test: None,
             partial: None,
+            kept: 0,
+            cap: ROW_CAP,
+            pending: None,
             default_cols: DEFAULT_COLUMNS.iter().map(|s| s.to_string()).collect(),
             last_line: 0,
             open: Vec::new(),
         }
+    }
+
+    /// A parser that keeps no row: the caller takes each as it is read ([`Parser::take_rows`]).
+    pub fn streaming() -> Self {
+        Parser {
+            pending: Some(Vec::new()),
+            cap: 0,
+            ..Self::new()
+        }
+    }
+
+    /// The rows read since the last call (streaming parsers only).
+    pub fn take_rows(&mut self) -> Vec<Row> {
+        self.pending
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// One line of the file as written (without its `\n`), with its 1-based number.
@@ -379,10 +521,15 @@ impl Parser {
     }
 
     /// Ends the file: unfinished tagged lines count as written, the last run is closed.
-    pub fn finish(mut self) -> Output {
+    /// Unfinished tagged lines count as written (at the end of the file).
+    pub fn flush_open(&mut self) {
         for (_, first, text) in std::mem::take(&mut self.open) {
             self.line(first, &text);
         }
+    }
+
+    pub fn finish(mut self) -> Output {
+        self.flush_open();
         self.out.lines = self.last_line;
         Self::close_run(&mut self.out, &mut self.run);
         self.out
@@ -401,9 +548,28 @@ impl Parser {
         if line.is_empty() {
             return;
         }
+        if let Some(p) = &self.partial {
+            let cols: &[String] = match &self.run {
+                Some(r) if !r.columns.is_empty() => &r.columns,
+                _ => &self.default_cols,
+            };
+            let rest: Vec<&str> = line.split_ascii_whitespace().take(MAX_TOKENS).collect();
+            let continues = !text.starts_with(|c: char| c.is_whitespace());
+            if let Some(row) = p.join(&rest, continues, cols) {
+                self.partial = None;
+                let run = self.run.get_or_insert_with(|| Run::at(lineno));
+                add_row(run, row, &mut self.kept, self.cap, &mut self.pending);
+                return;
+            }
+            // log lines may come between the two parts; anything else ends the wait
+            if !line.contains(" NCCL ") && !line.starts_with('#') {
+                self.partial = None;
+            }
+        }
         let out = &mut self.out;
         let run = &mut self.run;
         let partial = &mut self.partial;
+        let (kept, cap, pending) = (&mut self.kept, self.cap, &mut self.pending);
         let pending_version = &mut self.pending_version;
         let pending_test = &mut self.pending_test;
         let default_cols = &self.default_cols;
@@ -429,7 +595,8 @@ impl Parser {
             let ncols = cols.len();
             if let Some(row) = parse_row(tokens, cols, lineno) {
                 *partial = None;
-                run.get_or_insert_with(|| Run::at(lineno)).rows.push(row);
+                let r = run.get_or_insert_with(|| Run::at(lineno));
+                add_row(r, row, kept, cap, pending);
                 return;
             }
             // no header seen (an excerpt that starts below it): another version's layout may fit the row
@@ -440,34 +607,21 @@ impl Parser {
                         *partial = None;
                         let r = run.get_or_insert_with(|| Run::at(lineno));
                         r.columns = cols;
-                        r.rows.push(row);
+                        add_row(r, row, kept, cap, pending);
                         return;
                     }
                 }
             }
-            // the second half of a row split by a log line: join it with the pending first half
-            if let Some((pline, head)) = partial.take() {
-                let mut joined: Vec<&str> = head.iter().map(String::as_str).collect();
-                joined.extend(tokens.iter());
-                if let Some(row) = parse_row(&joined, cols, pline) {
-                    run.get_or_insert_with(|| Run::at(lineno)).rows.push(row);
-                    return;
-                }
-            }
-            // the first half: size, count and a type, then something else (a log line written into the row)
-            if tokens.len() >= 3 && uint(tokens[0]).is_some() && uint(tokens[1]).is_some() {
-                let head: Vec<String> = tokens
-                    .iter()
-                    .take_while(|t| {
-                        t.bytes().all(|b| {
-                            b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'+'
-                        })
-                    })
-                    .take(ncols)
-                    .map(|s| s.to_string())
-                    .collect();
-                if head.len() < ncols {
-                    *partial = Some((lineno, head));
+            // the first part of a row: a size, then row tokens up to a log line written into the row (glued to
+            // the token it cut, or starting the line's remainder); the rest comes later
+            if tokens.len() >= 2 {
+                let n = tokens.iter().take_while(|t| row_token(t)).count();
+                if n < ncols {
+                    *partial = Some(Partial {
+                        line: lineno,
+                        head: tokens[..n].iter().map(|s| s.to_string()).collect(),
+                        glued: tokens.get(n).map(|s| s.to_string()).unwrap_or_default(),
+                    });
                 }
             }
         }
@@ -487,7 +641,7 @@ impl Parser {
             if let Some(t) = body.strip_prefix("Collective test starting:") {
                 if run
                     .as_ref()
-                    .is_some_and(|r| r.n_thread.is_some() || !r.rows.is_empty())
+                    .is_some_and(|r| r.n_thread.is_some() || r.tally.rows > 0)
                 {
                     finish(out, run);
                 }
@@ -497,7 +651,7 @@ impl Parser {
             if body.starts_with("nThread ") {
                 if run
                     .as_ref()
-                    .is_some_and(|r| r.n_thread.is_some() || !r.rows.is_empty())
+                    .is_some_and(|r| r.n_thread.is_some() || r.tally.rows > 0)
                 {
                     finish(out, run);
                 }
@@ -550,8 +704,23 @@ impl Parser {
         if line.contains("NCCL INFO") {
             return;
         }
+        // a banner wrapped after "exited on": the signal is on the next line, and belongs to the same message
+        if line.starts_with("signal ") {
+            if let Some(last) = out.errors.last_mut() {
+                if last.kind == ErrorKind::Killed
+                    && last.line + 1 == lineno
+                    && last.text.trim_end().ends_with("exited on")
+                {
+                    last.text = format!("{} {line}", last.text.trim_end());
+                    return;
+                }
+            }
+        }
         if let Some(kind) = classify_error(line) {
             out.push_error(lineno, kind, line);
+        } else if line.ends_with("exited on") {
+            // `... on node x exited on` + `signal 9 (Killed).`: kept so the next line can complete it
+            out.push_error(lineno, ErrorKind::Killed, line);
         }
     }
 }

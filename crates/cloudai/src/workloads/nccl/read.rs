@@ -15,8 +15,31 @@ pub fn parse_file(path: &Path) -> std::io::Result<Output> {
     parse_reader(std::io::BufReader::with_capacity(1 << 16, f))
 }
 
-pub fn parse_reader(mut r: impl BufRead) -> std::io::Result<Output> {
-    let mut p = Parser::new();
+pub fn parse_reader(r: impl BufRead) -> std::io::Result<Output> {
+    read_lines(r, Parser::new(), |_| {})
+}
+
+/// Calls `each` with every row of the file in order, keeping none in memory; the parse of everything else
+/// (header, footer, failures) is returned.
+pub fn for_each_row(path: &Path, each: impl FnMut(super::parse::Row)) -> std::io::Result<Output> {
+    let f = std::fs::File::open(path)?;
+    let mut each = each;
+    read_lines(
+        std::io::BufReader::with_capacity(1 << 16, f),
+        Parser::streaming(),
+        |p| {
+            for row in p.take_rows() {
+                each(row);
+            }
+        },
+    )
+}
+
+fn read_lines(
+    mut r: impl BufRead,
+    mut p: Parser,
+    mut after_line: impl FnMut(&mut Parser),
+) -> std::io::Result<Output> {
     let mut buf = Vec::with_capacity(1024);
     let mut lineno = 0;
     loop {
@@ -35,7 +58,11 @@ pub fn parse_reader(mut r: impl BufRead) -> std::io::Result<Output> {
             Ok(s) => p.physical(lineno, s),
             Err(_) => p.physical(lineno, &String::from_utf8_lossy(&buf)),
         }
+        after_line(&mut p);
     }
+    // rows completed by the end of the file (tagged lines left open)
+    p.flush_open();
+    after_line(&mut p);
     Ok(p.finish())
 }
 

@@ -35,9 +35,40 @@ pub fn device_facts(out: &Output) -> (String, u32, usize) {
 }
 
 pub fn csv(out: &Output) -> String {
-    let (gpu, per_node, ranks) = device_facts(out);
+    let facts = device_facts(out);
     let mut s = String::from(CSV_HEADER);
     s.push('\n');
+    for r in out.runs.iter().flat_map(|r| r.rows.iter()) {
+        csv_row(&mut s, r, &facts);
+    }
+    s
+}
+
+/// The CSV of an output whose rows are not all in memory: the file is read again and each row written as it
+/// comes, so memory stays bounded however long the output.
+pub fn write_csv_streaming(
+    stdout: &std::path::Path,
+    facts: &(String, u32, usize),
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    w.write_all(CSV_HEADER.as_bytes())?;
+    w.write_all(b"\n")?;
+    let mut line = String::new();
+    let mut err = None;
+    super::read::for_each_row(stdout, |r| {
+        if err.is_some() {
+            return;
+        }
+        line.clear();
+        csv_row(&mut line, &r, facts);
+        if let Err(e) = w.write_all(line.as_bytes()) {
+            err = Some(e);
+        }
+    })?;
+    err.map_or(Ok(()), Err)
+}
+
+fn csv_row(s: &mut String, r: &Row, (gpu, per_node, ranks): &(String, u32, usize)) {
     let side = |sd: Option<&super::parse::Side>| match sd {
         Some(x) => [
             py_float(x.time_us),
@@ -47,7 +78,7 @@ pub fn csv(out: &Output) -> String {
         ],
         None => Default::default(),
     };
-    for r in out.runs.iter().flat_map(|r| r.rows.iter()) {
+    {
         let mut f: Vec<String> = vec![
             r.size.to_string(),
             r.count.to_string(),
@@ -67,7 +98,6 @@ pub fn csv(out: &Output) -> String {
         s.push_str(&line.join(","));
         s.push('\n');
     }
-    s
 }
 
 fn side(r: &Row, in_place: bool) -> Option<&Side> {
@@ -92,7 +122,11 @@ pub fn html(
     min_busbw: Option<f64>,
 ) -> String {
     let (gpu, per_node, ranks) = device_facts(out);
-    let total = out.runs.iter().map(|r| r.rows.len()).sum::<usize>();
+    let total = out
+        .runs
+        .iter()
+        .map(|r| r.tally.rows as usize)
+        .sum::<usize>();
     let rows: Vec<&Row> = out
         .runs
         .iter()

@@ -61,6 +61,9 @@ pub enum Act {
     Evicted,
     /// As `Succeed` for Jobs, but no MPI operator: an MPIJob gets neither pods nor status.
     NoOperator,
+    /// The image has no `/usr/sbin/sshd`: every MPIJob worker fails to start (the container runtime's words) and
+    /// goes into CrashLoopBackOff; the launcher runs on, waiting for them.
+    NoSshd,
 }
 
 pub struct Cluster {

@@ -181,6 +181,36 @@ impl Standin {
                         .await;
                     }
                 }
+                Act::NoSshd => {
+                    if self.once(&name, "bind") {
+                        self.bind(&pods, &name, &node).await?;
+                        if role == "worker" {
+                            // containerd + runc's words when the command does not exist in the image
+                            let msg = "failed to create containerd task: failed to create shim task: OCI runtime \
+                                create failed: runc create failed: unable to start container process: exec: \
+                                \"/usr/sbin/sshd\": stat /usr/sbin/sshd: no such file or directory: unknown";
+                            let st = json!({"status": {"phase": "Running", "startTime": now(), "containerStatuses": [{
+                                "name": container, "ready": false, "restartCount": 1, "image": "x", "imageID": "",
+                                "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                    "message": format!("back-off 10s restarting failed container={container}")}},
+                                "lastState": {"terminated": {"exitCode": 128, "reason": "StartError", "message": msg,
+                                    "startedAt": now(), "finishedAt": now()}}}]}});
+                            pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(st))
+                                .await?;
+                            self.event("Pod", &name, "Warning", "Failed", &format!("Error: {msg}"))
+                                .await;
+                        } else {
+                            self.container(
+                                &pods,
+                                &name,
+                                &container,
+                                "Running",
+                                json!({"running": {"startedAt": now()}}),
+                            )
+                            .await?;
+                        }
+                    }
+                }
                 Act::Succeed
                 | Act::SucceedAfterWorkerRestart
                 | Act::SucceedSlowly

@@ -1,0 +1,555 @@
+//! How GPU pods are fitted for NCCL on container clusters (Kubernetes, Run:ai): shared memory, networks, RDMA
+//! devices, capabilities, placement, pull secrets, server-side limits. Our fields (CloudAI has none of them);
+//! defaults work on a typical GPU cluster and every one can be overridden in the system TOML.
+
+use indexmap::IndexMap;
+use serde_json::Value;
+
+use super::decode::{Ctx, View};
+use super::node::{Kind, Node};
+
+/// A taint the pods tolerate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Toleration {
+    pub key: Option<String>,
+    /// `Exists` or `Equal`.
+    pub operator: String,
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule`, `NoExecute`; None: every effect.
+    pub effect: Option<String>,
+    pub seconds: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PodSettings {
+    /// Size of the memory-backed `/dev/shm` of GPU pods (a Kubernetes quantity); empty: the runtime's 64 MiB.
+    pub shm_size: String,
+    /// `use_host_network`: true/false forces it; unset: host networking when `global_env_vars` names a NIC
+    /// (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`) and no secondary `networks` are configured.
+    pub use_host_network: Option<bool>,
+    /// Share the host's IPC namespace (Run:ai `security.hostIpc`).
+    pub host_ipc: bool,
+    /// Secondary networks (Multus `NetworkAttachmentDefinition`s, `namespace/name`) attached to GPU pods.
+    pub networks: Vec<String>,
+    /// Extended resources each GPU pod asks besides its GPUs (`rdma/rdma_shared_device_a = 1`,
+    /// `vpc.amazonaws.com/efa = 32`).
+    pub extended_resources: IndexMap<String, String>,
+    /// Linux capabilities of GPU containers (default `IPC_LOCK`: RDMA registers pinned memory).
+    pub capabilities: Vec<String>,
+    /// Privileged GPU containers (Kubernetes only; every device and capability).
+    pub privileged: bool,
+    pub tolerations: Vec<Toleration>,
+    /// Node labels every pod must match (Kubernetes `nodeSelector`).
+    pub node_selector: IndexMap<String, String>,
+    /// Run:ai node pools, in order of preference.
+    pub node_pools: Vec<String>,
+    pub image_pull_secrets: Vec<String>,
+    pub service_account: Option<String>,
+    /// Merged into every pod spec we create (JSON merge patch): any pod-spec field we do not model.
+    pub pod_spec_patch: Option<Value>,
+    /// GB200/GB300 multi-node NVLink: the `ResourceClaimTemplate` of a ComputeDomain's IMEX channel, claimed by
+    /// every worker.
+    pub imex_channel_template: Option<String>,
+    /// Seconds the server lets a job live beyond its time limit (queueing counts on the server's clock).
+    pub deadline_margin: u64,
+    /// Seconds a finished object is kept before the server deletes it (if cloudai did not).
+    pub ttl_after_finished: u64,
+    /// Port of the workers' sshd: 22 on the pod network, 2222 with host networking (the node's sshd has 22).
+    pub ssh_port: Option<u64>,
+}
+
+impl Default for PodSettings {
+    fn default() -> Self {
+        Self {
+            shm_size: DEFAULT_SHM.into(),
+            use_host_network: None,
+            host_ipc: false,
+            networks: Vec::new(),
+            extended_resources: IndexMap::new(),
+            capabilities: vec!["IPC_LOCK".into()],
+            privileged: false,
+            tolerations: vec![gpu_toleration()],
+            node_selector: IndexMap::new(),
+            node_pools: Vec::new(),
+            image_pull_secrets: Vec::new(),
+            service_account: None,
+            pod_spec_patch: None,
+            imex_channel_template: None,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            ttl_after_finished: DEFAULT_TTL,
+            ssh_port: None,
+        }
+    }
+}
+
+pub const DEFAULT_SHM: &str = "16Gi";
+pub const DEFAULT_DEADLINE_MARGIN: u64 = 900;
+pub const DEFAULT_TTL: u64 = 86_400;
+/// Variables that name the NICs NCCL uses: they only exist in the host's network namespace.
+pub const NIC_VARS: &[&str] = &["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"];
+
+/// GPU nodes are commonly tainted `nvidia.com/gpu:NoSchedule`; not every cluster tolerates it for GPU pods.
+fn gpu_toleration() -> Toleration {
+    Toleration {
+        key: Some("nvidia.com/gpu".into()),
+        operator: "Exists".into(),
+        value: None,
+        effect: Some("NoSchedule".into()),
+        seconds: None,
+    }
+}
+
+impl Toleration {
+    /// As Kubernetes writes it; `seconds_key` names the grace field (`tolerationSeconds`, Run:ai's `seconds`).
+    pub fn to_json(&self, seconds_key: &str) -> Value {
+        let mut v = serde_json::json!({"operator": self.operator});
+        for (k, x) in [
+            ("key", &self.key),
+            ("value", &self.value),
+            ("effect", &self.effect),
+        ] {
+            if let Some(x) = x {
+                v[k] = x.as_str().into();
+            }
+        }
+        if let Some(s) = self.seconds {
+            v[seconds_key] = s.into();
+        }
+        v
+    }
+}
+
+impl PodSettings {
+    /// `image_pull_secrets` as both APIs take them: `[{name}]`.
+    pub fn pull_secrets_json(&self) -> Value {
+        self.image_pull_secrets
+            .iter()
+            .map(|n| serde_json::json!({"name": n}))
+            .collect()
+    }
+
+    /// Whether pods use the host's network, given the job's environment.
+    pub fn host_network(&self, env: &[(String, String)]) -> bool {
+        self.use_host_network.unwrap_or_else(|| {
+            self.networks.is_empty() && env.iter().any(|(k, _)| NIC_VARS.contains(&k.as_str()))
+        })
+    }
+
+    /// The workers' sshd port for a host-network choice.
+    pub fn ssh_port(&self, host_network: bool) -> u64 {
+        self.ssh_port
+            .unwrap_or(if host_network { 2222 } else { 22 })
+    }
+
+    /// The server's deadline for a job with this time limit (None without one).
+    pub fn deadline(&self, time_limit: Option<u64>, max_pending: Option<u64>) -> Option<u64> {
+        time_limit.map(|t| t + max_pending.unwrap_or(600) + self.deadline_margin)
+    }
+}
+
+/// Field names of [`PodSettings`] in a system TOML.
+pub const FIELDS: &[&str] = &[
+    "use_host_network",
+    "shm_size",
+    "host_ipc",
+    "networks",
+    "extended_resources",
+    "capabilities",
+    "privileged",
+    "tolerations",
+    "node_selector",
+    "node_pools",
+    "image_pull_secrets",
+    "service_account",
+    "pod_spec_patch",
+    "imex_channel_template",
+    "deadline_margin",
+    "ttl_after_finished",
+    "ssh_port",
+];
+
+/// Capabilities Run:ai's API takes (`security.capabilities` enum); Kubernetes takes any name.
+pub const RUNAI_CAPABILITIES: &[&str] = &[
+    "AUDIT_CONTROL",
+    "AUDIT_READ",
+    "AUDIT_WRITE",
+    "BLOCK_SUSPEND",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "KILL",
+    "LEASE",
+    "LINUX_IMMUTABLE",
+    "MAC_ADMIN",
+    "MAC_OVERRIDE",
+    "MKNOD",
+    "NET_ADMIN",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_RAW",
+    "SETGID",
+    "SETFCAP",
+    "SETPCAP",
+    "SETUID",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_CHROOT",
+    "SYS_MODULE",
+    "SYS_NICE",
+    "SYS_PACCT",
+    "SYS_PTRACE",
+    "SYS_RAWIO",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "SYSLOG",
+    "WAKE_ALARM",
+];
+
+/// Reads the pod settings of a system table. `runai` selects the Run:ai API's rules (no privileged, no
+/// pod-spec patch, node pools instead of a node selector).
+pub fn decode(ctx: &mut Ctx, v: &View, runai: bool) -> PodSettings {
+    let d = PodSettings::default();
+    let shm_size = v.opt_str(ctx, "shm_size").unwrap_or(d.shm_size);
+    if let Some(n) = v.get("shm_size") {
+        if !shm_size.is_empty() && !is_quantity(&shm_size) {
+            ctx.err(
+                &n.loc,
+                "shm_size",
+                format!("{shm_size:?} is not a Kubernetes quantity"),
+                Some("write it like \"16Gi\" or \"512Mi\"; \"\" keeps the runtime's 64 MiB".into()),
+            );
+        }
+    }
+    let capabilities = match v.get("capabilities") {
+        Some(_) => v.str_list(ctx, "capabilities"),
+        None => d.capabilities,
+    };
+    if let Some(n) = v.get("capabilities") {
+        for c in &capabilities {
+            let ok = if runai {
+                RUNAI_CAPABILITIES.contains(&c.as_str())
+            } else {
+                !c.is_empty() && c.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+            };
+            if !ok {
+                ctx.err(
+                    &n.loc,
+                    "capabilities",
+                    format!("{c:?} is not a Linux capability name"),
+                    Some("write names like \"IPC_LOCK\" (without CAP_)".into()),
+                );
+            }
+        }
+    }
+    let extended_resources = resources(ctx, v);
+    let tolerations = match v.get("tolerations") {
+        Some(n) => tolerations(ctx, n),
+        None => d.tolerations,
+    };
+    let pod_spec_patch = v.get("pod_spec_patch").and_then(|n| match &n.kind {
+        Kind::Table(_) => Some(to_json(n)),
+        _ => {
+            ctx.type_err(n, "pod_spec_patch", "a table of pod-spec fields");
+            None
+        }
+    });
+    let privileged = v.opt_bool(ctx, "privileged").unwrap_or(false);
+    let scheduler_only = |ctx: &mut Ctx, key: &str, on: &str, hint: &str| {
+        if let Some(n) = v.get(key) {
+            ctx.err(
+                &n.loc,
+                key,
+                format!("only a {on} system has this field"),
+                Some(hint.into()),
+            );
+        }
+    };
+    if runai {
+        scheduler_only(
+            ctx,
+            "privileged",
+            "Kubernetes",
+            "Run:ai's API has no privileged containers: ask the capabilities you need",
+        );
+        scheduler_only(
+            ctx,
+            "pod_spec_patch",
+            "Kubernetes",
+            "Run:ai builds its pods itself; its API has no pod-spec pass-through",
+        );
+        scheduler_only(
+            ctx,
+            "node_selector",
+            "Kubernetes",
+            "use node_pools on Run:ai",
+        );
+        scheduler_only(
+            ctx,
+            "service_account",
+            "Kubernetes",
+            "Run:ai runs workloads under its own service account",
+        );
+        scheduler_only(
+            ctx,
+            "imex_channel_template",
+            "Kubernetes",
+            "Run:ai's API has no resource claims",
+        );
+        scheduler_only(
+            ctx,
+            "networks",
+            "Kubernetes",
+            "Run:ai's API has no network attachments",
+        );
+    } else {
+        scheduler_only(
+            ctx,
+            "node_pools",
+            "Run:ai",
+            "use node_selector on Kubernetes",
+        );
+        scheduler_only(
+            ctx,
+            "host_ipc",
+            "Run:ai",
+            "add hostIPC through pod_spec_patch on Kubernetes",
+        );
+    }
+    let duration = |ctx: &mut Ctx, key: &str, default: u64| match v.get(key) {
+        None => default,
+        Some(n) => match &n.kind {
+            Kind::Int(_) => v.count(ctx, key, default),
+            _ => v.duration(ctx, key).unwrap_or(default),
+        },
+    };
+    PodSettings {
+        shm_size,
+        use_host_network: v.opt_bool(ctx, "use_host_network"),
+        host_ipc: v.opt_bool(ctx, "host_ipc").unwrap_or(false),
+        networks: v.str_list(ctx, "networks"),
+        extended_resources,
+        capabilities,
+        privileged,
+        tolerations,
+        node_selector: v.str_map(ctx, "node_selector"),
+        node_pools: v.str_list(ctx, "node_pools"),
+        image_pull_secrets: v.str_list(ctx, "image_pull_secrets"),
+        service_account: v.opt_str(ctx, "service_account"),
+        pod_spec_patch,
+        imex_channel_template: v.opt_str(ctx, "imex_channel_template"),
+        deadline_margin: duration(ctx, "deadline_margin", d.deadline_margin),
+        ttl_after_finished: duration(ctx, "ttl_after_finished", d.ttl_after_finished),
+        ssh_port: v.get("ssh_port").map(|_| v.count(ctx, "ssh_port", 22)),
+    }
+}
+
+/// `12`, `1.5`, `16Gi`, `512M`, `100m`: a Kubernetes resource quantity.
+pub fn is_quantity(s: &str) -> bool {
+    let num_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_end);
+    !num.is_empty()
+        && num.parse::<f64>().is_ok()
+        && matches!(
+            suffix,
+            "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "k" | "M" | "G" | "T" | "P" | "E" | "m"
+        )
+}
+
+fn resources(ctx: &mut Ctx, v: &View) -> IndexMap<String, String> {
+    let mut out = IndexMap::new();
+    let Some(n) = v.get("extended_resources") else {
+        return out;
+    };
+    let Some(t) = ctx.table(n, "extended_resources") else {
+        return out;
+    };
+    for (k, e) in &t.table.entries {
+        let q = match &e.node.kind {
+            Kind::Int(i) if *i > 0 => i.to_string(),
+            Kind::Str(s) if is_quantity(s) => s.clone(),
+            _ => {
+                ctx.type_err(
+                    &e.node,
+                    &t.field(k),
+                    "a positive count or quantity (1, \"32\", \"5120Mi\")",
+                );
+                continue;
+            }
+        };
+        if !k.contains('/') && !k.starts_with("hugepages-") {
+            ctx.err(
+                &e.key_loc,
+                &t.field(k),
+                format!("{k:?} is not an extended resource name"),
+                Some(
+                    "names look like \"rdma/rdma_shared_device_a\" or \"vpc.amazonaws.com/efa\""
+                        .into(),
+                ),
+            );
+            continue;
+        }
+        out.insert(k.clone(), q);
+    }
+    out
+}
+
+fn tolerations(ctx: &mut Ctx, n: &Node) -> Vec<Toleration> {
+    let Kind::Array(items) = &n.kind else {
+        ctx.type_err(
+            n,
+            "tolerations",
+            "an array of tables ({key, operator, value, effect})",
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        let path = format!("tolerations.{i}");
+        let Some(tv) = ctx.table(it, &path) else {
+            continue;
+        };
+        let operator = tv
+            .opt_str(ctx, "operator")
+            .unwrap_or_else(|| "Equal".into());
+        let effect = tv.opt_str(ctx, "effect");
+        let key = tv.opt_str(ctx, "key");
+        let value = tv.opt_str(ctx, "value");
+        let seconds = tv
+            .get("toleration_seconds")
+            .map(|_| tv.count(ctx, "toleration_seconds", 0));
+        tv.done(
+            ctx,
+            &["key", "operator", "value", "effect", "toleration_seconds"],
+        );
+        let at = |k: &str| tv.get(k).map_or(tv.loc.clone(), |n| n.loc.clone());
+        if !matches!(operator.as_str(), "Equal" | "Exists") {
+            ctx.err(
+                &at("operator"),
+                &tv.field("operator"),
+                format!("{operator:?} is not a toleration operator"),
+                Some("one of: Equal, Exists".into()),
+            );
+        }
+        if let Some(e) = &effect {
+            if !matches!(e.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                ctx.err(
+                    &at("effect"),
+                    &tv.field("effect"),
+                    format!("{e:?} is not a taint effect"),
+                    Some("one of: NoSchedule, PreferNoSchedule, NoExecute".into()),
+                );
+            }
+        }
+        if operator == "Exists" && value.is_some() {
+            ctx.err(
+                &at("value"),
+                &tv.field("value"),
+                "a toleration with operator Exists takes no value",
+                None,
+            );
+        }
+        if key.is_none() && operator == "Equal" {
+            ctx.err(
+                &tv.loc,
+                &tv.field("key"),
+                "a toleration with operator Equal needs a key",
+                None,
+            );
+        }
+        out.push(Toleration {
+            key,
+            operator,
+            value,
+            effect,
+            seconds,
+        });
+    }
+    out
+}
+
+/// A TOML value as JSON (for pass-through fragments).
+pub fn to_json(n: &Node) -> Value {
+    match &n.kind {
+        Kind::Str(s) | Kind::Datetime(s) => Value::String(s.clone()),
+        Kind::Int(i) => Value::from(*i),
+        Kind::Float(f) => Value::from(*f),
+        Kind::Bool(b) => Value::Bool(*b),
+        Kind::Array(a) => Value::Array(a.iter().map(to_json).collect()),
+        Kind::Table(t) => Value::Object(
+            t.entries
+                .iter()
+                .map(|(k, e)| (k.clone(), to_json(&e.node)))
+                .collect(),
+        ),
+    }
+}
+
+/// JSON merge patch (RFC 7386): objects merge key by key, `null` removes, anything else replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quantities() {
+        for ok in ["16Gi", "1", "0.5", "512Mi", "100m", "32"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["", "Gi", "16 Gi", "16GB", "-1", "x1"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn merge_patch_merges_objects_and_replaces_the_rest() {
+        let mut v = json!({"a": {"b": 1, "c": [1, 2]}, "d": 1});
+        merge_patch(
+            &mut v,
+            &json!({"a": {"c": [3], "e": "x"}, "d": null, "f": true}),
+        );
+        assert_eq!(v, json!({"a": {"b": 1, "c": [3], "e": "x"}, "f": true}));
+    }
+
+    #[test]
+    fn host_network_follows_the_nic_variables() {
+        let p = PodSettings::default();
+        let nic = [("NCCL_SOCKET_IFNAME".to_string(), "ib".to_string())];
+        assert!(p.host_network(&nic));
+        assert!(!p.host_network(&[]));
+        let with_nads = PodSettings {
+            networks: vec!["default/ib-a".into()],
+            ..PodSettings::default()
+        };
+        assert!(!with_nads.host_network(&nic));
+        let forced = PodSettings {
+            use_host_network: Some(false),
+            ..PodSettings::default()
+        };
+        assert!(!forced.host_network(&nic));
+        assert_eq!((p.ssh_port(true), p.ssh_port(false)), (2222, 22));
+        assert_eq!(p.deadline(Some(600), None), Some(600 + 600 + 900));
+        assert_eq!(p.deadline(None, Some(5)), None);
+    }
+}

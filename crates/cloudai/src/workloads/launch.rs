@@ -1,0 +1,296 @@
+//! What a workload runs, as data: the seam between workloads and schedulers. A workload describes its program,
+//! arguments, image and process layout; each scheduler renders that description into its own vocabulary (an
+//! `srun` line, a local process, a Kubernetes Job or MPIJob, a Run:ai training or distributed workload). No
+//! scheduler needs to know which workload it runs.
+
+use crate::config::test::TestDefinition;
+use crate::util::shell::quote;
+
+/// How the processes of a run are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Procs {
+    /// A shell script run by the job itself, without a task launcher (BashCmd): Slurm runs it in the batch script.
+    Script,
+    /// One process in all, driving `gpus_per_rank` GPUs itself (single-process nccl-tests with `-g N`).
+    Single,
+    /// As many copies as the scheduler starts tasks (Slurm: srun's tasks; container schedulers: one pod).
+    PerTask,
+    /// MPI ranks, one per `gpus_per_rank` GPUs of every node, started by an MPI launcher (srun's MPI plugin,
+    /// mpirun, an MPIJob).
+    Mpi,
+}
+
+/// How a hook's success is judged from its run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Success {
+    /// Its output (`stdout.txt`) contains this text (nccl-tests' `Avg bus bandwidth` summary).
+    OutputContains(&'static str),
+    /// Its exit status is 0.
+    ExitStatus,
+    /// Not judged: CloudAI's default, which fails a pre-test guard on Slurm; container schedulers use the exit
+    /// status.
+    Unchecked,
+}
+
+/// One run of a workload, as every scheduler needs to know it.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The program; for [`Procs::Script`] the whole shell script.
+    pub program: String,
+    /// Its arguments as shell words, each already quoted where the shell needs it (user-given
+    /// `extra_cmd_args` are passed through as written, as CloudAI does).
+    pub args: Vec<String>,
+    /// Environment the workload itself adds (the system's and the test's variables come on top).
+    pub env: Vec<(String, String)>,
+    /// Container image on container-capable schedulers; `None`: the host's binaries (Slurm, Standalone) or the
+    /// system's `job_image` (Kubernetes, Run:ai).
+    pub image: Option<String>,
+    /// The config field that names the image, when the workload needs one (`cmd_args.docker_image_url`): a
+    /// container scheduler refuses the test without it, naming this field.
+    pub image_field: Option<&'static str>,
+    pub procs: Procs,
+    /// GPUs one process drives (0: the workload uses no GPU).
+    pub gpus_per_rank: u64,
+    /// A program that does the whole work when exactly one process runs without an MPI launcher (nccl-tests'
+    /// non-MPI build of an `_mpi` binary).
+    pub solo_program: Option<String>,
+    /// Whether the workload's own line already carries the `nsys` prefix (BashCmd), so systems add none.
+    pub has_profiler: bool,
+    pub success: Success,
+}
+
+impl Launch {
+    /// A plain process with no GPU (Sleep-like).
+    pub fn process(program: impl Into<String>, args: Vec<String>) -> Self {
+        Self {
+            program: program.into(),
+            args,
+            env: Vec::new(),
+            image: None,
+            image_field: None,
+            procs: Procs::PerTask,
+            gpus_per_rank: 0,
+            solo_program: None,
+            has_profiler: false,
+            success: Success::Unchecked,
+        }
+    }
+
+    /// The command line as a shell reads it (`test_cmd` in test-run.toml).
+    pub fn command_line(&self) -> String {
+        line(&self.program, &self.args)
+    }
+
+    /// The command line of the program that runs when a single process does the whole work.
+    pub fn solo_command_line(&self) -> String {
+        line(
+            self.solo_program.as_deref().unwrap_or(&self.program),
+            &self.args,
+        )
+    }
+
+    /// What one node runs in a container of `gpus_per_node` GPUs when no launcher spans nodes: every rank under
+    /// a local `mpirun`, one rank as the solo program, or the command itself; with the profiler prefix.
+    pub fn node_command(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
+        let ranks = self.ranks_per_node(gpus_per_node);
+        if self.needs_launcher(1, gpus_per_node) {
+            let cmd = super::full_command(self, test);
+            mpirun(ranks, ranks, None, &self.env, &cmd).join(" ")
+        } else if self.procs == Procs::Mpi {
+            let cmd = self.solo_command_line();
+            if self.has_profiler {
+                cmd
+            } else {
+                super::with_nsys(test, cmd)
+            }
+        } else {
+            super::full_command(self, test)
+        }
+    }
+
+    /// Ranks on one node of `gpus_per_node` GPUs: the node's GPUs shared among processes of `gpus_per_rank`
+    /// GPUs each (one for layouts that are not MPI).
+    pub fn ranks_per_node(&self, gpus_per_node: u64) -> u64 {
+        match self.procs {
+            Procs::Mpi => (gpus_per_node / self.gpus_per_rank.max(1)).max(1),
+            _ => 1,
+        }
+    }
+
+    /// GPUs one node gives the run: every rank's.
+    pub fn gpus_per_node(&self, gpus_per_node: u64) -> u64 {
+        self.ranks_per_node(gpus_per_node) * self.gpus_per_rank
+    }
+
+    /// Whether the run needs ranks started by an MPI launcher on `nodes` nodes of `gpus_per_node` GPUs.
+    pub fn needs_launcher(&self, nodes: u64, gpus_per_node: u64) -> bool {
+        self.procs == Procs::Mpi && nodes * self.ranks_per_node(gpus_per_node) > 1
+    }
+
+    /// What the shape of the test asks that a system with `gpus_per_node` GPUs per node cannot give, as one
+    /// sentence (or None).
+    pub fn shape_problem(&self, test_id: &str, nodes: u64, gpus_per_node: u64) -> Option<String> {
+        if self.gpus_per_rank > gpus_per_node {
+            return Some(format!(
+                "test '{test_id}': one process drives {} GPUs but the system has gpus_per_node = {gpus_per_node}; \
+                 lower the GPUs per process (ngpus x nthreads) or set gpus_per_node in the system",
+                self.gpus_per_rank
+            ));
+        }
+        if self.procs == Procs::Single && nodes > 1 {
+            return Some(format!(
+                "test '{test_id}': {} runs as one process but the test asks {nodes} nodes; use its MPI build \
+                 (the `_mpi` binary) to run across nodes, or num_nodes = 1",
+                self.program
+            ));
+        }
+        if self.procs == Procs::Mpi && !gpus_per_node.is_multiple_of(self.gpus_per_rank.max(1)) {
+            return Some(format!(
+                "test '{test_id}': {gpus_per_node} GPUs per node cannot be shared by processes of {} GPUs each; \
+                 choose GPUs per process (ngpus x nthreads) that divide gpus_per_node",
+                self.gpus_per_rank
+            ));
+        }
+        None
+    }
+
+    /// The hook check as a shell snippet printing 1 on success, else 0 (CloudAI's `SUCCESS_<i>` form); empty when
+    /// unchecked.
+    pub fn shell_check(&self, stdout: &std::path::Path) -> String {
+        match self.success {
+            Success::OutputContains(text) => format!(
+                "grep -q \"{text}\" {} && echo 1 || echo 0",
+                quote(&stdout.display().to_string())
+            ),
+            Success::ExitStatus => "[ $? -eq 0 ] && echo 1 || echo 0".into(),
+            Success::Unchecked => String::new(),
+        }
+    }
+
+    /// Whether a finished hook succeeded, from its failure flag and its output.
+    pub fn hook_succeeded(&self, failed: bool, stdout: &std::path::Path) -> bool {
+        self.success.judge(failed, stdout)
+    }
+}
+
+impl Success {
+    /// Whether a finished run succeeded, from whether its job failed and its output: container schedulers judge
+    /// unchecked hooks by their status.
+    pub fn judge(&self, failed: bool, stdout: &std::path::Path) -> bool {
+        match self {
+            Success::OutputContains(text) => {
+                !failed && std::fs::read_to_string(stdout).is_ok_and(|s| s.contains(text))
+            }
+            Success::ExitStatus | Success::Unchecked => !failed,
+        }
+    }
+}
+
+fn line(program: &str, args: &[String]) -> String {
+    let mut s = program.to_string();
+    for a in args {
+        s.push(' ');
+        s.push_str(a);
+    }
+    s
+}
+
+/// `mpirun` starting `ranks` ranks of `cmd` (`ranks_per_node` per host), every name in `env` forwarded to the
+/// ranks (`-x`: ranks started over ssh get a fresh environment), with the host file when one is given (Open MPI
+/// 5 ignores the operator's ORTE variables and would put every rank on the launcher).
+pub fn mpirun(
+    ranks: u64,
+    ranks_per_node: u64,
+    hostfile: Option<&str>,
+    env: &[(String, String)],
+    cmd: &str,
+) -> Vec<String> {
+    let mut v = vec!["mpirun".to_string(), "--allow-run-as-root".into()];
+    if let Some(h) = hostfile {
+        v.extend(["--hostfile".into(), h.to_string()]);
+    }
+    v.extend([
+        "-np".into(),
+        ranks.to_string(),
+        "-bind-to".into(),
+        "none".into(),
+        "-map-by".into(),
+        format!("ppr:{ranks_per_node}:node"),
+    ]);
+    for (k, _) in env {
+        v.push("-x".into());
+        v.push(k.clone());
+    }
+    v.push(cmd.to_string());
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mpi(gpus_per_rank: u64) -> Launch {
+        Launch {
+            procs: Procs::Mpi,
+            gpus_per_rank,
+            ..Launch::process("all_reduce_perf_mpi", vec!["--ngpus".into(), "1".into()])
+        }
+    }
+
+    #[test]
+    fn ranks_fill_the_node() {
+        let l = mpi(1);
+        assert_eq!(l.ranks_per_node(8), 8);
+        assert_eq!(l.gpus_per_node(8), 8);
+        assert!(l.needs_launcher(1, 8));
+        assert!(!l.needs_launcher(1, 1));
+        let l = mpi(8);
+        assert_eq!((l.ranks_per_node(8), l.gpus_per_node(8)), (1, 8));
+        assert!(l.needs_launcher(2, 8) && !l.needs_launcher(1, 8));
+        let sleep = Launch::process("sleep", vec!["5".into()]);
+        assert_eq!((sleep.ranks_per_node(8), sleep.gpus_per_node(8)), (1, 0));
+        assert!(!sleep.needs_launcher(4, 8));
+    }
+
+    #[test]
+    fn shapes_that_cannot_be_placed_are_named() {
+        assert!(mpi(3).shape_problem("t", 2, 8).unwrap().contains("divide"));
+        assert!(mpi(16)
+            .shape_problem("t", 1, 8)
+            .unwrap()
+            .contains("gpus_per_node = 8"));
+        let single = Launch {
+            procs: Procs::Single,
+            gpus_per_rank: 8,
+            ..Launch::process("all_reduce_perf", vec![])
+        };
+        assert!(single.shape_problem("t", 2, 8).unwrap().contains("_mpi"));
+        assert_eq!(single.shape_problem("t", 1, 8), None);
+        assert_eq!(mpi(2).shape_problem("t", 4, 8), None);
+    }
+
+    #[test]
+    fn mpirun_forwards_env_and_uses_the_hostfile() {
+        let env = vec![("NCCL_DEBUG".to_string(), "INFO".to_string())];
+        assert_eq!(
+            mpirun(16, 8, Some("/etc/mpi/hostfile"), &env, "x --ngpus 1").join(" "),
+            "mpirun --allow-run-as-root --hostfile /etc/mpi/hostfile -np 16 -bind-to none -map-by ppr:8:node \
+             -x NCCL_DEBUG x --ngpus 1"
+        );
+    }
+
+    #[test]
+    fn hook_checks() {
+        let mut l = mpi(1);
+        l.success = Success::OutputContains("Avg bus bandwidth");
+        assert_eq!(
+            l.shell_check(std::path::Path::new("/r/a b/stdout.txt")),
+            "grep -q \"Avg bus bandwidth\" '/r/a b/stdout.txt' && echo 1 || echo 0"
+        );
+        l.success = Success::Unchecked;
+        assert_eq!(l.shell_check(std::path::Path::new("/x")), "");
+        assert!(l.hook_succeeded(false, std::path::Path::new("/nonexistent")));
+        l.success = Success::OutputContains("Avg bus bandwidth");
+        assert!(!l.hook_succeeded(false, std::path::Path::new("/nonexistent")));
+    }
+}

@@ -1,0 +1,496 @@
+//! UCC's `ucc_perftest` (CloudAI's `UCCTest`): one MPI rank per GPU runs a collective over a range of message
+//! sizes. The command is CloudAI's; the output is parsed by its layout rules (header block, `Count Size Time, us
+//! [Bandwidth, GB/s]` table with `avg min max [avg max min]` columns, `N/A` where a value does not apply), graded,
+//! and reported as CSV and a chart page.
+
+use std::path::Path;
+
+use super::{IterationReport, JobOutcome, Launch, Point, Procs, Success, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
+use crate::config::decode::{Ctx, View};
+use crate::config::test::{TemplateSchema, TestDefinition};
+use crate::html::{chart, chart_spec, esc, human_size, page, series};
+use crate::util::pytoml::py_float;
+use crate::util::shell::quote;
+
+pub struct UccTest;
+
+const COLLECTIVES: &[&str] = &[
+    "allgather",
+    "allgatherv",
+    "allreduce",
+    "alltoall",
+    "alltoallv",
+    "barrier",
+    "bcast",
+    "gather",
+    "gatherv",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatterv",
+    "scatter",
+    "scatterv",
+    "memcpy",
+    "reducedt",
+    "reducedt_strided",
+];
+
+static ARGS: &[ArgSpec] = &[
+    ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
+    ArgSpec::new("collective", T::Enum(COLLECTIVES), D::Str("alltoall")),
+    ArgSpec::new("b", T::Int, D::Int(1)),
+    ArgSpec::new("e", T::Str, D::Str("8M")),
+    ArgSpec::new("gen", T::Str, D::Unset),
+    ArgSpec::new("use_deepep_matrix", T::Bool, D::Bool(false)).single(),
+];
+
+pub const PROGRAM: &str = "/opt/hpcx/ucc/bin/ucc_perftest";
+pub const CSV_FILE: &str = "cloudai_ucc_test_csv_report.csv";
+pub const HTML_FILE: &str = "cloudai_ucc_test_bokeh_report.html";
+
+impl TemplateSchema for UccTest {
+    fn template(&self) -> &'static str {
+        "UCCTest"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+    /// A DeepEP-generated matrix needs the MoE benchmark's output, which this version does not run.
+    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
+        if args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true)) && args.get("gen").is_none()
+        {
+            let loc = v
+                .get("cmd_args")
+                .and_then(|n| n.as_table())
+                .and_then(|t| t.entries.get("use_deepep_matrix"))
+                .map_or(v.loc.clone(), |e| e.node.loc.clone());
+            ctx.err(
+                &loc,
+                &crate::config::decode::join(&v.field("cmd_args"), "use_deepep_matrix"),
+                "a DeepEP traffic matrix needs the MoE benchmark's output, which this version does not run",
+                Some("give the generator spec in cmd_args.gen (`--gen ...`) instead".into()),
+            );
+        }
+    }
+}
+
+fn arg(test: &TestDefinition, k: &str) -> String {
+    test.cmd_args
+        .get(k)
+        .map(|v| quote(&v.py_str()).into_owned())
+        .unwrap_or_default()
+}
+
+impl Workload for UccTest {
+    fn launch(&self, test: &TestDefinition) -> Launch {
+        let mut args = vec![
+            "-c".to_string(),
+            arg(test, "collective"),
+            "-b".into(),
+            arg(test, "b"),
+            "-e".into(),
+            arg(test, "e"),
+        ];
+        if test.cmd_args.get("gen").is_some() {
+            args.extend(["--gen".into(), arg(test, "gen")]);
+        }
+        args.extend(["-m".into(), "cuda".into(), "-F".into()]);
+        super::push_extra_args(test, &mut args);
+        Launch {
+            program: PROGRAM.into(),
+            args,
+            env: Vec::new(),
+            image: super::docker_image(test),
+            image_field: Some("cmd_args.docker_image_url"),
+            procs: Procs::Mpi,
+            gpus_per_rank: 1,
+            solo_program: None,
+            has_profiler: false,
+            success: Success::ExitStatus,
+        }
+    }
+
+    /// CloudAI's UCC metrics: `default` and `time-avg` the average time of the first size (a sweep optimises one
+    /// size), `time-max` its maximum.
+    fn metric(&self, _test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+        let out = parse(&std::fs::read_to_string(dir.join("stdout.txt")).ok()?);
+        let first = out.rows.first()?;
+        match name {
+            "default" | "time-avg" => Some(first.time_avg),
+            "time-max" => Some(first.time_max),
+            _ => None,
+        }
+    }
+
+    fn grade(&self, _test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict {
+        let path = dir.join("stdout.txt");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => verdict(&parse(&text), &path, outcome),
+            Err(_) => Verdict::fail(format!(
+                "{} was not created: ucc_perftest produced no output; run the command from test-run.toml \
+                 (full_cmd) by hand to see why",
+                path.display()
+            )),
+        }
+    }
+
+    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        let path = dir.join("stdout.txt");
+        let out = parse(&std::fs::read_to_string(&path).ok()?);
+        let v = verdict(&out, &path, &JobOutcome::default());
+        let mut metrics = serde_json::Map::new();
+        if let Some(p) = out.peak() {
+            metrics.insert("peak_busbw_gbps".into(), p.bw_avg.into());
+            metrics.insert("peak_size_bytes".into(), p.size.into());
+        }
+        if let Some(r) = out.rows.first() {
+            metrics.insert("small_latency_us".into(), r.time_avg.into());
+            metrics.insert("small_size_bytes".into(), r.size.into());
+        }
+        metrics.insert("rows".into(), out.rows.len().into());
+        let curve: Vec<(u64, f64)> = out
+            .rows
+            .iter()
+            .filter(|r| r.bw_avg.is_finite())
+            .map(|r| (r.size, r.bw_avg))
+            .collect();
+        let collective = out
+            .collective
+            .clone()
+            .unwrap_or_else(|| test.cmd_args.str("collective").unwrap_or("").to_string())
+            .to_ascii_lowercase();
+        let points = out
+            .rows
+            .iter()
+            .filter(|r| r.bw_avg.is_finite())
+            .map(|r| Point {
+                collective: format!("ucc_{collective}"),
+                dtype: out.datatype.clone().unwrap_or_default(),
+                size: r.size,
+                busbw_oop: r.bw_avg,
+                time_oop_us: r.time_avg,
+                ..Point::default()
+            })
+            .collect();
+        let status = if v.passed {
+            "PASSED".to_string()
+        } else {
+            format!("FAILED: {}", v.message)
+        };
+        Some(IterationReport {
+            files: vec![
+                (CSV_FILE.into(), csv(&out)),
+                (HTML_FILE.into(), html(title, &out, &status, v.passed)),
+            ],
+            streamed: Vec::new(),
+            metrics,
+            curve,
+            verdict: Some(v),
+            points,
+        })
+    }
+}
+
+/// One row of the table: message count and size, time (avg, min, max) and, with `-F`, bandwidth (avg, max, min:
+/// from the average, fastest and slowest rank's time). `N/A` reads as NaN.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub line: usize,
+    pub count: u64,
+    pub size: u64,
+    pub time_avg: f64,
+    pub time_min: f64,
+    pub time_max: f64,
+    pub bw_avg: f64,
+    pub bw_max: f64,
+    pub bw_min: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    pub collective: Option<String>,
+    pub memory_type: Option<String>,
+    pub datatype: Option<String>,
+    /// The table has bandwidth columns (`-F`).
+    pub full: bool,
+    pub rows: Vec<Row>,
+    /// Lines that say the run failed (UCC/MPI errors, kills), with their line numbers.
+    pub errors: Vec<(usize, String)>,
+}
+
+impl Output {
+    /// The row of the highest average bandwidth.
+    pub fn peak(&self) -> Option<&Row> {
+        self.rows
+            .iter()
+            .filter(|r| r.bw_avg.is_finite())
+            .max_by(|a, b| a.bw_avg.total_cmp(&b.bw_avg))
+    }
+}
+
+fn num(t: &str) -> Option<f64> {
+    if t == "N/A" {
+        return Some(f64::NAN);
+    }
+    t.parse::<f64>().ok()
+}
+
+/// Lines that mean the run did not complete.
+fn is_error(line: &str) -> bool {
+    let has = |s: &str| line.contains(s);
+    has("UCC ERROR")
+        || has("UCX  ERROR")
+        || has("UCX ERROR")
+        || has("ucc_perftest: ") && (has("failed") || has("error"))
+        || has("exited on signal")
+        || has("Segmentation fault")
+        || has("DUE TO TIME LIMIT")
+        || has("MPI_ABORT")
+        || has("mpirun noticed that process")
+        || has("prterun noticed that process")
+        || (has("srun: error:") && has("Exited with exit code"))
+}
+
+/// Parses `ucc_perftest` output: header fields by name, rows by shape (5 numeric columns, 8 with `-F`; `N/A`
+/// where a value does not apply), whatever launcher noise is around them.
+pub fn parse(text: &str) -> Output {
+    let mut out = Output::default();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let field = |name: &str| {
+            line.strip_prefix(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        if let Some(v) = field("Collective:") {
+            out.collective = Some(v);
+            continue;
+        }
+        if let Some(v) = field("Memory type:") {
+            out.memory_type = Some(v);
+            continue;
+        }
+        if let Some(v) = field("Datatype:") {
+            out.datatype = Some(v);
+            continue;
+        }
+        if line.starts_with("Count") && line.contains("Time, us") {
+            out.full = line.contains("Bandwidth");
+            continue;
+        }
+        let t: Vec<&str> = line.split_ascii_whitespace().collect();
+        let count = |s: &str| {
+            if s == "N/A" {
+                Some(0)
+            } else {
+                s.parse::<u64>().ok()
+            }
+        };
+        if t.len() == 5 || t.len() == 8 {
+            if let (Some(c), Some(s)) = (count(t[0]), count(t[1])) {
+                let vals: Option<Vec<f64>> = t[2..].iter().map(|x| num(x)).collect();
+                if let Some(v) = vals {
+                    let bw = |k: usize| v.get(k).copied().unwrap_or(f64::NAN);
+                    out.rows.push(Row {
+                        line: i + 1,
+                        count: c,
+                        size: s,
+                        time_avg: v[0],
+                        time_min: v[1],
+                        time_max: v[2],
+                        bw_avg: bw(3),
+                        bw_max: bw(4),
+                        bw_min: bw(5),
+                    });
+                    continue;
+                }
+            }
+        }
+        if is_error(line) {
+            out.errors.push((i + 1, line.to_string()));
+        }
+    }
+    out
+}
+
+fn verdict(out: &Output, path: &Path, outcome: &JobOutcome) -> Verdict {
+    let at = |line: usize| format!("{}:{line}", path.display());
+    if let Some((line, text)) = out.errors.first() {
+        return Verdict::fail(format!(
+            "{}: {text}; ucc_perftest did not complete: check UCX/UCC transport settings (UCX_TLS, \
+             UCX_NET_DEVICES) and stderr.txt",
+            at(*line)
+        ));
+    }
+    if out.rows.is_empty() {
+        return Verdict::fail(match &out.collective {
+            Some(c) => format!(
+                "{}: ucc_perftest started ({c}) but printed no result row; it failed or hung; check stderr.txt",
+                path.display()
+            ),
+            None => format!(
+                "{}: no ucc_perftest output found; check that {PROGRAM} exists in the image and stderr.txt",
+                path.display()
+            ),
+        });
+    }
+    if let Some(code) = outcome.exit_code.filter(|c| *c != 0) {
+        return Verdict::fail(format!(
+            "ucc_perftest printed {} rows but exited with status {code}; see stderr.txt",
+            out.rows.len()
+        ));
+    }
+    Verdict::pass()
+}
+
+fn csv(out: &Output) -> String {
+    let mut s = String::from(
+        "Count,Size (B),Time Avg (us),Time Min (us),Time Max (us),Bandwidth (GB/s) avg,Bandwidth (GB/s) max,\
+         Bandwidth (GB/s) min,Size Human-readable\n",
+    );
+    let f = |x: f64| {
+        if x.is_nan() {
+            String::new()
+        } else {
+            py_float(x)
+        }
+    };
+    for r in &out.rows {
+        s.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}\n",
+            r.count,
+            r.size,
+            f(r.time_avg),
+            f(r.time_min),
+            f(r.time_max),
+            f(r.bw_avg),
+            f(r.bw_max),
+            f(r.bw_min),
+            human_size(r.size)
+        ));
+    }
+    s
+}
+
+fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
+    let pts = |g: fn(&Row) -> f64| -> Vec<(u64, f64)> {
+        out.rows.iter().map(|r| (r.size, g(r))).collect()
+    };
+    let data = serde_json::json!({ "charts": {
+        "bw": chart_spec("Bandwidth", "bandwidth (GB/s)", "GB/s", false, vec![
+            series("avg", &pts(|r| r.bw_avg), false),
+            series("max (fastest rank)", &pts(|r| r.bw_max), true),
+            series("min (slowest rank)", &pts(|r| r.bw_min), true),
+        ]),
+        "time": chart_spec("Time", "time (us, log)", "us", true, vec![
+            series("avg", &pts(|r| r.time_avg), false),
+            series("min", &pts(|r| r.time_min), true),
+            series("max", &pts(|r| r.time_max), true),
+        ]),
+    }});
+    let peak = out.peak().map_or("-".to_string(), |p| {
+        format!("{:.2} GB/s at {}", p.bw_avg, human_size(p.size))
+    });
+    let mut body = format!(
+        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">\
+         <div class=\"card\"><span class=\"muted\">collective</span><b>{}</b></div>\
+         <div class=\"card\"><span class=\"muted\">peak bandwidth</span><b>{}</b></div>\
+         <div class=\"card\"><span class=\"muted\">memory / datatype</span><b>{} / {}</b></div></div>\n",
+        esc(title),
+        if passed { "pass" } else { "fail" },
+        esc(verdict),
+        esc(out.collective.as_deref().unwrap_or("-")),
+        esc(&peak),
+        esc(out.memory_type.as_deref().unwrap_or("-")),
+        esc(out.datatype.as_deref().unwrap_or("-")),
+    );
+    body.push_str(&chart("bw"));
+    body.push_str(&chart("time"));
+    body.push_str("<h2>Results</h2>\n<table>\n<tr><th>count</th><th>size</th><th>time avg (us)</th><th>min</th>\
+                   <th>max</th><th>bw avg (GB/s)</th><th>max</th><th>min</th></tr>\n");
+    let f = |x: f64| {
+        if x.is_nan() {
+            "N/A".to_string()
+        } else {
+            format!("{x:.2}")
+        }
+    };
+    for r in &out.rows {
+        body.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            r.count,
+            esc(&human_size(r.size)),
+            f(r.time_avg),
+            f(r.time_min),
+            f(r.time_max),
+            f(r.bw_avg),
+            f(r.bw_max),
+            f(r.bw_min)
+        ));
+    }
+    body.push_str("</table>\n");
+    page(title, &body, &data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "Collective:             Allreduce\nMemory type:            cuda\nDatatype:               float32\n\
+        Reduction:              sum\nInplace:                0\nWarmup:\n  small                 100\n  large                 20\n\
+        Iterations:\n  small                 1000\n  large                 200\n\n";
+
+    #[test]
+    fn full_and_short_tables_and_na() {
+        let full = format!(
+            "{HEAD}       Count        Size                Time, us                           Bandwidth, GB/s\n\
+             \x20                                avg         min         max         avg         max         min\n\
+             \x20          1           4       14.65       13.42       16.49        0.00        0.00        0.00\n\
+             0: node1:1:2 [0] NCCL INFO noise 1 2 3\n\
+             \x20       1024        4096       20.00       19.00       21.00        0.41        0.43        0.39\n"
+        );
+        let out = parse(&full);
+        assert_eq!(out.collective.as_deref(), Some("Allreduce"));
+        assert!(out.full);
+        assert_eq!(out.rows.len(), 2);
+        assert_eq!((out.rows[1].size, out.rows[1].bw_max), (4096, 0.43));
+        assert_eq!(out.peak().unwrap().size, 4096);
+        // without -F: times only
+        let short = format!(
+            "{HEAD}       Count        Size                Time, us\n                                 avg         min         max\n\
+             \x20          8          32       10.00        9.00       11.00\n"
+        );
+        let out = parse(&short);
+        assert!(!out.full && out.rows.len() == 1 && out.rows[0].bw_avg.is_nan());
+        // barrier: no range, N/A everywhere but the times
+        let barrier = "Collective: Barrier\n         N/A         N/A        5.10        4.90        5.30         N/A         N/A         N/A\n";
+        let out = parse(barrier);
+        assert_eq!(out.rows.len(), 1);
+        assert!(out.peak().is_none());
+    }
+
+    #[test]
+    fn verdicts_name_the_failure() {
+        let p = Path::new("stdout.txt");
+        let v = verdict(&parse("Collective: Alltoall\n"), p, &JobOutcome::default());
+        assert!(
+            !v.passed && v.message.contains("printed no result row"),
+            "{}",
+            v.message
+        );
+        let v = verdict(&parse(""), p, &JobOutcome::default());
+        assert!(
+            v.message.contains("no ucc_perftest output"),
+            "{}",
+            v.message
+        );
+        let err =
+            "Collective: Alltoall\n[1700000000.1] ucc_team.c:1 UCC ERROR failed to create team\n";
+        let v = verdict(&parse(err), p, &JobOutcome::default());
+        assert!(
+            v.message.contains("stdout.txt:2: ") && v.message.contains("UCC ERROR"),
+            "{}",
+            v.message
+        );
+    }
+}

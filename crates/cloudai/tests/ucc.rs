@@ -1,0 +1,168 @@
+//! UCC's `ucc_perftest` (`UCCTest`) through the launch seam: graded and reported from a real output, rendered for
+//! Kubernetes and Run:ai like any MPI workload (the Slurm script is CloudAI's: compat_dry_run.rs).
+
+mod common;
+
+use std::sync::Arc;
+
+use cloudai::scenario::{self, Inputs};
+use common::{data, stdout_of, Work};
+use serde_json::Value;
+
+const UCC: &str =
+    "name = \"ucc\"\ndescription = \"d\"\ntest_template_name = \"UCCTest\"\n[cmd_args]\n\
+    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\n";
+
+fn sample() -> String {
+    std::fs::read_to_string(data().join("ucc-samples/alltoall-cuda-float32-full.txt")).unwrap()
+}
+
+#[test]
+fn a_real_output_is_graded_and_reported() {
+    let out = cloudai::workloads::ucc::parse(&sample());
+    assert_eq!(out.collective.as_deref(), Some("Alltoall"));
+    assert_eq!(out.rows.len(), 24);
+    let peak = out.peak().unwrap();
+    assert_eq!((peak.size, peak.bw_avg), (33554432, 44.70));
+
+    // a tree whose iteration printed it: report files, metrics, PASSED
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/ucc.toml", UCC);
+    w.file(
+        "s.toml",
+        "name = \"u\"\n[[Tests]]\nid = \"a2a\"\ntest_name = \"ucc\"\n",
+    );
+    let dry = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert_eq!(dry.status.code(), Some(0), "{}", stdout_of(&dry));
+    let root = w.results_root();
+    let trt = std::fs::read_to_string(root.join("a2a/0/test-run.toml")).unwrap();
+    assert!(
+        trt.contains(
+            "test_cmd = \"/opt/hpcx/ucc/bin/ucc_perftest -c alltoall -b 1 -e 8M -m cuda -F\""
+        ),
+        "{trt}"
+    );
+    std::fs::write(root.join("a2a/0/stdout.txt"), sample()).unwrap();
+    let rep = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(rep.status.code(), Some(0), "{}", stdout_of(&rep));
+    let csv = std::fs::read_to_string(root.join("a2a/0/cloudai_ucc_test_csv_report.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 25);
+    assert!(
+        csv.lines()
+            .last()
+            .unwrap()
+            .starts_with("8388608,33554432,47292.49,"),
+        "{csv}"
+    );
+    let page =
+        std::fs::read_to_string(root.join("a2a/0/cloudai_ucc_test_bokeh_report.html")).unwrap();
+    assert!(
+        page.contains("44.70 GB/s at 32MB") && page.contains("Alltoall"),
+        "peak card"
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["tests"][0]["metrics"]["peak_busbw_gbps"], 44.7);
+
+    // the same output cut after the header: failed, saying where
+    std::fs::write(
+        root.join("a2a/0/stdout.txt"),
+        sample().lines().take(14).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let rep = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(rep.status.code(), Some(3), "{}", stdout_of(&rep));
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        summary["tests"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("printed no result row"),
+        "{summary}"
+    );
+}
+
+/// The seam: no scheduler knows UCC, yet Kubernetes and Run:ai run it as they run any MPI workload.
+#[test]
+fn container_schedulers_render_ucc_from_its_launch() {
+    let w = Work::new();
+    let k8s = w.file(
+        "k8s.toml",
+        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\noutput_path = \"o\"\n\
+         default_namespace = \"bench\"\ngpus_per_node = 8\n",
+    );
+    let runai = w.file(
+        "runai.toml",
+        "name = \"r\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"o\"\ngpus_per_node = 8\n\
+         base_url = \"https://runai.example.com\"\nuser_email = \"u@example.com\"\napp_id = \"a\"\napp_secret = \"s\"\n\
+         project_id = \"4501\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\n",
+    );
+    w.file("tests/ucc.toml", UCC);
+    let scen = w.file(
+        "s.toml",
+        "name = \"u\"\n[[Tests]]\nid = \"one\"\ntest_name = \"ucc\"\nnum_nodes = 1\n\
+         [[Tests]]\nid = \"two\"\ntest_name = \"ucc\"\nnum_nodes = 2\n[Tests.cmd_args]\ncollective = \"allreduce\"\n",
+    );
+    let tests = w.path().join("tests");
+    let load = |sys: &std::path::Path| {
+        let (cfg, s) = scenario::load_all(&Inputs {
+            system: Some(sys),
+            tests_dir: Some(&tests),
+            scenario: &scen,
+            hook_dir: None,
+        })
+        .unwrap();
+        (Arc::new(cfg), s)
+    };
+    let (cfg, s) = load(&k8s);
+    let dir = |id: &str| w.path().join("o/u_x").join(id).join("0");
+    let one = &cloudai::systems::kubernetes::manifests(&cfg, &s.test_runs[0], &dir("one"))[0];
+    let c = &one["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(one["kind"], "Job");
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 8);
+    assert!(c["command"][2]
+        .as_str()
+        .unwrap()
+        .starts_with("mpirun --allow-run-as-root -np 8 -bind-to none -map-by ppr:8:node /opt/hpcx/ucc/bin/ucc_perftest -c alltoall"));
+    let two = &cloudai::systems::kubernetes::manifests(&cfg, &s.test_runs[1], &dir("two"))[0];
+    assert_eq!(two["kind"], "MPIJob");
+    assert_eq!(two["spec"]["slotsPerWorker"], 8);
+    let launcher = two["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        ["command"][2]
+        .as_str()
+        .unwrap();
+    assert!(
+        launcher.contains("--hostfile /etc/mpi/hostfile -np 16 ")
+            && launcher
+                .contains("/opt/hpcx/ucc/bin/ucc_perftest -c allreduce -b 1 -e 8M -m cuda -F"),
+        "{launcher}"
+    );
+
+    let (cfg, s) = load(&runai);
+    let schemas = runai_mock::schema::Schemas::default();
+    let (one, dist) =
+        cloudai::systems::runai::payloads(&cfg, &s.test_runs[0], &dir("one")).remove(0);
+    assert!(!dist);
+    assert_eq!(schemas.validate(&one, "TrainingCreationRequest"), vec![]);
+    assert_eq!(one["spec"]["compute"]["gpuDevicesRequest"], 8);
+    let (two, dist) =
+        cloudai::systems::runai::payloads(&cfg, &s.test_runs[1], &dir("two")).remove(0);
+    assert!(dist);
+    assert_eq!(schemas.validate(&two, "DistributedCreationRequest"), vec![]);
+    assert!(two["masterSpec"]["args"]
+        .as_str()
+        .unwrap()
+        .ends_with("/opt/hpcx/ucc/bin/ucc_perftest -c allreduce -b 1 -e 8M -m cuda -F"));
+}
