@@ -609,3 +609,37 @@ fn verify_configs_reports_duplicate_test_names() {
         "{text}"
     );
 }
+
+/// Node states from a `sinfo` answer far above a pipe's 64 KiB (thousands of nodes) are read as it runs: the
+/// group spec is resolved and the job runs, instead of the query stalling until its timeout.
+#[test]
+fn a_huge_sinfo_answer_does_not_stall_node_selection() {
+    let Some(w) = common::slurm::slurm_work(
+        "",
+        "name = \"big\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\nnodes = [\"debug:all:2\"]\n",
+    ) else {
+        return;
+    };
+    // 20,000 extra node lines (~400 KiB) before the real answer
+    w.file(
+        "bin/sinfo",
+        "#!/bin/bash\nfor i in $(seq 1 20000); do echo \"spare$i|idle\"; done\nexec /usr/bin/sinfo \"$@\"\n",
+    );
+    std::fs::set_permissions(
+        w.path().join("bin/sinfo"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let out = w
+        .cloudai_with_bin()
+        .args(common::slurm::RUN_ARGS)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let rec = common::record(&w.results_root(), "a", 0);
+    assert_eq!(rec.nodes.len(), 2, "{:?}", rec.nodes);
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+}

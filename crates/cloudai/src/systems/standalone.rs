@@ -20,6 +20,8 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 
 pub struct Standalone {
     cfg: Arc<SystemConfig>,
+    /// GPUs of this machine, found once.
+    gpus: std::sync::OnceLock<u64>,
     jobs: Arc<Mutex<HashMap<JobId, Job>>>,
     wake: Arc<Notify>,
 }
@@ -33,16 +35,17 @@ impl Standalone {
     pub fn new(cfg: Arc<SystemConfig>) -> Self {
         Self {
             cfg,
+            gpus: std::sync::OnceLock::new(),
             jobs: Arc::default(),
             wake: Arc::new(Notify::new()),
         }
     }
 
     fn gpus(&self) -> u64 {
-        match &self.cfg.kind {
+        *self.gpus.get_or_init(|| match &self.cfg.kind {
             SystemKind::Standalone(s) => s.gpus(),
             _ => 1,
-        }
+        })
     }
 }
 
