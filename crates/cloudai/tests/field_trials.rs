@@ -330,21 +330,27 @@ fn two_resumes_at_once_one_is_refused() {
     assert_eq!(owner.wait().unwrap().code(), Some(130));
 }
 
+/// `cloudai run` on the built-in-like Standalone system of one test file (`tests/<name>.toml`) and a scenario.
+fn run_standalone(test: (&str, &str), scenario: &str) -> (Work, std::process::Output) {
+    let w = Work::new();
+    w.standalone();
+    w.file(&format!("tests/{}.toml", test.0), test.1);
+    w.file("s.toml", scenario);
+    let out = w.cloudai().args(RUN).output().unwrap();
+    (w, out)
+}
+
 /// `cmd_args` keys become command-line flags: only `[A-Za-z0-9_-]` is accepted, with the place it was written.
 #[test]
 fn cmd_args_keys_cannot_inject_shell() {
-    let w = Work::new();
-    w.standalone();
-    w.file(
-        "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-         docker_image_url = \"\"\n\"x;touch pwned\" = 1\n",
-    );
-    w.file(
-        "s.toml",
+    let (w, out) = run_standalone(
+        (
+            "nccl",
+            "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+             docker_image_url = \"\"\n\"x;touch pwned\" = 1\n",
+        ),
         "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"nccl\"\n",
     );
-    let out = w.cloudai().args(RUN).output().unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
@@ -393,18 +399,14 @@ fn status_beside_a_live_run_leaves_its_log_alone() {
 /// off; `generate-report --hook-dir` is accepted.
 #[test]
 fn cloudai_parity_slips() {
-    let w = Work::new();
-    w.standalone();
-    w.file(
-        "tests/bash.toml",
-        "name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\n\
-         cmd = \"\"\"\necho one\necho two\nexit 3\n\"\"\"\n",
-    );
-    w.file(
-        "s.toml",
+    let (w, out) = run_standalone(
+        (
+            "bash",
+            "name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\n\
+             cmd = \"\"\"\necho one\necho two\nexit 3\n\"\"\"\n",
+        ),
         "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"bash\"\n[reports.tarball]\nenable = false\n",
     );
-    let out = w.cloudai().args(RUN).output().unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     let root = w.results_root();
