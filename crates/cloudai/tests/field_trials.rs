@@ -645,3 +645,66 @@ fn a_huge_sinfo_answer_does_not_stall_node_selection() {
     assert_eq!(rec.nodes.len(), 2, "{:?}", rec.nodes);
     assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
 }
+
+/// A double Ctrl-C on Standalone and on the Slurm cluster: cloudai exits at once, and nothing it started is
+/// left (Standalone kills its process groups on the way out; Slurm's cancels went out with the first signal).
+#[test]
+fn a_double_interrupt_leaves_no_job_on_standalone_or_slurm() {
+    // Standalone
+    let w = Work::new();
+    let mut child = start_sleep(&w);
+    let jobs = wait_for_jobs(&w);
+    let pid = child.id() as i32;
+    // SAFETY: signalling the child we spawned
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(200));
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let code = child.wait().unwrap().code();
+    assert!(matches!(code, Some(130) | Some(4)), "{code:?}");
+    for pg in jobs {
+        assert!(ends(pg), "job {pg} left running");
+    }
+
+    // Slurm
+    let Some(w) = common::slurm::slurm_work(
+        "",
+        "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
+         [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n",
+    ) else {
+        return;
+    };
+    let child = spawn(&w, &common::slurm::RUN_ARGS);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ids = loop {
+        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
+        let ids: Vec<String> = log
+            .lines()
+            .filter_map(|l| l.split("Submitted slurm job: ").nth(1))
+            .map(|id| id.trim().to_string())
+            .collect();
+        if ids.len() == 2 && ids.iter().all(|i| common::slurm::squeue_ids().contains(i)) {
+            break ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "jobs were not submitted: {ids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let pid = child.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let text = stdout_of(&out);
+    assert!(matches!(out.status.code(), Some(130) | Some(4)), "{text}");
+    if out.status.code() == Some(4) {
+        assert!(w.results_root().join("leftovers.json").is_file(), "{text}");
+    }
+    // the cancels went out with the first signal: the queue empties by itself
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ids.iter().any(|i| common::slurm::squeue_ids().contains(i)) {
+        assert!(Instant::now() < deadline, "jobs {ids:?} left in the queue");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
