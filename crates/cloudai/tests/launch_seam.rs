@@ -244,6 +244,19 @@ fn kubernetes_options_reach_every_pod_that_needs_them() {
         .starts_with("mpirun --allow-run-as-root -np 4 "));
 }
 
+/// Scripts and sleeps run on the pod network even where GPU launches use the host's.
+#[test]
+fn only_gpu_launches_use_the_host_network() {
+    let w = Work::new();
+    let scen = "name = \"seam\"\n[[Tests]]\nid = \"s\"\ntest_name = \"sleep\"\n";
+    let objs = k8s_objects(&w, &example("kubernetes_cluster.toml"), scen);
+    let spec = &objs[0]["spec"]["template"]["spec"];
+    assert!(
+        spec["hostNetwork"].is_null() && spec["volumes"].is_null(),
+        "{spec}"
+    );
+}
+
 #[test]
 fn a_process_of_several_gpus_gets_them_and_runs_alone() {
     let w = Work::new();
@@ -441,8 +454,9 @@ fn every_workload_runs_on_runai() {
         let (body, distributed) = cloudai::systems::runai::payloads(&cfg, r, &dir).remove(0);
         assert!(!distributed);
         assert_eq!(schemas.validate(&body, "TrainingCreationRequest"), vec![]);
-        // no GPU asked, so no GPU-pod extras
+        // no GPU asked, so no GPU-pod extras, and not the host's network
         assert_eq!(body["spec"]["compute"], json!({"gpuDevicesRequest": 0}));
+        assert!(body["spec"]["security"].is_null(), "{body}");
         assert_eq!(body["spec"]["image"], "ubuntu:24.04");
         got.push((
             body["spec"]["command"].clone(),

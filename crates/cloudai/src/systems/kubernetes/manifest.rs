@@ -161,7 +161,8 @@ impl Fit<'_> {
         }
         let mut spec = json!({"restartPolicy": pod.restart});
         let mut meta = json!({"labels": m.labels(run, pod.role)});
-        if self.host_network {
+        // the host's network is for the pods of a GPU launch (and their launcher), not for scripts and sleeps
+        if self.host_network && (pod.gpus > 0 || pod.role == "launcher") {
             spec["hostNetwork"] = true.into();
             spec["dnsPolicy"] = "ClusterFirstWithHostNet".into();
         }

@@ -133,7 +133,8 @@ fn fit(spec: &mut Value, sys: &RunAiConfig, gpus: u64, host_network: bool, maste
         spec["backoffLimit"] = 0.into();
     }
     let mut security = json!({});
-    if host_network {
+    // the host's network is for the pods of a GPU launch (and its launcher), not for scripts and sleeps
+    if host_network && (gpus > 0 || master) {
         security["hostNetwork"] = true.into();
     }
     if gpus > 0 {
