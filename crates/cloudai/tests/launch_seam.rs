@@ -244,6 +244,32 @@ fn kubernetes_options_reach_every_pod_that_needs_them() {
         .starts_with("mpirun --allow-run-as-root -np 4 "));
 }
 
+/// The MPI operator names its pods `<job>-worker-<i>` and `<job>-launcher`, DNS-1035 labels: an MPI job's name
+/// leaves room for them and starts with a letter, however long (or digit-first) the test id; on Run:ai too.
+#[test]
+fn mpi_job_names_leave_room_for_the_operators_pod_names() {
+    let w = Work::new();
+    let long = format!("{}_{}", "8x".repeat(25), "all_reduce");
+    let scen = format!(
+        "name = \"seam\"\n[[Tests]]\nid = \"{long}\"\ntest_name = \"nccl\"\nnum_nodes = 16\n"
+    );
+    let objs = k8s_objects(&w, &example("kubernetes_cluster.toml"), &scen);
+    let name = objs[0]["metadata"]["name"].as_str().unwrap();
+    assert_eq!(objs[0]["kind"], "MPIJob");
+    assert!(name.len() + "-worker-15".len() <= 63, "{name}");
+    assert!(name.starts_with(|c: char| c.is_ascii_lowercase()), "{name}");
+    let (cfg, s) = load(&Work::new(), RUNAI_OPTIONS, &scen);
+    let dir = w.path().join("out/seam_x/x/0");
+    let (body, distributed) =
+        cloudai::systems::runai::payloads(&cfg, &s.test_runs[0], &dir).remove(0);
+    assert!(distributed);
+    let name = body["name"].as_str().unwrap();
+    assert!(
+        name.len() + "-worker-15".len() <= 63 && name.starts_with('t'),
+        "{name}"
+    );
+}
+
 /// Scripts and sleeps run on the pod network even where GPU launches use the host's.
 #[test]
 fn only_gpu_launches_use_the_host_network() {

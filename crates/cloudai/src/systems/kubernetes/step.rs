@@ -56,7 +56,14 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
     let tag = kind_of.tag();
     // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
     let identity_src = format!("{}|{}", ctx.salt, dir.display());
-    let name = payload::unique_name(&[&run.id, tag], &identity_src);
+    let launch = run.launch();
+    let per_node = ctx.k.gpus_per_node;
+    let mpi_job = run.num_nodes > 1 && launch.needs_launcher(run.num_nodes, per_node);
+    let name = if mpi_job {
+        payload::mpi_job_name(&[&run.id, tag], &identity_src, run.num_nodes)
+    } else {
+        payload::unique_name(&[&run.id, tag], &identity_src)
+    };
     let identity = payload::short_hash(&identity_src);
     let dir_s = dir.display().to_string();
     let meta = Meta {
@@ -68,7 +75,6 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
         iteration: &ctx.iteration,
         results_dir: &dir_s,
     };
-    let launch = run.launch();
     let mut env = crate::systems::job_env(ctx.cfg, run);
     env.extend(launch.env.iter().cloned());
     let image = launch
@@ -76,7 +82,6 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
         .as_deref()
         .map(payload::image)
         .unwrap_or_else(|| ctx.k.job_image.clone());
-    let per_node = ctx.k.gpus_per_node;
     let fit = Fit {
         sys: ctx.k,
         host_network: ctx.k.pods.host_network(&env),
@@ -85,7 +90,7 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
         deadline: ctx.k.pods.deadline(run.time_limit, run.max_pending_time),
         ttl: ctx.k.pods.ttl_after_finished,
     };
-    let (kind, manifest) = if run.num_nodes > 1 && launch.needs_launcher(run.num_nodes, per_node) {
+    let (kind, manifest) = if mpi_job {
         let cmd = crate::workloads::full_command(&launch, &run.test);
         let mpi = Mpi {
             image: &image,

@@ -167,7 +167,13 @@ impl RunAi {
         let tag = kind.tag();
         // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
         let identity = format!("{salt}|{}", dir.display());
-        let name = payload::unique_name(&[&run.id, tag], &identity);
+        let per_node = self.r().gpus_per_node;
+        let name = if run.num_nodes > 1 && run.launch().needs_launcher(run.num_nodes, per_node) {
+            // a distributed workload: its pods are named after it by the MPI operator
+            payload::mpi_job_name(&[&run.id, tag], &identity, run.num_nodes)
+        } else {
+            payload::unique_name(&[&run.id, tag], &identity)
+        };
         let env = super::job_env(&self.cfg, run);
         let who = payload::Names {
             name: &name,

@@ -41,11 +41,28 @@ pub fn short_hash(s: &str) -> String {
 /// A workload name that stays unique however long the test id: the readable part is cut so that `-<hash of
 /// identity>` always fits in 63 characters.
 pub fn unique_name(readable: &[&str], identity: &str) -> String {
+    unique_name_within(readable, identity, 63, false)
+}
+
+/// As [`unique_name`], at most `max` characters, starting with a letter when `letter_first`.
+fn unique_name_within(readable: &[&str], identity: &str, max: usize, letter_first: bool) -> String {
     let hash = short_hash(identity);
     let mut head = k8s_name(readable);
-    head.truncate(63 - 1 - hash.len());
+    if letter_first && head.starts_with(|c: char| c.is_ascii_digit()) {
+        head.insert(0, 't');
+    }
+    head.truncate(max - 1 - hash.len());
     // k8s_name never returns an empty name ("cloudai" stands in)
     format!("{}-{hash}", head.trim_end_matches('-'))
+}
+
+/// The name of an MPI job of `workers` workers: the MPI operator names its pods `<name>-worker-<i>` and
+/// `<name>-launcher`, which must be DNS-1035 labels (at most 63 characters, a letter first), or it refuses the
+/// job with no more than a warning event. So the name leaves room for the longest suffix and starts with a
+/// letter.
+pub fn mpi_job_name(readable: &[&str], identity: &str, workers: u64) -> String {
+    let worker = "-worker-".len() + workers.saturating_sub(1).to_string().len();
+    unique_name_within(readable, identity, 63 - worker.max("-launcher".len()), true)
 }
 
 /// The annotation that ties a workload to the iteration (and hook) that created it: a workload with our name but
@@ -290,6 +307,16 @@ mod tests {
             unique_name(&["__"], "x"),
             format!("cloudai-{}", short_hash("x"))
         );
+        // MPI jobs: room for the operator's pod suffixes, a letter first
+        for workers in [2, 10, 128, 1000] {
+            let n = mpi_job_name(&[&long], "run|t|0", workers);
+            assert!(
+                n.len() + format!("-worker-{}", workers - 1).len() <= 63,
+                "{n}"
+            );
+            assert!(n.len() + "-launcher".len() <= 63, "{n}");
+        }
+        assert!(mpi_job_name(&["8node"], "x", 2).starts_with("t8node-"));
         assert_eq!(
             image("nvcr.io#nvidia/pytorch:24.02-py3"),
             "nvcr.io/nvidia/pytorch:24.02-py3"
