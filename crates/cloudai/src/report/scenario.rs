@@ -272,23 +272,20 @@ fn entry(
     let mut reports = Vec::new();
     let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
     if let Some(r) = report {
-        for (name, content) in &r.files {
-            if !opts.per_test {
-                continue;
-            }
+        // the iteration's own reports: built in memory, or streamed (an output too long to hold)
+        type Fill<'a> = Box<dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()> + 'a>;
+        let texts = r.files.iter().map(|(name, content)| {
+            let fill: Fill = Box::new(move |w| w.write_all(content.as_bytes()));
+            (name.as_str(), fill)
+        });
+        let streams = r.streamed.iter().map(|f| {
+            let fill: Fill = Box::new(|w| (f.write)(w));
+            (f.name.as_str(), fill)
+        });
+        for (name, fill) in texts.chain(streams).filter(|_| opts.per_test) {
+            let dest = dir.join(name);
             if write {
-                if let Err(e) = write_atomic(&dir.join(name), content.as_bytes()) {
-                    crate::warn!("Cannot write {}: {e}", dir.join(name).display());
-                    continue;
-                }
-            }
-            let rel = dir.join(name);
-            reports.push(rel.strip_prefix(root).unwrap_or(&rel).display().to_string());
-        }
-        for f in r.streamed.iter().filter(|_| opts.per_test) {
-            let dest = dir.join(&f.name);
-            if write {
-                if let Err(e) = crate::util::fsx::write_atomic_with(&dest, |w| (f.write)(w)) {
+                if let Err(e) = crate::util::fsx::write_atomic_with(&dest, |w| fill(w)) {
                     crate::warn!("Cannot write {}: {e}", dest.display());
                     continue;
                 }

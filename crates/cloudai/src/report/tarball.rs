@@ -11,14 +11,7 @@ pub fn write(root: &Path) -> std::io::Result<PathBuf> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "results".into());
     let out = root.with_file_name(format!("{name}.tgz"));
-    let (tmp, f) = match crate::util::fsx::create_temp(&out) {
-        Ok(x) => x,
-        Err(e) => {
-            crate::util::fsx::note_failure(&out, &e);
-            return Err(e);
-        }
-    };
-    let r = (|| {
+    crate::util::fsx::write_file_with(&out, true, true, |f| {
         let gz = flate2::write::GzEncoder::new(
             std::io::BufWriter::new(f),
             flate2::Compression::default(),
@@ -26,14 +19,7 @@ pub fn write(root: &Path) -> std::io::Result<PathBuf> {
         let mut tar = tar::Builder::new(gz);
         tar.follow_symlinks(false);
         tar.append_dir_all(&name, root)?;
-        let mut w = tar.into_inner()?.finish()?;
-        w.flush()?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, &out)
-    })();
-    if let Err(e) = &r {
-        let _ = std::fs::remove_file(&tmp);
-        crate::util::fsx::note_failure(&out, e);
-    }
-    r.map(|_| out)
+        tar.into_inner()?.finish()?.flush()
+    })?;
+    Ok(out)
 }

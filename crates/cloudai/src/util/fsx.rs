@@ -64,37 +64,43 @@ fn random_u64() -> u64 {
 }
 
 fn write(path: &Path, contents: &[u8], durable: bool, note: bool) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let (tmp, f) = match create_temp(path) {
-        Ok(x) => x,
-        Err(e) => {
-            if note {
-                note_failure(path, &e);
-            }
-            return Err(e);
-        }
-    };
-    let r = (|| {
-        let mut f = f;
-        // No fsync: the rename makes the write atomic for readers, and a sync per file made a 1,000-iteration
-        // dry-run ten times slower.
+    write_file_with(path, durable, note, |f| {
         f.write_all(contents)?;
-        f.flush()?;
-        if durable {
-            f.sync_all()?;
+        f.flush()
+    })
+}
+
+/// The one atomic write: `fill` writes a new temporary file beside `path`, which then replaces `path` (synced,
+/// file and directory, when `durable`; no fsync otherwise: the rename makes the write atomic for readers, and a
+/// sync per file made a 1,000-iteration dry-run ten times slower). A failure removes the temporary file and, when
+/// `note`, is remembered for the closing error.
+pub fn write_file_with(
+    path: &Path,
+    durable: bool,
+    note: bool,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let r = create_temp(path).and_then(|(tmp, mut f)| {
+        let done = (|| {
+            fill(&mut f)?;
+            if durable {
+                f.sync_all()?;
+            }
+            drop(f);
+            std::fs::rename(&tmp, path)?;
+            if durable {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        if done.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        if durable {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    })();
-    if let Err(e) = &r {
-        let _ = std::fs::remove_file(&tmp);
-        if note {
-            note_failure(path, e);
-        }
+        done
+    });
+    if let (true, Err(e)) = (note, &r) {
+        note_failure(path, e);
     }
     r
 }
@@ -135,23 +141,11 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let r = create_temp(path).and_then(|(tmp, f)| {
-        let done = (|| {
-            let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
-            fill(&mut w)?;
-            w.flush()?;
-            drop(w);
-            std::fs::rename(&tmp, path)
-        })();
-        if done.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        done
-    });
-    if let Err(e) = &r {
-        note_failure(path, e);
-    }
-    r
+    write_file_with(path, false, true, |f| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+        fill(&mut w)?;
+        w.flush()
+    })
 }
 
 /// Remembers a results file that could not be written.
