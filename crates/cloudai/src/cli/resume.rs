@@ -211,8 +211,7 @@ fn resume_locked(
             return 1;
         }
     };
-    state::restore_secret(&mut system, info);
-    if let Some(why) = state::missing_secret(&system, info) {
+    if let Err(why) = state::restore_secret(&mut system, info) {
         error!("{why}");
         return 1;
     }

@@ -118,10 +118,7 @@ fn remote_phases(
     let sys = info.system.as_ref().ok_or("no system recorded")?;
     let mut cfg = crate::config::system::load(&state::state_dir(root).join(sys))
         .map_err(|_| "the recorded system file does not load".to_string())?;
-    state::restore_secret(&mut cfg, &info);
-    if let Some(why) = state::missing_secret(&cfg, &info) {
-        return Err(why);
-    }
+    state::restore_secret(&mut cfg, &info)?;
     let rt = crate::runner::runtime()?;
     if scheduler == "kubernetes" {
         rt.block_on(crate::systems::kubernetes::phases(&cfg))

@@ -108,21 +108,21 @@ pub fn without_secrets(text: &str) -> String {
     let Ok(doc) = toml_edit::Document::parse(text) else {
         return "# not copied: the system file did not parse\n".into();
     };
-    let mut cuts: Vec<(usize, usize)> = SECRET_FIELDS
+    let mut cuts: Vec<(usize, usize, &str)> = SECRET_FIELDS
         .iter()
         .filter_map(|k| {
             let (key, item) = doc.as_table().get_key_value(k)?;
-            Some((key.span()?.start, item.span()?.end))
+            Some((key.span()?.start, item.span()?.end, *k))
         })
         .collect();
     cuts.sort_unstable();
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
-    for (start, end) in cuts {
+    for (start, end, key) in cuts {
         out.push_str(&text[at..start]);
-        out.push_str(
-            "# app_secret: not kept with the results; RUNAI_APP_SECRET or the original system file gives it",
-        );
+        out.push_str(&format!(
+            "# {key}: not kept with the results; RUNAI_APP_SECRET or the original system file gives it"
+        ));
         at = end;
     }
     out.push_str(&text[at..]);
@@ -136,40 +136,36 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
 }
 
-/// The secret of a Run:ai system loaded from a tree's copy (which keeps none): from the original system file the
-/// run was started with, when it still has one. `RUNAI_APP_SECRET` wins over both when set.
-pub fn restore_secret(cfg: &mut crate::config::system::SystemConfig, info: &RunInfo) {
+/// Gives a Run:ai system loaded from a tree's copy (which keeps no secret) the secret of the original system
+/// file the run was started with, when it still has one (`RUNAI_APP_SECRET` wins over both when set); the error
+/// names both places when neither has it.
+pub fn restore_secret(
+    cfg: &mut crate::config::system::SystemConfig,
+    info: &RunInfo,
+) -> Result<(), String> {
     use crate::config::system::SystemKind;
     let SystemKind::RunAi(r) = &mut cfg.kind else {
-        return;
+        return Ok(());
     };
-    if r.app_secret.is_some() {
-        return;
+    if r.app_secret.is_none() {
+        let original = info
+            .system_from
+            .as_deref()
+            .and_then(|p| crate::config::system::load(p).ok());
+        if let Some(SystemKind::RunAi(o)) = original.map(|c| c.kind) {
+            r.app_secret = o.app_secret;
+        }
     }
-    let original = info
-        .system_from
-        .as_deref()
-        .and_then(|p| crate::config::system::load(p).ok());
-    if let Some(SystemKind::RunAi(o)) = original.map(|c| c.kind) {
-        r.app_secret = o.app_secret;
+    if r.secret().is_some() {
+        return Ok(());
     }
-}
-
-/// Why a tree's Run:ai system has no secret to resume with, naming both places it could come from.
-pub fn missing_secret(cfg: &crate::config::system::SystemConfig, info: &RunInfo) -> Option<String> {
-    use crate::config::system::SystemKind;
-    let SystemKind::RunAi(r) = &cfg.kind else {
-        return None;
-    };
-    r.secret().is_none().then(|| {
-        format!(
-            "no Run:ai secret to resume with: the results tree keeps none; set {} or restore app_secret in {}",
-            crate::config::system::SECRET_ENV,
-            info.system_from
-                .as_deref()
-                .map_or("the original system file".into(), |p| p.display().to_string())
-        )
-    })
+    Err(format!(
+        "no Run:ai secret to resume with: the results tree keeps none; set {} or restore app_secret in {}",
+        crate::config::system::SECRET_ENV,
+        info.system_from
+            .as_deref()
+            .map_or("the original system file".into(), |p| p.display().to_string())
+    ))
 }
 
 pub fn read_info(root: &Path) -> std::io::Result<RunInfo> {

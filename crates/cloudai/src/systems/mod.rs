@@ -165,27 +165,36 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
     env.into_iter().collect()
 }
 
-/// A container scheduler's objection to a test's image: a workload that needs one (`image_field`) must name a
-/// plausible reference.
-pub fn image_problems(
+/// What a container scheduler (`scheduler`, running a test that does not span nodes as `one_unit`) cannot run of
+/// a test: an image reference that is missing or malformed where the workload needs one (`image_field`), a shape
+/// its nodes of `gpus_per_node` GPUs cannot give, several nodes for a layout that runs in one unit.
+pub fn container_checks(
     run: &TestRun,
-    launch: &crate::workloads::Launch,
     scheduler: &str,
+    one_unit: &str,
+    gpus_per_node: u64,
 ) -> Vec<String> {
-    let Some(field) = launch.image_field else {
-        return Vec::new();
-    };
-    let image = launch.image.as_deref().unwrap_or("");
-    runai::image_problem(image)
-        .map(|why| {
-            format!(
+    let launch = run.launch();
+    let mut out = Vec::new();
+    if let Some(field) = launch.image_field {
+        let image = launch.image.as_deref().unwrap_or("");
+        if let Some(why) = runai::image_problem(image) {
+            out.push(format!(
                 "test '{}': {field} {image:?} {why}; {scheduler} needs an image reference like \
                  \"nvcr.io/nvidia/pytorch:25.01-py3\"",
                 run.id
-            )
-        })
-        .into_iter()
-        .collect()
+            ));
+        }
+    }
+    out.extend(launch.shape_problem(&run.id, run.num_nodes, gpus_per_node));
+    if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {
+        out.push(format!(
+            "test '{}': asks {} nodes but runs as {one_unit} on {scheduler} (only MPI tests span nodes); set \
+             num_nodes = 1",
+            run.id, run.num_nodes
+        ));
+    }
+    out
 }
 
 /// Schedulers `build` runs today (the others' configs are read and validated).

@@ -51,14 +51,11 @@ impl Standalone {
 
 /// The test as this machine runs it: MPI ranks, one per GPU group of the machine, under a local `mpirun` (as on
 /// one Slurm node); one rank, or any other layout, as a plain process.
-fn local_command(run: &TestRun, gpus: u64) -> String {
-    let launch = run.launch();
-    let cmd = crate::workloads::full_command(&launch, &run.test);
-    let ranks = launch.ranks_per_node(gpus);
+fn local_command(run: &TestRun, launch: &crate::workloads::Launch, gpus: u64) -> String {
     if launch.needs_launcher(1, gpus) {
-        crate::workloads::launch::mpirun(ranks, ranks, None, &[], &cmd).join(" ")
+        launch.local_mpirun(&run.test, gpus)
     } else {
-        cmd
+        crate::workloads::full_command(launch, &run.test)
     }
 }
 
@@ -105,7 +102,8 @@ impl System for Standalone {
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
         let gpus = self.gpus();
-        let cmd = local_command(run, gpus);
+        let launch = run.launch();
+        let cmd = local_command(run, &launch, gpus);
         let full = if run.pre_test.is_some() || run.post_test.is_some() {
             with_hooks(run, dir, &cmd, gpus)
         } else {
@@ -113,7 +111,7 @@ impl System for Standalone {
         };
         Ok(Prepared {
             // the workload's own command; full_cmd is how this machine runs it
-            test_cmd: crate::workloads::full_command(&run.launch(), &run.test),
+            test_cmd: crate::workloads::full_command(&launch, &run.test),
             full_cmd: full,
             files: Vec::new(),
             env: super::job_env(&self.cfg, run),
@@ -318,13 +316,14 @@ fn with_hooks(run: &TestRun, dir: &Path, main: &str, gpus: u64) -> String {
             .iter()
             .map(|(k, v)| format!("{k}={} ", shell_quote(&v.py_str())))
             .collect();
-        let cmd = local_command(tr, gpus);
+        let launch = tr.launch();
+        let cmd = local_command(tr, &launch, gpus);
         let line = format!(
             "mkdir -p {0} && ( {env}bash -c {1} ) > {0}/stdout.txt 2> {0}/stderr.txt",
             shell_quote(&d.display().to_string()),
             shell_quote(&cmd)
         );
-        let check = tr.launch().shell_check(&d.join("stdout.txt"));
+        let check = launch.shell_check(&d.join("stdout.txt"));
         (
             line,
             if check.is_empty() {

@@ -89,22 +89,31 @@ impl Launch {
         )
     }
 
+    /// `line` with the test's profiler prefix, unless the launch's own line carries it.
+    pub fn profiled(&self, test: &TestDefinition, line: String) -> String {
+        if self.has_profiler {
+            line
+        } else {
+            super::with_nsys(test, line)
+        }
+    }
+
+    /// Every rank of one node of `gpus_per_node` GPUs under a local `mpirun` (no launcher spans nodes).
+    pub fn local_mpirun(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
+        let ranks = self.ranks_per_node(gpus_per_node);
+        let cmd = self.profiled(test, self.command_line());
+        mpirun(ranks, ranks, None, &self.env, &cmd).join(" ")
+    }
+
     /// What one node runs in a container of `gpus_per_node` GPUs when no launcher spans nodes: every rank under
     /// a local `mpirun`, one rank as the solo program, or the command itself; with the profiler prefix.
     pub fn node_command(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
-        let ranks = self.ranks_per_node(gpus_per_node);
         if self.needs_launcher(1, gpus_per_node) {
-            let cmd = super::full_command(self, test);
-            mpirun(ranks, ranks, None, &self.env, &cmd).join(" ")
+            self.local_mpirun(test, gpus_per_node)
         } else if self.procs == Procs::Mpi {
-            let cmd = self.solo_command_line();
-            if self.has_profiler {
-                cmd
-            } else {
-                super::with_nsys(test, cmd)
-            }
+            self.profiled(test, self.solo_command_line())
         } else {
-            super::full_command(self, test)
+            self.profiled(test, self.command_line())
         }
     }
 
@@ -120,6 +129,12 @@ impl Launch {
     /// GPUs one node gives the run: every rank's.
     pub fn gpus_per_node(&self, gpus_per_node: u64) -> u64 {
         self.ranks_per_node(gpus_per_node) * self.gpus_per_rank
+    }
+
+    /// Whether the run spans `nodes` nodes with MPI ranks (an MPIJob, a distributed workload); other layouts run in
+    /// one pod whatever `nodes` says.
+    pub fn across_nodes(&self, nodes: u64) -> bool {
+        self.procs == Procs::Mpi && nodes > 1
     }
 
     /// Whether the run needs ranks started by an MPI launcher on `nodes` nodes of `gpus_per_node` GPUs.
@@ -166,11 +181,6 @@ impl Launch {
             Success::Unchecked => String::new(),
         }
     }
-
-    /// Whether a finished hook succeeded, from its failure flag and its output.
-    pub fn hook_succeeded(&self, failed: bool, stdout: &std::path::Path) -> bool {
-        self.success.judge(failed, stdout)
-    }
 }
 
 impl Success {
@@ -194,6 +204,9 @@ fn line(program: &str, args: &[String]) -> String {
     }
     s
 }
+
+/// Where the MPI operator mounts its host file in an MPI job's launcher (Kubernetes MPIJob, Run:ai distributed).
+pub const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
 
 /// `mpirun` starting `ranks` ranks of `cmd` (`ranks_per_node` per host), every name in `env` forwarded to the
 /// ranks (`-x`: ranks started over ssh get a fresh environment), with the host file when one is given (Open MPI
@@ -289,8 +302,8 @@ mod tests {
         );
         l.success = Success::Unchecked;
         assert_eq!(l.shell_check(std::path::Path::new("/x")), "");
-        assert!(l.hook_succeeded(false, std::path::Path::new("/nonexistent")));
+        assert!(l.success.judge(false, std::path::Path::new("/nonexistent")));
         l.success = Success::OutputContains("Avg bus bandwidth");
-        assert!(!l.hook_succeeded(false, std::path::Path::new("/nonexistent")));
+        assert!(!l.success.judge(false, std::path::Path::new("/nonexistent")));
     }
 }

@@ -112,7 +112,7 @@ pub trait Workload: TemplateSchema + Send + Sync {
     /// Schedulers this workload runs on (every scheduler renders any [`Launch`]; a workload narrows this only
     /// when it depends on one scheduler's features).
     fn schedulers(&self) -> &'static [&'static str] {
-        ALL_SCHEDULERS
+        crate::config::system::SCHEDULERS
     }
     /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
     /// measured (the agent observes -1 then, as CloudAI does).
@@ -146,9 +146,6 @@ pub fn docker_image(test: &TestDefinition) -> Option<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
 }
-
-/// Every scheduler that renders launches.
-pub const ALL_SCHEDULERS: &[&str] = &["standalone", "slurm", "runai", "kubernetes"];
 
 static REGISTRY: &[&dyn Workload] = &[&NcclTest, &sleep::Sleep, &bash_cmd::BashCmd, &ucc::UccTest];
 
@@ -203,10 +200,5 @@ pub fn with_nsys(test: &TestDefinition, cmd: String) -> String {
 
 /// The command with profiling, as a system that runs it directly (no wrapper) executes it.
 pub fn full_command(launch: &Launch, test: &TestDefinition) -> String {
-    let cmd = launch.command_line();
-    if launch.has_profiler {
-        cmd
-    } else {
-        with_nsys(test, cmd)
-    }
+    launch.profiled(test, launch.command_line())
 }

@@ -1,11 +1,12 @@
 //! The objects an iteration becomes on Kubernetes: a Kubeflow `MPIJob` (kubeflow.org/v2beta1) for MPI ranks on
 //! several nodes, a `batch/v1` Job for everything else; pods fitted for collective benchmarks as the system says
-//! (memory-backed `/dev/shm`, host or secondary networks, RDMA devices, capabilities, placement, deadlines). Built as plain JSON so the same value is written to
-//! `k8s-manifest.yaml` in dry-run and sent to the API server in a run.
+//! (memory-backed `/dev/shm`, host or secondary networks, RDMA devices, capabilities, placement, deadlines).
+//! Built as plain JSON so the same value is written to `k8s-manifest.yaml` in dry-run and sent to the API server
+//! in a run.
 
 use serde_json::{json, Map, Value};
 
-use crate::config::pods::{PodSettings, Toleration};
+use crate::config::pods::PodSettings;
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
 use crate::systems::runai::payload;
@@ -124,8 +125,7 @@ fn affinity(run: &TestRun) -> Option<Value> {
 const SHM_VOLUME: &str = "dev-shm";
 /// The claim name of a worker's IMEX channel.
 const IMEX_CLAIM: &str = "imex-channel";
-/// Where the MPI operator mounts its host file in the launcher.
-pub const HOSTFILE: &str = "/etc/mpi/hostfile";
+use crate::workloads::launch::MPI_HOSTFILE as HOSTFILE;
 
 /// What one pod runs.
 pub struct Pod<'a> {
@@ -172,7 +172,11 @@ impl Fit<'_> {
             }
         }
         if !p.tolerations.is_empty() {
-            spec["tolerations"] = p.tolerations.iter().map(toleration).collect();
+            spec["tolerations"] = p
+                .tolerations
+                .iter()
+                .map(|t| t.to_json("tolerationSeconds"))
+                .collect();
         }
         if !p.node_selector.is_empty() {
             spec["nodeSelector"] = p
@@ -218,10 +222,6 @@ impl Fit<'_> {
 
 /// Multus' pod annotation naming the secondary networks.
 pub const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
-
-fn toleration(t: &Toleration) -> Value {
-    t.to_json("tolerationSeconds")
-}
 
 /// Server-side limits of one object: deadline (time limit plus margin) and how long it stays once finished.
 pub struct Limits {

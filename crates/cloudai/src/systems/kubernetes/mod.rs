@@ -1,6 +1,7 @@
 //! Kubernetes: a launch of MPI ranks on several nodes as a Kubeflow MPIJob, everything else (one node, however
-//! many ranks; scripts; hooks) as `batch/v1` Jobs, rendered from the workload's [`crate::workloads::Launch`]. Objects are watched (one watch per kind in the namespace), never polled; the pod
-//! that prints the results is followed into `stdout.txt`, events of the object and its pods go to `events.txt`.
+//! many ranks; scripts; hooks) as `batch/v1` Jobs, rendered from the workload's [`crate::workloads::Launch`].
+//! Objects are watched (one watch per kind in the namespace), never polled; the pod that prints the results is
+//! followed into `stdout.txt`, events of the object and its pods go to `events.txt`.
 //! Every object we end, whatever the reason, is deleted in the foreground and its deletion confirmed before the
 //! next step; what cannot be confirmed is a leftover.
 

@@ -58,7 +58,7 @@ fn build(run: &TestRun, kind_of: StepKind, dir: &Path, ctx: &PlanCtx) -> Step {
     let identity_src = format!("{}|{}", ctx.salt, dir.display());
     let launch = run.launch();
     let per_node = ctx.k.gpus_per_node;
-    let mpi_job = run.num_nodes > 1 && launch.needs_launcher(run.num_nodes, per_node);
+    let mpi_job = launch.across_nodes(run.num_nodes);
     let name = if mpi_job {
         payload::mpi_job_name(&[&run.id, tag], &identity_src, run.num_nodes)
     } else {
@@ -170,15 +170,5 @@ pub fn plan(run: &TestRun, k: &KubernetesConfig, cfg: &SystemConfig, dir: &Path)
 
 /// What cannot run as configured, one sentence each, before anything is created.
 pub fn check(run: &TestRun, k: &KubernetesConfig) -> Vec<String> {
-    let launch = run.launch();
-    let mut out: Vec<String> = crate::systems::image_problems(run, &launch, "Kubernetes");
-    out.extend(launch.shape_problem(&run.id, run.num_nodes, k.gpus_per_node));
-    if run.num_nodes > 1 && !launch.needs_launcher(run.num_nodes, k.gpus_per_node) {
-        out.push(format!(
-            "test '{}': asks {} nodes but runs as one pod on Kubernetes (only MPI tests span nodes); set \
-             num_nodes = 1",
-            run.id, run.num_nodes
-        ));
-    }
-    out
+    crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node)
 }

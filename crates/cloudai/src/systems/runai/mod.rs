@@ -167,8 +167,8 @@ impl RunAi {
         let tag = kind.tag();
         // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
         let identity = format!("{salt}|{}", dir.display());
-        let per_node = self.r().gpus_per_node;
-        let name = if run.num_nodes > 1 && run.launch().needs_launcher(run.num_nodes, per_node) {
+        let launch = run.launch();
+        let name = if launch.across_nodes(run.num_nodes) {
             // a distributed workload: its pods are named after it by the MPI operator
             payload::mpi_job_name(&[&run.id, tag], &identity, run.num_nodes)
         } else {
@@ -180,7 +180,7 @@ impl RunAi {
             identity: &payload::short_hash(&identity),
             run_tag: salt,
         };
-        let (payload, distributed) = payload::workload(run, &who, self.r(), &env);
+        let (payload, distributed) = payload::workload(run, &launch, &who, self.r(), &env);
         Step {
             kind,
             name: name.clone(),
@@ -188,7 +188,7 @@ impl RunAi {
             distributed,
             payload,
             dir: dir.to_path_buf(),
-            success: run.launch().success,
+            success: launch.success,
         }
     }
 
@@ -356,18 +356,7 @@ impl System for RunAi {
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
-        let launch = run.launch();
-        let per_node = self.r().gpus_per_node;
-        let mut out = super::image_problems(run, &launch, "Run:ai");
-        out.extend(launch.shape_problem(&run.id, run.num_nodes, per_node));
-        if run.num_nodes > 1 && !launch.needs_launcher(run.num_nodes, per_node) {
-            out.push(format!(
-                "test '{}': asks {} nodes but runs as one training on Run:ai (only MPI tests span nodes); set \
-                 num_nodes = 1",
-                run.id, run.num_nodes
-            ));
-        }
-        out
+        super::container_checks(run, "Run:ai", "one training", self.r().gpus_per_node)
     }
 
     async fn connect(&self) -> Result<(), String> {

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::config::pods::Toleration;
 use crate::config::system::RunAiConfig;
 use crate::scenario::TestRun;
+use crate::workloads::Launch;
 
 /// Run:ai names become Kubernetes object names: lower-case alphanumerics and '-', at most 63 characters.
 pub fn k8s_name(parts: &[&str]) -> String {
@@ -183,7 +184,7 @@ fn toleration(i: usize, t: &Toleration) -> Value {
     v["name"] = t
         .key
         .as_deref()
-        .map(k8s_name_part)
+        .map(|k| k8s_name(&[k]))
         .unwrap_or_else(|| format!("toleration-{i}"))
         .into();
     if t.effect.is_none() {
@@ -192,20 +193,16 @@ fn toleration(i: usize, t: &Toleration) -> Value {
     v
 }
 
-fn k8s_name_part(s: &str) -> String {
-    k8s_name(&[s])
-}
-
 /// The creation request of one step and whether it is a distributed workload: one node → a training running the
 /// node's command (every rank under a local `mpirun`, or one process); several nodes of MPI ranks → a
 /// distributed MPI workload (launcher + workers, slots per worker = ranks per node).
 pub fn workload(
     run: &TestRun,
+    launch: &Launch,
     who: &Names,
     sys: &RunAiConfig,
     envs: &[(String, String)],
 ) -> (Value, bool) {
-    let launch = run.launch();
     let mut all_env = envs.to_vec();
     all_env.extend(launch.env.iter().cloned());
     let envs = &all_env[..];
@@ -229,7 +226,7 @@ pub fn workload(
         }
     };
     let gpus = launch.gpus_per_node(per_node);
-    if run.num_nodes <= 1 || !launch.needs_launcher(run.num_nodes, per_node) {
+    if !launch.across_nodes(run.num_nodes) {
         let (command, args) = if launch.procs == crate::workloads::Procs::Script {
             (
                 "/bin/bash".to_string(),
@@ -248,11 +245,11 @@ pub fn workload(
         return (v, false);
     }
     let slots = launch.ranks_per_node(per_node);
-    let cmd = crate::workloads::full_command(&launch, &run.test);
+    let cmd = crate::workloads::full_command(launch, &run.test);
     let mpirun = crate::workloads::launch::mpirun(
         run.num_nodes * slots,
         slots,
-        Some("/etc/mpi/hostfile"),
+        Some(crate::workloads::launch::MPI_HOSTFILE),
         envs,
         &cmd,
     );

@@ -10,7 +10,7 @@ use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{dq_safe, in_double_quotes, quote, quote_path};
-use crate::workloads::Procs;
+use crate::workloads::{Launch, Procs};
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
 /// split on; then double-quoted, the form sbatch's option-line parser takes.
@@ -48,6 +48,8 @@ pub struct Generated {
 /// Where one test run's output goes and which nodes it asked for.
 struct Target<'a> {
     run: &'a TestRun,
+    /// What the run's workload runs (built once per target).
+    launch: Launch,
     /// Absolute output directory.
     dir: &'a Path,
     /// File names are relative to the iteration directory (`pre_test/<name>/` for hooks).
@@ -72,10 +74,10 @@ impl Ctx<'_> {
     }
 
     /// The image to run: its cached `.sqsh` under install_path with `cache_docker_images_locally`, else the URL.
-    fn image(&self, run: &TestRun) -> Option<String> {
-        crate::install::cached_image(self.sys, run)
+    fn image(&self, t: &Target) -> Option<String> {
+        crate::install::cached_image(self.sys, t.run)
             .map(|p| p.display().to_string())
-            .or_else(|| run.launch().image)
+            .or_else(|| t.launch.image.clone())
     }
 
     fn mounts(&self, t: &Target) -> Vec<String> {
@@ -110,8 +112,7 @@ impl Ctx<'_> {
 
     fn srun_prefix(&self, t: &Target) -> Vec<String> {
         let run = t.run;
-        let launch = run.launch();
-        let tasks = match launch.procs {
+        let tasks = match t.launch.procs {
             Procs::Script => return Vec::new(),
             // one process drives its GPUs itself
             Procs::Single => "--ntasks=1".to_string(),
@@ -121,7 +122,7 @@ impl Ctx<'_> {
         if t.nodes.is_empty() {
             p.push(format!("-N{}", t.num_nodes()));
         }
-        if let Some(image) = self.image(run) {
+        if let Some(image) = self.image(t) {
             p.push(format!("--container-image={}", quote(&image)));
             p.push(format!(
                 "--container-mounts={}",
@@ -137,8 +138,8 @@ impl Ctx<'_> {
     }
 
     /// The test's own command (`test_cmd`); a script launch includes its own nsys prefix, as in CloudAI.
-    fn test_cmd(run: &TestRun) -> String {
-        run.launch().command_line()
+    fn test_cmd(t: &Target) -> String {
+        t.launch.command_line()
     }
 
     /// `srun ... bash -c "source env_vars.sh; <cmd>"`, writing `env_vars.sh` into `files`.
@@ -156,10 +157,10 @@ impl Ctx<'_> {
             .collect();
         files.push((join_rel(&t.rel, "env_vars.sh"), env));
         let mut cmd = Vec::new();
-        if !t.run.launch().has_profiler {
+        if !t.launch.has_profiler {
             cmd.extend(crate::workloads::nsys_prefix(&t.run.test));
         }
-        cmd.push(Self::test_cmd(t.run));
+        cmd.push(Self::test_cmd(t));
         format!(
             "{} bash -c \"source {}; {}\"",
             self.srun_prefix(t).join(" "),
@@ -181,6 +182,7 @@ impl Ctx<'_> {
                 let dir = base.join(kind).join(&tr.test.name);
                 let t = Target {
                     run: tr,
+                    launch: tr.launch(),
                     dir: &dir,
                     rel: format!("{kind}/{}", tr.test.name),
                     nodes: &[],
@@ -194,10 +196,7 @@ impl Ctx<'_> {
                         quote_path(&dir.join("stderr.txt"))
                     ),
                 );
-                (
-                    with_output,
-                    tr.launch().shell_check(&dir.join("stdout.txt")),
-                )
+                (with_output, t.launch.shell_check(&dir.join("stdout.txt")))
             })
             .collect()
     }
@@ -214,12 +213,13 @@ impl Ctx<'_> {
         let mut files = Vec::new();
         let t = Target {
             run,
+            launch: run.launch(),
             dir,
             rel: String::new(),
             nodes,
         };
         let srun = self.srun_command(&t, &mut files);
-        let test_cmd = Self::test_cmd(run);
+        let test_cmd = Self::test_cmd(&t);
 
         let mut body: Vec<String> = Vec::new();
         let mut indent = "";
@@ -335,7 +335,7 @@ impl Ctx<'_> {
         );
         lines.push(mapping.join(" "));
         lines.push(String::new());
-        let meta_dir = if self.image(run).is_some() {
+        let meta_dir = if self.image(&t).is_some() {
             "/cloudai_install".to_string()
         } else {
             self.install.display().to_string()
