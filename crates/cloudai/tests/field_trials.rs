@@ -666,31 +666,11 @@ fn a_double_interrupt_leaves_no_job_on_standalone_or_slurm() {
     }
 
     // Slurm
-    let Some(w) = common::slurm::slurm_work(
-        "",
-        "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
-         [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n",
-    ) else {
+    let Some(w) = common::slurm::slurm_work("", common::slurm::TWO_LONG_SLEEPS) else {
         return;
     };
     let child = spawn(&w, &common::slurm::RUN_ARGS);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ids = loop {
-        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
-        let ids: Vec<String> = log
-            .lines()
-            .filter_map(|l| l.split("Submitted slurm job: ").nth(1))
-            .map(|id| id.trim().to_string())
-            .collect();
-        if ids.len() == 2 && ids.iter().all(|i| common::slurm::squeue_ids().contains(i)) {
-            break ids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "jobs were not submitted: {ids:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let ids = common::slurm::queued_jobs(&w, 2);
     let pid = child.id() as i32;
     unsafe { libc::kill(pid, libc::SIGINT) };
     std::thread::sleep(Duration::from_millis(100));

@@ -201,11 +201,7 @@ fn sigint_leaves_no_job_in_the_queue() {
 }
 
 fn interrupted_by(sig: i32) {
-    let Some(w) = slurm_work(
-        "",
-        "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
-         [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n",
-    ) else {
+    let Some(w) = slurm_work("", common::slurm::TWO_LONG_SLEEPS) else {
         return;
     };
     let child = Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
@@ -214,24 +210,7 @@ fn interrupted_by(sig: i32) {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // wait until both jobs are in the queue
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ids = loop {
-        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
-        let ids: Vec<String> = log
-            .lines()
-            .filter_map(|l| l.split("Submitted slurm job: ").nth(1))
-            .map(|id| id.trim().to_string())
-            .collect();
-        if ids.len() == 2 && ids.iter().all(|i| squeue_ids().contains(i)) {
-            break ids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "jobs were not submitted: {ids:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let ids = common::slurm::queued_jobs(&w, 2);
     unsafe { libc::kill(child.id() as i32, sig) };
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

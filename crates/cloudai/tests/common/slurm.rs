@@ -126,3 +126,28 @@ pub fn counting_sbatch(w: &Work) -> (std::path::PathBuf, String) {
     );
     (count, path)
 }
+
+/// Two sleeps of 300 s, one on two nodes: jobs that stay in the queue until something stops them.
+pub const TWO_LONG_SLEEPS: &str = "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
+     [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n";
+
+/// The ids of the `n` jobs a run in `w` submitted, once all of them are in the queue (read from its debug.log).
+pub fn queued_jobs(w: &Work, n: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(w.path().join("debug.log")).unwrap_or_default();
+        let ids: Vec<String> = log
+            .lines()
+            .filter_map(|l| l.split("Submitted slurm job: ").nth(1))
+            .map(|id| id.trim().to_string())
+            .collect();
+        if ids.len() == n && ids.iter().all(|i| squeue_ids().contains(i)) {
+            return ids;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jobs were not submitted: {ids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
