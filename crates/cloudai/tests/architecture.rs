@@ -114,3 +114,45 @@ fn the_cycle_finder_finds_one() {
         Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
     );
 }
+
+/// Run:ai and Kubernetes run on one step machine (`systems/objects/`): each keeps the same files for the same
+/// concerns, and neither carries its own copy of the machine (job tables, step counters, deletion bookkeeping).
+#[test]
+fn object_schedulers_share_one_step_machine_and_one_layout() {
+    let systems = src().join("systems");
+    for side in ["runai", "kubernetes"] {
+        for f in [
+            "mod.rs",
+            "plan.rs",
+            "ops.rs",
+            "observe.rs",
+            "state.rs",
+            "logs.rs",
+            "client.rs",
+        ] {
+            assert!(
+                systems.join(side).join(f).is_file(),
+                "systems/{side}/{f} is missing: both object schedulers keep the same files"
+            );
+        }
+        let mut files = Vec::new();
+        rust_files(&systems.join(side), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for machine_part in [
+                "current += 1",
+                "main_outcome",
+                "unconfirmed",
+                "impl System for",
+            ] {
+                assert!(
+                    !text.contains(machine_part),
+                    "{} has `{machine_part}`: the step machine lives in systems/objects/",
+                    f.display()
+                );
+            }
+        }
+    }
+    let machine = std::fs::read_to_string(systems.join("objects/machine.rs")).unwrap();
+    assert!(machine.contains("current += 1") && machine.contains("fn await_gone"));
+}

@@ -561,7 +561,9 @@ async fn objects_read_back_unpruned_from_the_api_server() {
                 .join(format!("out/prune_{imex}"))
                 .join(&r.id)
                 .join("0");
-            for m in cloudai::systems::kubernetes::manifests(&cfg, r, &dir) {
+            for m in
+                cloudai::systems::kubernetes::manifests(&std::sync::Arc::new(cfg.clone()), r, &dir)
+            {
                 let kind = m["kind"].as_str().unwrap().to_string();
                 if kind == "Job" && imex {
                     // resource claims are not in 1.20's core PodSpec (Jobs are checked in the other round)

@@ -63,6 +63,8 @@ async fn main() {
             run_s: d(3, 3.0),
             delete_s: d(4, 1.0),
             outcome: a.outcome.clone(),
+            visible_deleted_s: 0.0,
+            preempt_after_s: 0.0,
         },
         stdout: read(&a.stdout),
         failure_stdout: read(&a.failure_stdout),

@@ -12,8 +12,16 @@ pub struct Timing {
     pub init_s: f64,
     pub run_s: f64,
     pub delete_s: f64,
-    /// `completed`, `failed`, `degraded` (Degraded then Failed) or `stuck` (never leaves Running).
+    /// `completed`, `failed`, `degraded` (Degraded then Failed), `stuck` (never leaves Running) or `image_pull`
+    /// (never leaves Initializing: the image cannot be pulled).
     pub outcome: String,
+    /// How long a deleted workload stays visible (its `deletedAt` set, phase `Stopped`) before GETs answer 404.
+    #[serde(default)]
+    pub visible_deleted_s: f64,
+    /// Preempted this long after it started running (0: never): Pending for a second, then it runs again from the
+    /// start (a new pod, a new log).
+    #[serde(default)]
+    pub preempt_after_s: f64,
 }
 
 impl Default for Timing {
@@ -25,6 +33,8 @@ impl Default for Timing {
             run_s: 3.0,
             delete_s: 1.0,
             outcome: "completed".into(),
+            visible_deleted_s: 0.0,
+            preempt_after_s: 0.0,
         }
     }
 }
@@ -45,6 +55,9 @@ pub struct Workload {
     pub timing: Timing,
     /// Output served on the logs WebSocket.
     pub stdout: String,
+    /// The node of each pod, in `pod_names` order.
+    #[serde(default)]
+    pub nodes: Vec<String>,
 }
 
 pub fn now() -> f64 {
@@ -79,6 +92,9 @@ pub fn uuid(seed: &str) -> String {
     )
 }
 
+/// How long a preempted workload waits before it runs again.
+pub const PREEMPTED_S: f64 = 1.0;
+
 /// Phase changes of a workload up to `t`: (time, phase).
 pub fn timeline(w: &Workload, t: f64) -> Vec<(f64, &'static str)> {
     let tm = &w.timing;
@@ -91,10 +107,19 @@ pub fn timeline(w: &Workload, t: f64) -> Vec<(f64, &'static str)> {
     }
     steps.push((at, "Initializing"));
     at += tm.init_s;
-    steps.push((at, "Running"));
+    // an image that cannot be pulled: Initializing for ever, the kubelet's events say why
+    let pull_fails = tm.outcome == "image_pull";
+    if !pull_fails {
+        steps.push((at, "Running"));
+        if tm.preempt_after_s > 0.0 && tm.preempt_after_s < tm.run_s {
+            steps.push((at + tm.preempt_after_s, "Pending"));
+            at += tm.preempt_after_s + PREEMPTED_S;
+            steps.push((at, "Running"));
+        }
+    }
     at += tm.run_s;
     match tm.outcome.as_str() {
-        "stuck" => {}
+        "stuck" | "image_pull" => {}
         "failed" => steps.push((at, "Failed")),
         "degraded" => {
             steps.push((at, "Degraded"));
@@ -112,6 +137,7 @@ pub fn timeline(w: &Workload, t: f64) -> Vec<(f64, &'static str)> {
     }
     if let Some(d) = w.deleted_at {
         out.push((d, "Deleting"));
+        out.push((d + w.timing.delete_s, "Stopped"));
     }
     out.retain(|(when, _)| *when <= t);
     out
@@ -121,9 +147,10 @@ pub fn phase(w: &Workload, t: f64) -> &'static str {
     timeline(w, t).last().map_or("Creating", |(_, p)| p)
 }
 
-/// Gone after deletion has finished.
+/// Gone (404) once deletion has finished and the deleted workload is no longer shown.
 pub fn gone(w: &Workload, t: f64) -> bool {
-    w.deleted_at.is_some_and(|d| t >= d + w.timing.delete_s)
+    w.deleted_at
+        .is_some_and(|d| t >= d + w.timing.delete_s + w.timing.visible_deleted_s)
 }
 
 pub fn is_terminal(p: &str) -> bool {
@@ -140,6 +167,71 @@ pub fn pod_names(w: &Workload) -> Vec<String> {
         let n = w.request["spec"]["parallelism"].as_u64().unwrap_or(1);
         (0..n).map(|i| format!("{}-0-{i}", w.name)).collect()
     }
+}
+
+/// The hosts a creation request pins its pods to (`nodeAffinityRequired` on `kubernetes.io/hostname`).
+pub fn pinned_hosts(request: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for spec in ["spec", "masterSpec"] {
+        for term in request[spec]["nodeAffinityRequired"]["nodeSelectorTerms"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            for e in term["matchExpressions"].as_array().into_iter().flatten() {
+                if e["key"] == "kubernetes.io/hostname" && e["operator"] == "In" {
+                    out.extend(
+                        e["values"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|v| v.as_str().map(str::to_string)),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where the pods of a new workload run: a distributed workload's launcher on the first node, its workers (or a
+/// training's replicas) on the pinned hosts in turn, else on the cluster's nodes in turn; `ignore_pins` places them
+/// on nodes that were not asked for (a scheduler that does not honour the affinity).
+pub fn place(w: &Workload, cluster: &[String], ignore_pins: bool) -> Vec<String> {
+    let pinned = pinned_hosts(&w.request);
+    let others: Vec<String> = cluster
+        .iter()
+        .filter(|n| !pinned.contains(n))
+        .cloned()
+        .collect();
+    let pool: &[String] = if pinned.is_empty() {
+        cluster
+    } else if ignore_pins && !others.is_empty() {
+        &others
+    } else {
+        &pinned
+    };
+    let fallback = |i: usize| format!("node-{i}");
+    let at = |i: usize| {
+        if pool.is_empty() {
+            fallback(i)
+        } else {
+            pool[i % pool.len()].clone()
+        }
+    };
+    pod_names(w)
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if p.ends_with("-launcher") {
+                cluster.first().cloned().unwrap_or_else(|| fallback(0))
+            } else if w.kind == "distributed" {
+                at(i - 1)
+            } else {
+                at(i)
+            }
+        })
+        .collect()
 }
 
 /// Kubernetes-style events per transition, as the Run:ai events endpoint returns them.
@@ -186,10 +278,38 @@ pub fn events(w: &Workload, t: f64, namespace: &str) -> Vec<Value> {
                         at,
                         "Normal",
                         "Scheduled",
-                        format!("Successfully assigned {namespace}/{pod} to node-{i}"),
+                        format!(
+                            "Successfully assigned {namespace}/{pod} to {}",
+                            w.nodes
+                                .get(i)
+                                .cloned()
+                                .unwrap_or_else(|| format!("node-{i}"))
+                        ),
                         "Pod",
                         pod,
                     );
+                    if w.timing.outcome == "image_pull" {
+                        push(
+                            at,
+                            "Warning",
+                            "Failed",
+                            format!(
+                                "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to \
+                                 pull and unpack image \"{image}\": not found"
+                            ),
+                            "Pod",
+                            pod,
+                        );
+                        push(
+                            at,
+                            "Warning",
+                            "BackOff",
+                            format!("Back-off pulling image \"{image}\""),
+                            "Pod",
+                            pod,
+                        );
+                        continue;
+                    }
                     push(
                         at,
                         "Normal",

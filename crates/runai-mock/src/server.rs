@@ -41,6 +41,33 @@ pub struct Config {
     /// The cluster domain advertised by /clusters (for the log stream) when clients reach the mock through a
     /// proxy (TLS in front of it); the mock's own URL otherwise.
     pub advertised_url: Option<String>,
+    /// Other projects the tenant shows, listed before ours (a large tenant: lists are paged).
+    #[serde(default)]
+    pub extra_projects: usize,
+    /// Why a Pending workload waits (`phaseMessage`, `pendingSchedulingMessages`).
+    #[serde(default = "default_pending_reason")]
+    pub pending_reason: String,
+    /// Serve `GET /api/v1/org-unit/projects/{id}` (else 403: only the paged list shows projects).
+    #[serde(default = "yes")]
+    pub project_by_id: bool,
+    /// The cluster's nodes (`GET /api/v1/clusters/{uuid}/nodes`), where pods are placed.
+    #[serde(default = "default_nodes")]
+    pub nodes: Vec<String>,
+    /// Nodes listed `NotReady`.
+    #[serde(default)]
+    pub not_ready_nodes: Vec<String>,
+}
+
+fn default_nodes() -> Vec<String> {
+    (0..4).map(|i| format!("node-{i}")).collect()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_pending_reason() -> String {
+    "Insufficient free GPUs in node pool default".into()
 }
 
 impl Default for Config {
@@ -59,6 +86,11 @@ impl Default for Config {
             credentials: vec![("my-app".into(), "s3cr3t".into())],
             outcome_by_prefix: Vec::new(),
             advertised_url: None,
+            extra_projects: 0,
+            pending_reason: default_pending_reason(),
+            project_by_id: true,
+            nodes: default_nodes(),
+            not_ready_nodes: Vec::new(),
         }
     }
 }
@@ -82,6 +114,17 @@ pub struct Faults {
     /// Before the next N creation requests, someone else takes the name: a workload of that name (without the
     /// requester's annotations) appears and the request gets 409.
     pub conflict_next_create: u32,
+    /// Answer every API request with 429 (and `Retry-After: retry_after_s`) until this time (epoch seconds); the
+    /// control endpoint takes `rate_limit_for_s` from now.
+    pub rate_limit_until: Option<f64>,
+    pub rate_limit_for_s: Option<f64>,
+    /// The next log stream opened breaks off (no closing handshake, as a proxy's idle timeout does) after this
+    /// many lines.
+    pub cut_log_after_lines: u32,
+    /// The next N workloads run their pods on other nodes than their node affinity asks.
+    pub ignore_affinity_next: u32,
+    /// The next N creation requests are refused by policy (400 with a compliance issue).
+    pub reject_next_create: u32,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -211,6 +254,9 @@ fn workload_json(s: &Shared, w: &Workload, t: f64) -> Value {
         "desiredPhase": if w.deleted_at.is_some() { "Deleted" } else { "Running" },
         "actualPhase": phase, "spec": w.request["spec"],
     });
+    if let Some(d) = w.deleted_at {
+        v["deletedAt"] = model::iso(d).into();
+    }
     if w.kind == "distributed" {
         v["masterSpecSameAsWorker"] = w
             .request
@@ -249,6 +295,29 @@ async fn create(s: S, kind: &'static str, req: Request) -> Response {
             field: "compute.gpuDevicesRequest".into(),
             details: format!("value must be no more than {}", cfg.gpus_per_node),
             rule: Some("max"),
+        });
+    }
+    // the API takes registry references; enroot's `registry#path` is refused
+    for spec in ["spec", "masterSpec"] {
+        if v[spec]["image"].as_str().is_some_and(|i| i.contains('#')) {
+            issues.push(crate::schema::Issue {
+                field: format!("{spec}.image").replace("spec.", ""),
+                details: "invalid image reference format".into(),
+                rule: None,
+            });
+        }
+    }
+    let reject = {
+        let mut f = s.faults.lock().unwrap();
+        let r = f.reject_next_create > 0;
+        f.reject_next_create = f.reject_next_create.saturating_sub(1);
+        r
+    };
+    if reject {
+        issues.push(crate::schema::Issue {
+            field: "image".into(),
+            details: "the image is not allowed by the administrator's policy".into(),
+            rule: Some("options"),
         });
     }
     if !issues.is_empty() {
@@ -337,6 +406,17 @@ fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, Api
         deleted_at: None,
         timing,
         stdout: outcome_stdout,
+        nodes: Vec::new(),
+    };
+    let ignore = {
+        let mut f = s.faults.lock().unwrap();
+        let i = f.ignore_affinity_next > 0;
+        f.ignore_affinity_next = f.ignore_affinity_next.saturating_sub(1);
+        i
+    };
+    let w = Workload {
+        nodes: model::place(&w, &cfg.nodes, ignore),
+        ..w
     };
     let body = workload_json(s, &w, t);
     data.workloads.push(w);
@@ -429,7 +509,7 @@ fn detailed(s: &Shared, w: &Workload, t: f64) -> Value {
     } else {
         0
     };
-    json!({
+    let mut v = json!({
         "type": if w.kind == "training" { "Training" } else { "Distributed" }, "name": w.name, "id": w.id,
         "source": "Control-plane", "priority": 50, "priorityClassName": "train", "clusterId": w.cluster_id,
         "projectName": cfg.project_name, "projectId": w.project_id, "departmentName": "default", "departmentId": "1",
@@ -439,7 +519,14 @@ fn detailed(s: &Shared, w: &Workload, t: f64) -> Value {
         "deletedAt": w.deleted_at.map(model::iso), "category": "Train",
         "distributedFramework": w.request["spec"]["distributedFramework"], "requestedPods": {"number": model::pod_names(w).len()},
         "completedAt": if model::is_terminal(phase) { Value::from(model::iso(since)) } else { Value::Null },
-    })
+    });
+    if phase == "Pending" {
+        // the scheduler's words while it finds no room
+        v["phaseMessage"] = cfg.pending_reason.clone().into();
+        v["pendingSchedulingMessages"] = json!([{"nodePool": "default", "phaseReason": "OverLimit",
+            "reason": cfg.pending_reason}]);
+    }
+    v
 }
 
 async fn get_workload(State(s): State<S>, Path(id): Path<String>, headers: HeaderMap) -> Response {
@@ -449,28 +536,119 @@ async fn get_workload(State(s): State<S>, Path(id): Path<String>, headers: Heade
     }
 }
 
-async fn projects(State(s): State<S>, headers: HeaderMap) -> Response {
+fn project_json(c: &Config, id: &str, name: &str, namespace: &str) -> Value {
+    json!({"id": id, "name": name, "clusterId": c.cluster_id, "parentId": "1", "createdBy": "admin",
+        "status": {"phase": "Ready", "namespace": namespace}})
+}
+
+/// Every project the tenant shows: others first (`extra_projects`), ours last.
+fn all_projects(c: &Config) -> Vec<Value> {
+    let mut v: Vec<Value> = (0..c.extra_projects)
+        .map(|i| {
+            let id = (10_000 + i).to_string();
+            project_json(c, &id, &format!("other-{i}"), &format!("runai-other-{i}"))
+        })
+        .collect();
+    v.push(project_json(
+        c,
+        &c.project_id,
+        &c.project_name,
+        &c.namespace,
+    ));
+    v
+}
+
+async fn projects(
+    State(s): State<S>,
+    axum::extract::Query(p): axum::extract::Query<lists::Page>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(r) = s.check_auth(&headers) {
         return r.into_response();
     }
+    let all = all_projects(&s.cfg.lock().unwrap());
+    match lists::page(&all, &p, false) {
+        Ok((projects, next)) => lists::paged("projects", projects, next),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn project(State(s): State<S>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    if let Err(r) = s.check_auth(&headers) {
+        return r.into_response();
+    }
+    let cfg = s.cfg.lock().unwrap().clone();
+    if !cfg.project_by_id {
+        return err(403, "You do not have sufficient permissions.");
+    }
+    match all_projects(&cfg)
+        .into_iter()
+        .find(|p| p["id"] == id.as_str())
+    {
+        Some(p) => Json(p).into_response(),
+        None => err(404, "Resource id not found."),
+    }
+}
+
+fn cluster_json(s: &Shared) -> Value {
     let c = s.cfg.lock().unwrap();
-    Json(json!({"projects": [{"id": c.project_id, "name": c.project_name, "clusterId": c.cluster_id, "parentId": "1",
-        "createdBy": "admin", "status": {"phase": "Ready", "namespace": c.namespace}}]}))
-    .into_response()
+    let domain = c
+        .advertised_url
+        .clone()
+        .unwrap_or_else(|| s.base_url.clone());
+    json!({"uuid": c.cluster_id, "tenantId": 1, "name": "mock-cluster", "createdAt": model::iso(0.0),
+        "domain": domain, "version": "2.21", "status": {"state": "Connected"}})
 }
 
 async fn clusters(State(s): State<S>, headers: HeaderMap) -> Response {
     if let Err(r) = s.check_auth(&headers) {
         return r.into_response();
     }
-    let c = s.cfg.lock().unwrap();
-    let domain = c
-        .advertised_url
-        .clone()
-        .unwrap_or_else(|| s.base_url.clone());
-    Json(json!([{"uuid": c.cluster_id, "tenantId": 1, "name": "mock-cluster", "createdAt": model::iso(0.0),
-        "domain": domain, "version": "2.21", "status": {"state": "Connected"}}]))
-    .into_response()
+    Json(json!([cluster_json(&s)])).into_response()
+}
+
+async fn cluster(State(s): State<S>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    if let Err(r) = s.check_auth(&headers) {
+        return r.into_response();
+    }
+    let c = cluster_json(&s);
+    if c["uuid"] != id.as_str() {
+        return err(404, "Resource id not found.");
+    }
+    Json(c).into_response()
+}
+
+async fn cluster_nodes(
+    State(s): State<S>,
+    Path(id): Path<String>,
+    axum::extract::Query(p): axum::extract::Query<lists::Page>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = s.check_auth(&headers) {
+        return r.into_response();
+    }
+    let c = s.cfg.lock().unwrap().clone();
+    if id != c.cluster_id {
+        return err(404, "Resource id not found.");
+    }
+    let nodes: Vec<Value> = c
+        .nodes
+        .iter()
+        .map(|n| {
+            let status = if c.not_ready_nodes.contains(n) {
+                "NotReady"
+            } else {
+                "Ready"
+            };
+            json!({"name": n, "status": status, "nodePool": "default", "createdAt": model::iso(0.0),
+                "clusterUuid": c.cluster_id, "updatedAt": model::iso(0.0), "id": model::uuid(n),
+                "gpuInfo": {"gpuType": "NVIDIA-A100-SXM4-80GB", "gpuCount": c.gpus_per_node}})
+        })
+        .collect();
+    match lists::page(&nodes, &p, false) {
+        Ok((nodes, next)) => lists::paged("nodes", nodes, next),
+        Err(r) => r.into_response(),
+    }
 }
 
 async fn cluster_status(State(s): State<S>, headers: HeaderMap) -> Response {
@@ -508,7 +686,10 @@ pub fn router(s: S) -> Router {
         .route("/api/v1/workloads/{id}/events", get(lists::list_events))
         .route("/api/v1/workloads/{id}/pods", get(lists::list_pods))
         .route("/api/v1/org-unit/projects", get(projects))
+        .route("/api/v1/org-unit/projects/{id}", get(project))
         .route("/api/v1/clusters", get(clusters))
+        .route("/api/v1/clusters/{id}", get(cluster))
+        .route("/api/v1/clusters/{id}/nodes", get(cluster_nodes))
         .route("/cluster-api/status", get(cluster_status))
         .route(
             "/cluster-api/api/v1/{project}/workloads/{kind}/runai/{name}/logs",

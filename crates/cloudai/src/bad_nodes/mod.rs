@@ -237,12 +237,27 @@ pub fn run(req: &Request) -> i32 {
         }
         let results: Vec<Evidence> = pairs
             .iter()
-            .map(|pair| {
+            .filter_map(|pair| {
                 let id = format!("{}+{}", pair[0], pair[1]);
                 let e = summary.tests.iter().find(|e| e.record.test_id == id);
                 let busbw = e.and_then(peak);
+                let mut ran_on = e.map(|e| e.record.nodes.clone()).unwrap_or_default();
+                ran_on.sort();
+                ran_on.dedup();
+                let mut wanted = pair.to_vec();
+                wanted.sort();
                 let (passed, reason) = match e {
                     None => (false, "no result".to_string()),
+                    // the scheduler placed it elsewhere: it says nothing about this pair
+                    Some(_) if !ran_on.is_empty() && ran_on != wanted => {
+                        warn!(
+                            "  {}+{}: ran on {} instead; its result is not evidence about this pair",
+                            pair[0],
+                            pair[1],
+                            ran_on.join(", ")
+                        );
+                        return None;
+                    }
                     Some(e) if e.record.status != Status::Passed => (
                         false,
                         format!("{}: {}", e.record.status.as_str(), e.record.message),
@@ -255,7 +270,7 @@ pub fn run(req: &Request) -> i32 {
                         _ => (true, String::new()),
                     },
                 };
-                Evidence {
+                Some(Evidence {
                     round,
                     pair: pair.clone(),
                     job_id: e.and_then(|e| e.record.job_id.clone()),
@@ -263,9 +278,17 @@ pub fn run(req: &Request) -> i32 {
                     threshold: reference,
                     passed,
                     reason,
-                }
+                })
             })
             .collect();
+        if results.is_empty() {
+            error!(
+                "No job of round {round} ran on the nodes it was pinned to: the scheduler does not honour node \
+                 pinning here, so no node can be judged (see {})",
+                root.join(format!("round-{round}")).display()
+            );
+            return 1;
+        }
         for r in &results {
             info!(
                 "  {}+{}: {} ({})",
@@ -414,7 +437,7 @@ fn none_or(v: &[&str]) -> String {
 }
 
 /// Nodes named on the command line (`node[001-016]`, comma lists); else every node of the Slurm system's default
-/// partition, or every usable GPU node of the Kubernetes cluster.
+/// partition, or every usable GPU node of the Kubernetes or Run:ai cluster.
 fn nodes_of(
     spec: Option<&str>,
     sys: &crate::config::system::SystemConfig,
@@ -425,10 +448,15 @@ fn nodes_of(
         return crate::util::nodelist::expand(s)
             .ok_or_else(|| format!("cannot parse node list '{s}'"));
     }
-    if let SystemKind::Kubernetes(k) = &sys.kind {
-        let (ok, skipped) = rt
-            .block_on(crate::systems::kubernetes::nodes::gpu_nodes(k))
-            .map_err(|e| format!("{e}; give --nodes"))?;
+    let listed = match &sys.kind {
+        SystemKind::Kubernetes(k) => {
+            Some(rt.block_on(crate::systems::kubernetes::nodes::gpu_nodes(k)))
+        }
+        SystemKind::RunAi(_) => Some(rt.block_on(crate::systems::runai::nodes::gpu_nodes(sys))),
+        _ => None,
+    };
+    if let Some(listed) = listed {
+        let (ok, skipped) = listed.map_err(|e| format!("{e}; give --nodes"))?;
         for (n, why) in &skipped {
             warn!("Leaving out node {n}: {why}");
         }

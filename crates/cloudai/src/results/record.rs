@@ -166,6 +166,9 @@ pub struct IterationRecord {
     /// Each time the scheduler started the job: more than one when it was requeued (after a node failure).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+    /// Why the job's output is incomplete (a log stream that could not be read to its end), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_incomplete: Option<String>,
 }
 
 /// A change of the job's queue state as seen by polling.

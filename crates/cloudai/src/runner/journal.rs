@@ -28,7 +28,6 @@ impl Runner {
         rec.message = msg;
         self.save(&rec, dir);
         records.push(rec);
-        slot.phase = Phase::Done;
     }
 
     /// An iteration's record as far as its configuration goes; status and outcome are the caller's to set.

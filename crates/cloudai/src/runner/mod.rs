@@ -245,7 +245,20 @@ impl Runner {
         }
     }
 
+    /// Submits the slot's iteration; one that cannot be submitted is recorded as failed and the next iteration is
+    /// tried (a refused submission never drops the iterations after it).
     async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
+        while !self.submit_one(slot, records).await {
+            if slot.iteration + 1 >= slot.run.iterations || crate::util::signals::interrupted() {
+                slot.phase = Phase::Done;
+                return;
+            }
+            slot.iteration += 1;
+        }
+    }
+
+    /// Whether the iteration was submitted; a failure is recorded.
+    async fn submit_one(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) -> bool {
         let run = slot.run.clone();
         let dir = self.layout.iteration_dir(&run.id, slot.iteration);
         info!("Starting test: {} (results at: {})", run.id, dir.display());
@@ -254,7 +267,7 @@ impl Runner {
             Err(msg) => {
                 let _ = std::fs::create_dir_all(&dir);
                 self.fail_submit(slot, records, &dir, &Prepared::default(), msg);
-                return;
+                return false;
             }
         };
         if let Err(e) = write_inputs(&run, slot.iteration, &dir, &prepared) {
@@ -265,7 +278,7 @@ impl Runner {
                 &prepared,
                 format!("cannot write {}: {e}", dir.display()),
             );
-            return;
+            return false;
         }
         info!("Running test: {}", run.id);
         let submitted_at = Local::now();
@@ -296,9 +309,13 @@ impl Runner {
                     pending_since: Some(Instant::now()),
                     queue: Vec::new(),
                     dry_polls: 0,
-                }))
+                }));
+                true
             }
-            Err(msg) => self.fail_submit(slot, records, &dir, &prepared, msg),
+            Err(msg) => {
+                self.fail_submit(slot, records, &dir, &prepared, msg);
+                false
+            }
         }
     }
 
@@ -424,7 +441,15 @@ impl Runner {
             ),
             _ if !self.scenario.job_status_check => (Status::Passed, String::new()),
             _ => {
-                let Verdict { passed, message } = run.workload.grade(&run.test, &a.dir, &outcome);
+                let Verdict {
+                    passed,
+                    mut message,
+                } = run.workload.grade(&run.test, &a.dir, &outcome);
+                if let (false, Some(why)) = (passed, &outcome.log_incomplete) {
+                    message = format!(
+                        "its output is incomplete ({why}), so it could not be graded whole: {message}"
+                    );
+                }
                 match (&outcome.failure, passed) {
                     (Some(f), true) => (Status::Failed, f.clone()),
                     (Some(f), false) => (Status::Failed, format!("{f}; {message}")),
@@ -448,6 +473,7 @@ impl Runner {
         rec.signal = outcome.signal;
         rec.scheduler_state = outcome.state.clone();
         rec.queue_states = a.queue.clone();
+        rec.log_incomplete = outcome.log_incomplete.clone();
         rec.attempts = if self.dry_run {
             Vec::new()
         } else {

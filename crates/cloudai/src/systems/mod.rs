@@ -1,8 +1,8 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
-pub mod hooks;
 pub mod kubernetes;
+pub mod objects;
 pub mod runai;
 pub mod slurm;
 pub mod standalone;
@@ -205,7 +205,7 @@ pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, 
     match &cfg.kind {
         SystemKind::Standalone(_) => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
         SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
-        SystemKind::RunAi(_) => Ok(Arc::new(runai::RunAi::new(cfg.clone(), dry_run)?)),
-        SystemKind::Kubernetes(_) => Ok(Arc::new(kubernetes::Kubernetes::new(cfg.clone()))),
+        SystemKind::RunAi(_) => Ok(Arc::new(runai::system(cfg.clone(), dry_run)?)),
+        SystemKind::Kubernetes(_) => Ok(Arc::new(kubernetes::system(cfg.clone()))),
     }
 }

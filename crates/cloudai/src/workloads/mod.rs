@@ -27,6 +27,8 @@ pub struct JobOutcome {
     pub end: Option<crate::results::EndReason>,
     /// The scheduler's verdict when the job failed regardless of its output.
     pub failure: Option<String>,
+    /// Why the job's output (`stdout.txt`) is incomplete, when the scheduler knows it is.
+    pub log_incomplete: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

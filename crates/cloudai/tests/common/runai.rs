@@ -22,6 +22,8 @@ pub fn timing(run_s: f64) -> Timing {
         run_s,
         delete_s: 0.3,
         outcome: "completed".into(),
+        visible_deleted_s: 0.0,
+        preempt_after_s: 0.0,
     }
 }
 
@@ -114,4 +116,71 @@ pub fn workload_names(m: &MockServer) -> Vec<String> {
         .iter()
         .map(|w| w.name.clone())
         .collect()
+}
+
+/// A forward HTTP proxy on localhost, as sites run them: `CONNECT host:port` tunnels, absolute-form requests
+/// forwarded. Counts both, by target.
+pub struct ForwardProxy {
+    pub url: String,
+    pub tunnels: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub forwarded: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+pub async fn forward_proxy() -> ForwardProxy {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let tunnels = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let forwarded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (t, f) = (tunnels.clone(), forwarded.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut down, _)) = listener.accept().await else {
+                return;
+            };
+            let (t, f) = (t.clone(), f.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                while !head.ends_with(b"\r\n\r\n") {
+                    let Ok(b) = down.read_u8().await else { return };
+                    head.push(b);
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let line = text.lines().next().unwrap_or("").to_string();
+                let mut parts = line.split_whitespace();
+                let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                if method == "CONNECT" {
+                    t.lock().unwrap().push(target.to_string());
+                    let Ok(mut up) = tokio::net::TcpStream::connect(target).await else {
+                        let _ = down.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                        return;
+                    };
+                    let _ = down
+                        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .await;
+                    let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                } else {
+                    // absolute-form: http://host:port/path
+                    let authority = target
+                        .strip_prefix("http://")
+                        .and_then(|r| r.split('/').next())
+                        .unwrap_or("")
+                        .to_string();
+                    f.lock().unwrap().push(target.to_string());
+                    let Ok(mut up) = tokio::net::TcpStream::connect(&authority).await else {
+                        return;
+                    };
+                    if up.write_all(&head).await.is_err() {
+                        return;
+                    }
+                    let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                }
+            });
+        }
+    });
+    ForwardProxy {
+        url,
+        tunnels,
+        forwarded,
+    }
 }

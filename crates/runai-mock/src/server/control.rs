@@ -26,8 +26,11 @@ pub(super) async fn control(State(s): State<S>, Json(f): Json<Value>) -> Respons
         if faults.revoke_tokens {
             s.data.lock().unwrap().tokens.clear();
         }
+        let until = faults.rate_limit_for_s.map(|d| now() + d);
         *s.faults.lock().unwrap() = Faults {
             revoke_tokens: false,
+            rate_limit_until: until.or(faults.rate_limit_until),
+            rate_limit_for_s: None,
             ..faults
         };
     }
@@ -75,10 +78,11 @@ pub(super) async fn middleware(State(s): State<S>, req: Request, next: Next) -> 
         s.journal.lock().unwrap().push(json!({"t": now(), "kind": "http", "method": parts.method.as_str(), "path": path, "query": query, "headers": headers, "body": body_text}));
         let (latency, limited, error) = {
             let mut f = s.faults.lock().unwrap();
-            let limited = (f.rate_limit_next > 0).then_some(f.retry_after_s);
+            let storm = f.rate_limit_until.is_some_and(|u| now() < u);
+            let limited = (storm || f.rate_limit_next > 0).then_some(f.retry_after_s);
             f.rate_limit_next = f
                 .rate_limit_next
-                .saturating_sub(u32::from(limited.is_some()));
+                .saturating_sub(u32::from(limited.is_some() && !storm));
             let error =
                 (limited.is_none() && f.error_burst > 0).then_some(if f.error_status == 0 {
                     500

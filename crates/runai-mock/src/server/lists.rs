@@ -11,7 +11,7 @@ use super::{detailed, lookup, ApiErr, S};
 use crate::model::{self, now, Workload};
 
 #[derive(Deserialize)]
-pub(super) struct Page {
+pub(crate) struct Page {
     offset: Option<usize>,
     limit: Option<usize>,
     #[serde(rename = "sortOrder")]
@@ -21,7 +21,7 @@ pub(super) struct Page {
     deleted: Option<bool>,
 }
 
-fn page<T: Clone>(
+pub(super) fn page<T: Clone>(
     items: &[T],
     p: &Page,
     default_desc: bool,
@@ -47,7 +47,7 @@ fn page<T: Clone>(
 }
 
 /// A list page: `{"<key>": [...], "next": <offset>}`, `next` only when there is more.
-fn paged(key: &str, items: Vec<Value>, next: Option<usize>) -> Response {
+pub(super) fn paged(key: &str, items: Vec<Value>, next: Option<usize>) -> Response {
     let mut body = json!({ key: items });
     if let Some(n) = next {
         body["next"] = n.into();
@@ -93,7 +93,8 @@ pub(super) async fn list_pods(
             json!({"name": n, "priorityClassName": "train", "id": model::uuid(&format!("{}-{n}", w.id)), "workloadId": w.id,
                    "clusterId": w.cluster_id, "createdAt": model::iso(w.created_at),
                    "containers": [{"name": w.name, "image": image, "startedAt": null}], "k8sPhase": d["k8sPhase"],
-                   "tenantId": 1, "k8sPhaseUpdatedAt": d["k8sPhaseUpdatedAt"], "updatedAt": d["updatedAt"], "nodeName": format!("node-{i}")})
+                   "tenantId": 1, "k8sPhaseUpdatedAt": d["k8sPhaseUpdatedAt"], "updatedAt": d["updatedAt"],
+                   "nodeName": w.nodes.get(i).cloned().unwrap_or_else(|| format!("node-{i}"))})
         })
         .collect();
     match page(&pods, &p, false) {

@@ -43,6 +43,10 @@ pub(super) async fn logs(
         return err(404, "The workload has not started.");
     }
     let id = w.id.clone();
+    let cut = {
+        let mut f = s.faults.lock().unwrap();
+        std::mem::take(&mut f.cut_log_after_lines)
+    };
     ws.on_upgrade(move |mut socket| async move {
         // follow semantics: line i is out once i/n of the run time has passed; the stream ends when the
         // workload ends or is deleted (its pods killed), so a hang's stream stays open until deletion
@@ -52,9 +56,10 @@ pub(super) async fn logs(
             ..w.clone()
         };
         let tl = model::timeline(&undeleted, f64::MAX);
+        // the run under way (a preempted workload starts over with a new log)
         let run_start = tl
             .iter()
-            .find(|(_, p)| *p == "Running")
+            .rfind(|(at, p)| *p == "Running" && *at <= t)
             .map_or(t, |(at, _)| *at);
         // (deleted, ended): deletion kills the stream at once; an ended workload's output is all out
         let state = |s: &Shared| {
@@ -63,15 +68,18 @@ pub(super) async fn logs(
                 .iter()
                 .find(|x| x.id == id)
                 .map_or((true, true), |x| {
-                    let deleted = x.deleted_at.is_some();
-                    (
-                        deleted,
-                        deleted || model::is_terminal(model::phase(x, now())),
-                    )
+                    // deletion or preemption kills the pod, and its stream with it
+                    let phase = model::phase(x, now());
+                    let gone = x.deleted_at.is_some() || phase == "Pending";
+                    (gone, gone || model::is_terminal(phase))
                 })
         };
         let total = lines.len().max(1) as f64;
         for (i, line) in lines.into_iter().enumerate() {
+            if cut > 0 && i == cut as usize {
+                // dropped without a Close frame
+                return;
+            }
             let due = run_start + w.timing.run_s * (i as f64 / total);
             while now() < due {
                 if state(&s).0 {

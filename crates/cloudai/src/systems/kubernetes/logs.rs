@@ -72,7 +72,8 @@ impl Follow {
 
 /// Settles `stdout.txt`: the whole log read once more (it is complete when the container ended), else what the
 /// stream delivered, else one `logs unavailable: <why>` line; never a silent empty file. `wait`: how long an ended
-/// container's stream may take to close by itself (zero when we stop a running one).
+/// container's stream may take to close by itself (zero when we stop a running one). Returns why the log is
+/// incomplete, when it is.
 pub async fn settle(
     api: &Api<Pod>,
     pod: Option<(&str, &str)>,
@@ -80,7 +81,7 @@ pub async fn settle(
     out: &Path,
     never_ran: Option<String>,
     wait: Duration,
-) {
+) -> Option<String> {
     let streamed = match follow {
         Some(f) => f.finish(wait).await,
         None => Err("the log was never followed".to_string()),
@@ -105,23 +106,31 @@ pub async fn settle(
             if let Err(e) = crate::util::fsx::write_atomic(out, text.as_bytes()) {
                 warn!("Cannot write {}: {e}", out.display());
             }
+            None
         }
-        Ok(_) => {}
-        Err(e) if kept > 0 => warn!(
-            "{e}; {} keeps the {kept} bytes streamed{}",
-            out.display(),
-            streamed
-                .err()
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default()
-        ),
+        Ok(_) => None,
+        Err(e) if kept > 0 => {
+            warn!(
+                "{e}; {} keeps the {kept} bytes streamed{}",
+                out.display(),
+                streamed
+                    .as_ref()
+                    .err()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            );
+            // a stream that ended by itself delivered everything
+            streamed.err().map(|_| e)
+        }
         Err(e) => {
+            let never = never_ran.is_some();
             let why = never_ran.unwrap_or(e);
             warn!("No log for {}: {why}", out.display());
             let line = format!("logs unavailable: {why}\n");
             if let Err(e) = crate::util::fsx::write_atomic(out, line.as_bytes()) {
                 warn!("Cannot write {}: {e}", out.display());
             }
+            (!never).then_some(why)
         }
     }
 }

@@ -5,36 +5,37 @@ use kube::api::{DeleteParams, DynamicObject, PostParams};
 
 use super::client::{describe, status_code};
 use super::manifest::{Kind, IDENTITY};
-use super::step::Step;
+use super::plan::Step;
 use super::{events, Kubernetes};
 use crate::{info, warn};
 
 impl Kubernetes {
     /// Creates the step's object; a 409 adopts it only when it carries our identity.
-    pub(super) async fn create(&self, step: &Step) -> Result<(), String> {
+    pub(super) async fn create_object(&self, step: &Step) -> Result<(), String> {
         let c = self.conn().await?;
         let cache = c.cache();
-        if step.kind == Kind::MpiJob {
+        if step.spec.kind == Kind::MpiJob {
             cache.watch_mpijobs();
         }
-        let api = self.object_api(c, step.kind);
-        let obj: DynamicObject = serde_json::from_value(step.manifest.clone()).map_err(|e| {
-            format!(
-                "internal error: manifest of {} is not an object: {e}",
-                step.name
-            )
-        })?;
+        let api = self.object_api(c, step.spec.kind);
+        let obj: DynamicObject =
+            serde_json::from_value(step.spec.manifest.clone()).map_err(|e| {
+                format!(
+                    "internal error: manifest of {} is not an object: {e}",
+                    step.name
+                )
+            })?;
         match api.create(&PostParams::default(), &obj).await {
             Ok(_) => {
-                info!("Created Kubernetes {} {}/{}", step.kind.name(), self.ns(), step.name);
+                info!("Created Kubernetes {} {}/{}", step.spec.kind.name(), self.ns(), step.name);
                 Ok(())
             }
-            Err(e) if status_code(&e) == Some(409) => match self.adopt(step).await {
+            Err(e) if status_code(&e) == Some(409) => match self.adopt_object(step).await {
                 Ok(true) => Ok(()),
-                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.kind.name(), step.name)),
+                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.spec.kind.name(), step.name)),
                 Err(e) => Err(e),
             },
-            Err(e) if status_code(&e) == Some(404) && step.kind == Kind::MpiJob => Err(format!(
+            Err(e) if status_code(&e) == Some(404) && step.spec.kind == Kind::MpiJob => Err(format!(
                 "cannot create MPIJob {}: the API server at {} does not serve kubeflow.org/v2beta1 MPIJobs ({}); \
                  install the Kubeflow MPI operator (its CRD) in the cluster",
                 step.name,
@@ -43,7 +44,7 @@ impl Kubernetes {
             )),
             Err(e) => Err(format!(
                 "cannot create {} {}/{} at {}: {}",
-                step.kind.name(),
+                step.spec.kind.name(),
                 self.ns(),
                 step.name,
                 c.server,
@@ -54,20 +55,20 @@ impl Kubernetes {
 
     /// Whether the step's object exists and is ours; an error when an object of that name belongs to something
     /// else.
-    pub(super) async fn adopt(&self, step: &Step) -> Result<bool, String> {
+    pub(super) async fn adopt_object(&self, step: &Step) -> Result<bool, String> {
         let c = self.conn().await?;
         let cache = c.cache();
-        if step.kind == Kind::MpiJob {
+        if step.spec.kind == Kind::MpiJob {
             cache.watch_mpijobs();
         }
-        let api = self.object_api(c, step.kind);
+        let api = self.object_api(c, step.spec.kind);
         let obj = match api.get_opt(&step.name).await {
             Ok(Some(o)) => o,
             Ok(None) => return Ok(false),
             Err(e) => {
                 return Err(format!(
                     "cannot look up {} {}: {}",
-                    step.kind.name(),
+                    step.spec.kind.name(),
                     step.name,
                     describe(&e)
                 ))
@@ -86,48 +87,28 @@ impl Kubernetes {
             "namespace {} already has a {} named {} that this run did not create (its {IDENTITY} is {}, ours {}); \
              not adopting it: delete it or change the test id",
             self.ns(),
-            step.kind.name(),
+            step.spec.kind.name(),
             step.name,
             theirs.as_deref().unwrap_or("missing"),
             step.identity
         ))
     }
 
-    /// Asks for the object's deletion in the foreground (its pods go first); the poll confirms it is gone.
-    pub(super) async fn delete(&self, job_id: &str, step: &Step, why: &str) -> Result<(), String> {
-        self.expect_gone(job_id, step, why);
+    /// Asks for the object's deletion in the foreground (its pods go first); the machine confirms it is gone.
+    pub(super) async fn delete_object(&self, step: &Step) -> Result<(), String> {
         let c = self.conn().await?;
-        let api = self.object_api(c, step.kind);
+        let api = self.object_api(c, step.spec.kind);
         match api.delete(&step.name, &DeleteParams::foreground()).await {
-            Ok(_) => {
-                if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
-                    j.delete_sent = true;
-                }
-                Ok(())
-            }
-            Err(e) if status_code(&e) == Some(404) => {
-                if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
-                    j.delete_sent = true;
-                }
-                Ok(())
-            }
-            Err(e) => {
-                let msg = format!(
-                    "cannot delete {} {}: {}",
-                    step.kind.name(),
-                    step.name,
-                    describe(&e)
-                );
-                self.set_unconfirmed_reason(&step.name, msg.clone());
-                Err(msg)
-            }
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(describe(&e)),
         }
     }
 
     /// Whether the object is gone (its deletion finished); an error when the server cannot say.
-    pub(super) async fn gone(&self, step: &Step) -> Result<bool, String> {
+    pub(super) async fn object_gone(&self, step: &Step) -> Result<bool, String> {
         let c = self.conn().await?;
-        let api = self.object_api(c, step.kind);
+        let api = self.object_api(c, step.spec.kind);
         match api.get_opt(&step.name).await {
             Ok(None) => Ok(true),
             Ok(Some(_)) => Ok(false),
@@ -162,7 +143,7 @@ impl Kubernetes {
         if last.is_none() {
             warn!(
                 "No Kubernetes events for {} {}",
-                step.kind.name(),
+                step.spec.kind.name(),
                 step.name
             );
         }

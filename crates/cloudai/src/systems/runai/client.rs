@@ -14,6 +14,8 @@ use crate::config::system::Secret;
 use crate::{debug, warn};
 
 const MAX_TRIES: u32 = 7;
+/// Items asked per page of a list (the API's maximum).
+const PAGE: usize = 500;
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
@@ -429,6 +431,45 @@ impl Client {
                     .await
             }
             other => other,
+        }
+    }
+
+    /// Every item of a paged list (`{"<key>": [...], "next": <offset>}`), 500 a page; `brief` retries once per
+    /// page only.
+    pub async fn list_all(
+        &self,
+        path: &str,
+        key: &str,
+        query: &[(&str, String)],
+        brief: bool,
+    ) -> Result<Vec<Value>, ApiError> {
+        let mut out = Vec::new();
+        let mut offset = 0usize;
+        loop {
+            let mut q = query.to_vec();
+            q.push(("offset", offset.to_string()));
+            q.push(("limit", PAGE.to_string()));
+            let v = self
+                .call_tries(
+                    Method::GET,
+                    path,
+                    &q,
+                    None,
+                    if brief { 2 } else { MAX_TRIES },
+                )
+                .await?;
+            // some lists answer a bare array
+            let page = v[key]
+                .as_array()
+                .or(v.as_array())
+                .cloned()
+                .unwrap_or_default();
+            let n = page.len();
+            out.extend(page);
+            match v["next"].as_u64().map(|n| n as usize) {
+                Some(next) if n > 0 && next > offset => offset = next,
+                _ => return Ok(out),
+            }
         }
     }
 

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use reqwest::Method;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
@@ -45,51 +44,10 @@ pub fn event_line(e: &Value) -> String {
     )
 }
 
-/// Which workload's log: the stream is addressed by project name, kind and workload name.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub project_id: String,
-    pub cluster_id: String,
-    /// `training` or `distributed`.
-    pub kind: &'static str,
-    pub name: String,
-}
-
-/// The cluster's log stream URL: the cluster's domain from /clusters, the project's name from
-/// /org-unit/projects. The route is the one the runai CLI reads; openapi.json documents no logs endpoint.
-async fn stream_url(client: &Client, t: &Target) -> Result<String, String> {
-    let clusters = client
-        .call(Method::GET, "/api/v1/clusters", &[], None)
-        .await
-        .map_err(|e| format!("clusters: {e}"))?;
-    let list = clusters
-        .as_array()
-        .cloned()
-        .or_else(|| clusters["clusters"].as_array().cloned())
-        .unwrap_or_default();
-    let domain = list
-        .iter()
-        .find(|c| c["uuid"] == t.cluster_id.as_str())
-        .and_then(|c| c["domain"].as_str())
-        .filter(|d| !d.is_empty())
-        .ok_or_else(|| format!("cluster {} has no domain in /api/v1/clusters", t.cluster_id))?
-        .trim_end_matches('/')
-        .to_string();
-    let projects = client
-        .call(Method::GET, "/api/v1/org-unit/projects", &[], None)
-        .await
-        .map_err(|e| format!("projects: {e}"))?;
-    let project = projects["projects"]
-        .as_array()
-        .and_then(|p| {
-            p.iter().find(|p| {
-                p["id"].as_str() == Some(t.project_id.as_str())
-                    || p["id"].as_u64().map(|i| i.to_string()).as_deref() == Some(&t.project_id)
-            })
-        })
-        .and_then(|p| p["name"].as_str())
-        .ok_or_else(|| format!("project {} not found", t.project_id))?
-        .to_string();
+/// The log stream of a workload (the route the runai CLI reads; openapi.json documents no logs endpoint): on the
+/// cluster's domain (from /clusters), by project name, workload kind (`training`, `distributed`) and name.
+pub fn stream_url(domain: &str, project: &str, kind: &str, name: &str) -> String {
+    let domain = domain.trim_end_matches('/');
     let ws_base = if let Some(rest) = domain.strip_prefix("https://") {
         format!("wss://{rest}")
     } else if let Some(rest) = domain.strip_prefix("http://") {
@@ -97,10 +55,7 @@ async fn stream_url(client: &Client, t: &Target) -> Result<String, String> {
     } else {
         format!("wss://{domain}")
     };
-    Ok(format!(
-        "{ws_base}/cluster-api/api/v1/{project}/workloads/{}/runai/{}/logs",
-        t.kind, t.name
-    ))
+    format!("{ws_base}/cluster-api/api/v1/{project}/workloads/{kind}/runai/{name}/logs")
 }
 
 /// Small buffers: a run follows one stream per running workload (hundreds at once), and log lines are short.
@@ -114,16 +69,12 @@ fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
 /// Reads the log stream until it closes, handing each piece to `sink`; `stall` bounds the wait for a piece.
 async fn read_stream(
     client: &Client,
-    t: &Target,
+    url: &str,
     stall: Option<Duration>,
     mut sink: impl FnMut(&[u8]) -> Result<(), String>,
 ) -> Result<u64, String> {
-    let url = stream_url(client, t).await?;
     let token = client.token().await.map_err(|e| e.to_string())?;
-    let mut req = url
-        .as_str()
-        .into_client_request()
-        .map_err(|e| e.to_string())?;
+    let mut req = url.into_client_request().map_err(|e| e.to_string())?;
     req.headers_mut().insert(
         "Authorization",
         format!("Bearer {token}")
@@ -131,18 +82,33 @@ async fn read_stream(
             .map_err(|_| "bad token".to_string())?,
     );
     let connector = tokio_tungstenite::Connector::Rustls(client.tls());
-    let (mut ws, _) = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio_tungstenite::connect_async_tls_with_config(
-            req,
-            Some(ws_config()),
-            false,
-            Some(connector),
-        ),
-    )
-    .await
-    .map_err(|_| "timed out connecting to the log stream".to_string())?
-    .map_err(|e| format!("log stream {url}: {e}"))?;
+    let target = reqwest::Url::parse(url).map_err(|e| format!("log stream {url}: {e}"))?;
+    let connect = async {
+        match super::proxy::proxy_for(&target) {
+            Some(p) => {
+                let tcp = super::proxy::tunnel(&p, &target).await?;
+                tokio_tungstenite::client_async_tls_with_config(
+                    req,
+                    tcp,
+                    Some(ws_config()),
+                    Some(connector),
+                )
+                .await
+                .map_err(|e| format!("log stream {url} through proxy {}: {e}", p.as_str()))
+            }
+            None => tokio_tungstenite::connect_async_tls_with_config(
+                req,
+                Some(ws_config()),
+                false,
+                Some(connector),
+            )
+            .await
+            .map_err(|e| format!("log stream {url}: {e}")),
+        }
+    };
+    let (mut ws, _) = tokio::time::timeout(Duration::from_secs(30), connect)
+        .await
+        .map_err(|_| "timed out connecting to the log stream".to_string())??;
     let mut n = 0u64;
     loop {
         let next = match stall {
@@ -166,9 +132,9 @@ async fn read_stream(
 }
 
 /// Reads a finished workload's whole log.
-pub async fn fetch(client: &Client, t: &Target) -> Result<Vec<u8>, String> {
+pub async fn fetch(client: &Client, url: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    read_stream(client, t, Some(Duration::from_secs(120)), |b| {
+    read_stream(client, url, Some(Duration::from_secs(120)), |b| {
         out.extend_from_slice(b);
         Ok(())
     })
@@ -176,33 +142,132 @@ pub async fn fetch(client: &Client, t: &Target) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// A running workload's log, appended to a file as it arrives, so a hang or a cancel keeps what was printed.
+/// A running workload's log, appended to a file as it arrives, so a hang or a cancel keeps what was printed. A
+/// stream that ends before the workload does (preemption, a pod restart, a proxy's idle timeout) is opened again
+/// after a pause: what it repeats of the log already written is skipped, and a log that starts over (a restarted
+/// pod printing something else) is appended after a marker line.
 pub struct Follow {
     handle: tokio::task::JoinHandle<Result<u64, String>>,
     written: Arc<AtomicU64>,
+    /// Set by `finish`: the workload ended; one last reading completes the log.
+    ended: Arc<tokio::sync::Notify>,
+    ended_flag: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The first pause before the stream is opened again; it doubles up to [`RECONNECT_CAP`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(500);
+const RECONNECT_CAP: Duration = Duration::from_secs(30);
+/// Once the workload ended, how long its stream may stay silent.
+const LAST_READ_STALL: Duration = Duration::from_secs(20);
+
+/// Where a reopened stream stands against the file: repeating its first `len` bytes, or past them.
+struct Replay {
+    file: std::fs::File,
+    len: u64,
+    pos: u64,
+    /// The stream stopped repeating the file: what it sends is new.
+    diverged: bool,
+}
+
+impl Replay {
+    fn new(path: &std::path::Path, len: u64) -> Result<Self, String> {
+        Ok(Self {
+            file: std::fs::File::open(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            len,
+            pos: 0,
+            diverged: len == 0,
+        })
+    }
+
+    /// The part of `b` that is new: nothing while the stream repeats the file; at the first difference (another
+    /// log), everything this stream sent, after `marker`.
+    fn new_part(&mut self, b: &[u8], marker: &mut Vec<u8>) -> Result<Vec<u8>, String> {
+        use std::io::{Read, Seek, SeekFrom};
+        if self.diverged {
+            return Ok(b.to_vec());
+        }
+        let n = ((self.len - self.pos) as usize).min(b.len());
+        let mut have = vec![0u8; n];
+        self.file
+            .read_exact(&mut have)
+            .map_err(|e| format!("cannot read back the log: {e}"))?;
+        if have == b[..n] {
+            self.pos += n as u64;
+            self.diverged = self.pos == self.len;
+            return Ok(b[n..].to_vec());
+        }
+        self.diverged = true;
+        marker.extend_from_slice(
+            b"\n[cloudai] the log stream was opened again and the log started over\n",
+        );
+        // what the stream sent before this piece repeated the file's first `pos` bytes
+        let mut again = vec![0u8; self.pos as usize];
+        self.file
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| self.file.read_exact(&mut again))
+            .map_err(|e| format!("cannot read back the log: {e}"))?;
+        again.extend_from_slice(b);
+        Ok(again)
+    }
 }
 
 impl Follow {
-    pub fn start(client: Arc<Client>, t: Target, path: PathBuf) -> Self {
+    pub fn start(client: Arc<Client>, url: String, path: PathBuf) -> Self {
         let written = Arc::new(AtomicU64::new(0));
-        let count = written.clone();
+        let ended = Arc::new(tokio::sync::Notify::new());
+        let ended_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (count, wake, flag) = (written.clone(), ended.clone(), ended_flag.clone());
         let handle = tokio::spawn(async move {
             let mut f = std::fs::File::create(&path)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            read_stream(&client, &t, None, |b| {
-                f.write_all(b)
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                count.fetch_add(b.len() as u64, Ordering::Relaxed);
-                Ok(())
-            })
-            .await
+            let mut pause = RECONNECT_FIRST;
+            loop {
+                let last = flag.load(Ordering::Relaxed);
+                let mut replay = Replay::new(&path, count.load(Ordering::Relaxed))?;
+                let r = read_stream(&client, &url, last.then_some(LAST_READ_STALL), |b| {
+                    let mut marker = Vec::new();
+                    let new = replay.new_part(b, &mut marker)?;
+                    for part in [&marker, &new] {
+                        f.write_all(part)
+                            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                        count.fetch_add(part.len() as u64, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })
+                .await;
+                if last {
+                    return r.map(|_| count.load(Ordering::Relaxed));
+                }
+                let clean = r.is_ok();
+                if let Err(e) = &r {
+                    crate::debug!("The log stream {url} ended early ({e}); opening it again");
+                }
+                // a stream that closed cleanly may have closed because the workload ended: wait for the word
+                tokio::select! {
+                    _ = wake.notified() => {
+                        if clean {
+                            return Ok(count.load(Ordering::Relaxed));
+                        }
+                    }
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(RECONNECT_CAP);
+            }
         });
-        Self { handle, written }
+        Self {
+            handle,
+            written,
+            ended,
+            ended_flag,
+        }
     }
 
-    /// (bytes written, outcome) once the stream has closed (the workload ended or was deleted): the outcome is
-    /// an error when the stream failed or did not close within `wait` (it is stopped then, keeping what arrived).
+    /// (bytes written, outcome) once the workload ended (or was deleted): the outcome is an error when the log
+    /// could not be read to its end within `wait` (the reading is stopped then, keeping what arrived).
     pub async fn finish(mut self, wait: Duration) -> (u64, Result<u64, String>) {
+        self.ended_flag.store(true, Ordering::Relaxed);
+        self.ended.notify_one();
         let r = match tokio::time::timeout(wait, &mut self.handle).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => Err(format!("log reader failed: {e}")),

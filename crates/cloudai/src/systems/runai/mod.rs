@@ -1,30 +1,34 @@
-//! Run:ai: test launches submitted through the control-plane REST API, monitored with one GET per workload per
-//! poll, logs followed from the cluster's log stream into `stdout.txt` as they arrive and events paged into
-//! `events.txt`; pre/post-test hooks run as their own workloads around the main one. Every workload we end,
-//! whatever the reason, is deleted and its deletion confirmed; what cannot be confirmed is a leftover.
+//! Run:ai: test launches submitted through the control-plane REST API and run by the shared step machine
+//! ([`crate::systems::objects`]): one GET per workload per poll, logs followed from the cluster's log stream into
+//! `stdout.txt` as they arrive, events paged into `events.txt`; pre/post-test hooks run as their own workloads
+//! around the main one. Every workload we end is deleted and its deletion confirmed before the next step.
 
 mod client;
+mod facts;
 mod logs;
+pub mod nodes;
+mod observe;
+mod ops;
 pub mod payload;
-mod watch;
-mod workload;
+pub mod plan;
+mod proxy;
+mod state;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::hooks::StepKind;
-use super::{JobId, JobState, Prepared, System};
+use super::objects::{self, Backend, Ending, Naming, Seen};
 use crate::config::system::{RunAiConfig, SystemConfig, SystemKind};
-use crate::info;
-use crate::results::record::Leftover;
+use crate::results::record::Attempt;
 use crate::scenario::TestRun;
-use crate::workloads::JobOutcome;
+use crate::workloads::Launch;
 use client::Client;
+use plan::{Spec, Step};
 
 pub const PAYLOAD_FILE: &str = "runai-workload.json";
 
@@ -33,91 +37,32 @@ pub const PAYLOAD_FILE: &str = "runai-workload.json";
 pub fn payloads(cfg: &Arc<SystemConfig>, run: &TestRun, dir: &Path) -> Vec<(Value, bool)> {
     RunAi::new(cfg.clone(), true)
         .map(|r| {
-            r.steps(run, dir)
+            objects::plan(&r, run, dir)
                 .into_iter()
-                .map(|s| (s.payload, s.distributed))
+                .map(|s| (s.spec.payload, s.spec.distributed))
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// One workload of a job: a hook or the test itself.
-#[derive(Clone, Debug)]
-struct Step {
-    kind: StepKind,
-    name: String,
-    /// Written into the workload (annotation): a workload found under our name is ours only if it matches.
-    identity: String,
-    distributed: bool,
-    payload: Value,
-    dir: PathBuf,
-    /// How the hook's success is judged (the workload's rule).
-    success: crate::workloads::Success,
-}
-
-impl Step {
-    fn kind_path(&self) -> &'static str {
-        if self.distributed {
-            "/api/v1/workloads/distributed"
-        } else {
-            "/api/v1/workloads/trainings"
-        }
-    }
-
-    fn log_target(&self, r: &RunAiConfig) -> logs::Target {
-        logs::Target {
-            project_id: r.project_id.clone(),
-            cluster_id: r.cluster_id.clone(),
-            kind: if self.distributed {
-                "distributed"
-            } else {
-                "training"
-            },
-            name: self.name.clone(),
-        }
-    }
-}
-
-/// How a step ended, kept while its deletion is being confirmed.
-#[derive(Debug)]
-struct Ending {
-    phase: String,
-    failed: bool,
-    reason: String,
-}
-
-#[derive(Debug, Default)]
-struct Job {
-    steps: Vec<Step>,
-    current: usize,
-    workload_id: Option<String>,
-    cancel_requested: bool,
-    /// The current workload's DELETE was accepted; waiting for it to be gone.
-    delete_sent: bool,
-    /// The current step ended; its workload is being deleted before the next step starts.
-    ending: Option<Ending>,
-    /// Give up waiting for the deletion to be confirmed after this.
-    gone_by: Option<Instant>,
-    /// The current step reached a running phase (its log exists).
-    ran: bool,
-    log: Option<logs::Follow>,
-    /// `stdout.txt` of the current step is final.
-    log_settled: bool,
-    main_outcome: Option<JobOutcome>,
-    degraded_since: Option<Instant>,
-    /// Polls in a row whose GET failed (after its own retries).
-    read_failures: u32,
-    nodes: Vec<String>,
-}
-
+/// The Run:ai side of the step machine: a project's trainings and distributed workloads.
 pub struct RunAi {
     cfg: Arc<SystemConfig>,
     client: Option<Arc<Client>>,
-    jobs: Mutex<HashMap<JobId, Job>>,
-    /// Workloads planned by `prepare`, by iteration directory, for `submit`.
-    planned: Mutex<HashMap<PathBuf, Vec<Step>>>,
-    /// Workloads we asked to delete whose deletion is not confirmed yet, by workload id.
-    unconfirmed: Mutex<BTreeMap<String, Leftover>>,
+    /// The cluster's and the project's facts, read once per run.
+    facts: tokio::sync::OnceCell<Facts>,
+}
+
+/// What the log stream's address needs: the cluster's domain and the project's name.
+#[derive(Debug)]
+struct Facts {
+    domain: String,
+    project: String,
+}
+
+/// The system for a Run:ai config; without a client in dry-run.
+pub fn system(cfg: Arc<SystemConfig>, dry_run: bool) -> Result<objects::Stepped<RunAi>, String> {
+    Ok(objects::Stepped::new(RunAi::new(cfg, dry_run)?))
 }
 
 impl RunAi {
@@ -140,9 +85,7 @@ impl RunAi {
         Ok(Self {
             cfg,
             client,
-            jobs: Mutex::default(),
-            planned: Mutex::default(),
-            unconfirmed: Mutex::default(),
+            facts: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -163,94 +106,51 @@ impl RunAi {
             .ok_or_else(|| "no Run:ai client in dry-run".to_string())
     }
 
-    fn step(&self, run: &TestRun, kind: StepKind, dir: &Path, salt: &str) -> Step {
-        let tag = kind.tag();
-        // the iteration directory names scenario, test, iteration and hook; the salt, this results tree
-        let identity = format!("{salt}|{}", dir.display());
-        let launch = run.launch();
-        let name = if launch.across_nodes(run.num_nodes) {
-            // a distributed workload: its pods are named after it by the MPI operator
-            payload::mpi_job_name(&[&run.id, tag], &identity, run.num_nodes)
-        } else {
-            payload::unique_name(&[&run.id, tag], &identity)
-        };
-        let env = super::job_env(&self.cfg, run);
-        let who = payload::Names {
-            name: &name,
-            identity: &payload::short_hash(&identity),
-            run_tag: salt,
-        };
-        let (payload, distributed) = payload::workload(run, &launch, &who, self.r(), &env);
-        Step {
-            kind,
-            name: name.clone(),
-            identity: who.identity.to_string(),
-            distributed,
-            payload,
-            dir: dir.to_path_buf(),
-            success: launch.success,
-        }
+    /// The cluster's domain and the project's name, read once (and proving both exist and belong together).
+    async fn facts(&self) -> Result<&Facts, String> {
+        self.facts
+            .get_or_try_init(|| async {
+                let c = self.client()?;
+                let r = self.r();
+                let project = facts::project(c, &r.project_id).await?;
+                if let Some(other) = project["clusterId"].as_str() {
+                    if !other.is_empty() && other != r.cluster_id {
+                        return Err(format!(
+                            "project {} ({}) belongs to cluster {other}, not to cluster_id {} of {}",
+                            r.project_id,
+                            project["name"].as_str().unwrap_or("?"),
+                            r.cluster_id,
+                            self.cfg.file.display()
+                        ));
+                    }
+                }
+                let cluster = facts::cluster(c, &r.cluster_id).await?;
+                let domain = cluster["domain"]
+                    .as_str()
+                    .filter(|d| !d.is_empty())
+                    .ok_or_else(|| {
+                        format!(
+                            "cluster {} has no domain in /api/v1/clusters: no log stream",
+                            r.cluster_id
+                        )
+                    })?;
+                Ok(Facts {
+                    domain: domain.to_string(),
+                    project: project["name"].as_str().unwrap_or_default().to_string(),
+                })
+            })
+            .await
     }
 
-    /// The workloads of one iteration in order: pre-test hooks, the test, post-test hooks. Names are stable for
-    /// this results tree.
-    fn steps(&self, run: &TestRun, dir: &Path) -> Vec<Step> {
-        // the results tree (created exclusively, with its timestamp) names the run: identities are unique per
-        // tree and the same again when `resume` rebuilds them
-        let root = dir.parent().and_then(Path::parent).unwrap_or(dir);
-        let salt = payload::short_hash(&root.display().to_string());
-        let hooks = |h: &Option<Arc<crate::scenario::HookScenario>>,
-                     kind: StepKind,
-                     sub: &str|
-         -> Vec<Step> {
-            h.iter()
-                .flat_map(|h| h.test_runs.iter())
-                .map(|tr| self.step(tr, kind.clone(), &dir.join(sub).join(&tr.test.name), &salt))
-                .collect()
-        };
-        let mut steps = hooks(&run.pre_test, StepKind::Pre, "pre_test");
-        steps.push(self.step(run, StepKind::Main, dir, &salt));
-        steps.extend(hooks(&run.post_test, StepKind::Post, "post_test"));
-        steps
-    }
-
-    /// Notes that a workload must be gone before we can say nothing is left; cleared when a GET says 404.
-    fn expect_gone(&self, job_id: &str, wid: &str, step: &Step, reason: &str) {
-        let r = self.r();
-        let resource = [
-            ("workload_id", wid),
-            ("workload_name", step.name.as_str()),
-            ("project_id", r.project_id.as_str()),
-            ("cluster_id", r.cluster_id.as_str()),
-            ("path", &format!("{}/{wid}", step.kind_path())),
-            ("base_url", r.base_url.as_str()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let left = Leftover {
-            job_id: job_id.to_string(),
-            description: format!(
-                "Run:ai workload {} (id {wid}, project {})",
-                step.name, r.project_id
-            ),
-            reason: reason.to_string(),
-            resource,
-        };
-        self.unconfirmed
-            .lock()
-            .unwrap()
-            .insert(wid.to_string(), left);
-    }
-
-    fn set_unconfirmed_reason(&self, wid: &str, reason: String) {
-        if let Some(l) = self.unconfirmed.lock().unwrap().get_mut(wid) {
-            l.reason = reason;
-        }
-    }
-
-    fn confirmed_gone(&self, wid: &str) {
-        self.unconfirmed.lock().unwrap().remove(wid);
+    /// The log stream of a step's workload.
+    async fn log_url(&self, step: &Step) -> Result<String, String> {
+        let f = self.facts().await?;
+        Ok(logs::stream_url(
+            &f.domain,
+            &f.project,
+            step.spec.log_kind(),
+            &step.name,
+        ))
     }
 }
 
@@ -260,22 +160,17 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, Strin
     let secret = r.secret().ok_or("no Run:ai secret: set RUNAI_APP_SECRET")?;
     let tls = client::tls_config(r.ca_bundle.as_deref())?;
     let c = Client::new(&r.base_url, &r.app_id, secret, tls)?;
-    let v = c
-        .call_brief(
-            reqwest::Method::GET,
+    let list = c
+        .list_all(
             "/api/v1/workloads",
-            &[
-                ("filterBy", format!("projectId=={}", r.project_id)),
-                ("limit", "500".into()),
-            ],
-            None,
+            "workloads",
+            &[("filterBy", format!("projectId=={}", r.project_id))],
+            true,
         )
         .await
         .map_err(|e| e.to_string())?;
-    Ok(v["workloads"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    Ok(list
+        .iter()
         .filter_map(|w| {
             Some((
                 w["name"].as_str()?.to_string(),
@@ -314,244 +209,125 @@ pub(crate) fn image_problem(url: &str) -> Option<&'static str> {
     None
 }
 
-/// Jobs advanced at once by one poll.
-const POLL_CONCURRENCY: usize = 16;
-
-impl RunAi {
-    async fn poll_one(&self, id: &JobId) -> JobState {
-        let mut state = self.advance(id).await;
-        // a step ended and the next one is due: submit it now
-        let next = {
-            let jobs = self.jobs.lock().unwrap();
-            jobs.get(id)
-                .filter(|j| {
-                    j.workload_id.is_none() && j.current < j.steps.len() && !j.cancel_requested
-                })
-                .map(|j| j.steps[j.current].clone())
-        };
-        if let (Some(step), false) = (next, matches!(state, JobState::Finished(_))) {
-            match self.create(&step).await {
-                Ok(wid) => {
-                    info!("Submitted Run:ai workload {} ({wid})", step.name);
-                    if let Some(j) = self.jobs.lock().unwrap().get_mut(id) {
-                        j.workload_id = Some(wid);
-                    }
-                }
-                Err(e) => {
-                    state = JobState::Finished(JobOutcome {
-                        failure: Some(e),
-                        ..Default::default()
-                    })
-                }
-            }
-        }
-        state
-    }
-}
-
 #[async_trait]
-impl System for RunAi {
-    fn runner_name(&self) -> &'static str {
-        "RunAIRunner"
+impl Backend for RunAi {
+    type Spec = Spec;
+    /// The workload id the API gave it.
+    type Handle = String;
+    type Watch = observe::Watch;
+
+    const RUNNER: &'static str = "RunAIRunner";
+    const FILE: &'static str = PAYLOAD_FILE;
+
+    fn config(&self) -> &Arc<SystemConfig> {
+        &self.cfg
+    }
+
+    fn spec(&self, run: &TestRun, launch: &Launch, env: &[(String, String)], n: &Naming) -> Spec {
+        plan::spec(run, launch, self.r(), env, n)
+    }
+
+    fn render(spec: &Spec) -> String {
+        serde_json::to_string_pretty(&spec.payload).unwrap_or_default()
+    }
+
+    fn full_cmd(spec: &Spec) -> String {
+        spec.full_cmd()
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
-        super::container_checks(run, "Run:ai", "one training", self.r().gpus_per_node)
+        plan::check(run, self.r())
     }
 
+    /// The credentials, then the configured cluster and project (a placeholder `cluster_id` is named here, not at
+    /// the first submission).
     async fn connect(&self) -> Result<(), String> {
-        self.client()?
-            .token()
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    }
-
-    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
-        let steps = self.steps(run, dir);
-        let files = steps
-            .iter()
-            .map(|st| {
-                let rel = st
-                    .dir
-                    .strip_prefix(dir)
-                    .unwrap_or(Path::new(""))
-                    .join(PAYLOAD_FILE);
-                (
-                    rel.display().to_string(),
-                    serde_json::to_string_pretty(&st.payload).unwrap_or_default(),
-                )
-            })
-            .collect();
-        let main = steps
-            .iter()
-            .find(|st| st.kind == StepKind::Main)
-            .expect("a plan has its main step");
-        let spec = if main.distributed {
-            &main.payload["masterSpec"]
-        } else {
-            &main.payload["spec"]
-        };
-        let full = format!(
-            "{} {}",
-            spec["command"].as_str().unwrap_or(""),
-            spec["args"].as_str().unwrap_or("")
-        );
-        self.planned
-            .lock()
-            .unwrap()
-            .insert(dir.to_path_buf(), steps);
-        Ok(Prepared {
-            test_cmd: run.launch().command_line(),
-            full_cmd: full,
-            files,
-            env: super::job_env(&self.cfg, run),
-        })
-    }
-
-    async fn submit(
-        &self,
-        run: &TestRun,
-        dir: &Path,
-        _job: &Prepared,
-        dry_run: bool,
-    ) -> Result<JobId, String> {
-        let planned = self.planned.lock().unwrap().remove(dir);
-        let steps = planned.unwrap_or_else(|| self.steps(run, dir));
-        let main_name = steps
-            .iter()
-            .find(|s| s.kind == StepKind::Main)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        if dry_run {
-            info!(
-                "Would submit Run:ai workload {main_name} ({} workload(s) with hooks)",
-                steps.len()
-            );
-            return Ok(main_name);
-        }
-        let first = self.create(&steps[0]).await?;
-        info!("Submitted Run:ai workload {} ({first})", steps[0].name);
-        let job = Job {
-            steps,
-            workload_id: Some(first),
-            ..Default::default()
-        };
-        self.jobs.lock().unwrap().insert(main_name.clone(), job);
-        Ok(main_name)
-    }
-
-    /// Jobs are advanced a few at a time (a step's end means events, log, deletion): 200 workloads must not
-    /// wait for each other in turn, nor all hit the control plane at once.
-    async fn poll(&self, ids: &[JobId]) -> Vec<JobState> {
-        use futures_util::StreamExt;
-        let mut futs: Vec<
-            std::pin::Pin<Box<dyn std::future::Future<Output = JobState> + Send + '_>>,
-        > = Vec::with_capacity(ids.len());
-        for id in ids {
-            futs.push(Box::pin(self.poll_one(id)));
-        }
-        futures_util::stream::iter(futs)
-            .buffered(POLL_CONCURRENCY)
-            .collect()
-            .await
-    }
-
-    /// Events first (a deleted workload has none), then DELETE; `poll` reports the job finished once a GET says
-    /// the workload is gone.
-    async fn cancel(&self, id: &JobId) -> Result<(), String> {
-        let (step, wid) = {
-            let mut jobs = self.jobs.lock().unwrap();
-            let Some(j) = jobs.get_mut(id) else {
-                return Ok(());
-            };
-            j.cancel_requested = true;
-            (
-                j.steps[j.current.min(j.steps.len() - 1)].clone(),
-                j.workload_id.clone(),
-            )
-        };
-        let Some(wid) = wid else { return Ok(()) };
-        self.write_events(&wid, &step, true).await;
-        self.delete(id, &wid, &step, "cancel requested").await
-    }
-
-    async fn attach(
-        &self,
-        run: &TestRun,
-        dir: &Path,
-        id: &JobId,
-        _job: &Prepared,
-    ) -> Result<(), String> {
-        let steps = self.steps(run, dir);
-        let main = steps
-            .iter()
-            .position(|s| s.kind == StepKind::Main)
-            .expect("a plan has its main step");
-        if steps[main].name != *id {
+        let r = self.r();
+        if !facts::is_uuid(&r.cluster_id) {
             return Err(format!(
-                "the journal names workload {id}, this tree's test {} would be {}",
-                run.id, steps[main].name
+                "cluster_id {:?} in {} is not a cluster UUID (like 71f69d83-ba66-4822-adf5-55ce55efd210); the \
+                 Run:ai UI shows it under Resources → Clusters, and GET /api/v1/clusters lists it as `uuid`",
+                r.cluster_id,
+                self.cfg.file.display()
             ));
         }
-        // the step under way is the last one that still exists (ended ones were deleted); none: start over
-        // after the main step when its output is settled, else from the first step
-        let mut current = None;
-        for (i, st) in steps.iter().enumerate().rev() {
-            if let Some(wid) = self.adopt(st).await? {
-                current = Some((i, Some(wid)));
-                break;
-            }
-        }
-        let (current, workload_id) = current.unwrap_or_else(|| {
-            if dir.join("stdout.txt").exists() {
-                (main + 1, None)
-            } else {
-                (0, None)
-            }
-        });
-        if let Some(w) = &workload_id {
-            info!(
-                "Re-attached to Run:ai workload {} ({w})",
-                steps[current].name
-            );
-        }
-        let job = Job {
-            steps,
-            current,
-            workload_id,
-            ..Default::default()
-        };
-        self.jobs.lock().unwrap().insert(id.clone(), job);
-        Ok(())
+        self.client()?.token().await.map_err(|e| e.to_string())?;
+        self.facts().await.map(|_| ())
     }
 
-    async fn find_submitted(&self, run: &TestRun, dir: &Path) -> Option<JobId> {
-        let steps = self.steps(run, dir);
-        let main = steps
-            .iter()
-            .find(|s| s.kind == StepKind::Main)?
-            .name
-            .clone();
-        for st in &steps {
-            if let Ok(Some(_)) = self.adopt(st).await {
-                return Some(main);
-            }
-        }
-        None
+    fn describe(&self, step: &Step, wid: &String) -> String {
+        format!(
+            "Run:ai workload {} (id {wid}, project {})",
+            step.name,
+            self.r().project_id
+        )
     }
 
-    fn nodes(&self, id: &JobId) -> Vec<String> {
-        self.jobs
-            .lock()
-            .unwrap()
-            .get(id)
-            .map(|j| j.nodes.clone())
-            .unwrap_or_default()
+    fn leftover(&self, step: &Step, wid: &String) -> (String, BTreeMap<String, String>) {
+        let r = self.r();
+        let resource = [
+            ("workload_id", wid.as_str()),
+            ("workload_name", step.name.as_str()),
+            ("project_id", r.project_id.as_str()),
+            ("cluster_id", r.cluster_id.as_str()),
+            ("path", &format!("{}/{wid}", step.spec.kind_path())),
+            ("base_url", r.base_url.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        (wid.clone(), resource)
     }
 
-    fn leftovers(&self) -> Vec<Leftover> {
-        self.unconfirmed.lock().unwrap().values().cloned().collect()
+    fn gone_wait(&self) -> Duration {
+        observe::gone_wait()
+    }
+
+    async fn create(&self, step: &Step) -> Result<String, String> {
+        let wid = self.create_workload(step).await?;
+        crate::info!("Submitted Run:ai workload {} ({wid})", step.name);
+        Ok(wid)
+    }
+
+    async fn adopt(&self, step: &Step) -> Result<Option<String>, String> {
+        self.adopt_workload(step).await
+    }
+
+    async fn observe(
+        &self,
+        step: &Step,
+        wid: &String,
+        w: &mut observe::Watch,
+        _attempts: &mut Vec<Attempt>,
+    ) -> Seen {
+        self.look(step, wid, w).await
+    }
+
+    async fn wrap_up(
+        &self,
+        step: &Step,
+        wid: &String,
+        w: &mut observe::Watch,
+        ending: &mut Ending,
+    ) -> Vec<String> {
+        self.end_of(step, wid, w, ending).await
+    }
+
+    /// Events first (a deleted workload has none); its log is settled once it is gone.
+    async fn cancelling(&self, step: &Step, wid: &String, _w: &mut observe::Watch) {
+        self.write_events(wid, step, true).await;
+    }
+
+    async fn delete(&self, step: &Step, wid: &String) -> Result<(), String> {
+        self.delete_workload(wid, step).await
+    }
+
+    async fn gone(&self, _step: &Step, wid: &String) -> Result<bool, String> {
+        self.workload_gone(wid).await
+    }
+
+    async fn after_gone(&self, step: &Step, w: &mut observe::Watch) -> Option<String> {
+        self.finish_log(step, w, "Deleted", false).await
     }
 }
 

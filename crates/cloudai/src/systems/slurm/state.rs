@@ -208,6 +208,7 @@ pub fn outcome(row: &AcctRow) -> JobOutcome {
         state: Some(row.state_raw.clone()),
         end,
         failure,
+        log_incomplete: None,
     }
 }
 

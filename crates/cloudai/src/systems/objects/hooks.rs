@@ -36,6 +36,8 @@ pub struct StepEnd<'a> {
     pub state: String,
     pub reason: String,
     pub end: Option<EndReason>,
+    /// Why its log is incomplete, when it is.
+    pub log_incomplete: Option<String>,
 }
 
 /// Records an ended step: the test's end becomes the job's outcome (in `main`); a pre-test that failed (its object
@@ -59,6 +61,7 @@ pub fn conclude(e: StepEnd, main: &mut Option<JobOutcome>) -> Option<JobOutcome>
                 state: Some(e.state),
                 failure: e.failed.then_some(e.reason),
                 end: e.end,
+                log_incomplete: e.log_incomplete,
                 ..Default::default()
             });
             None

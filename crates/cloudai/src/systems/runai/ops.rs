@@ -4,32 +4,34 @@
 use reqwest::Method;
 
 use super::client::ApiError;
-use super::{logs, payload, RunAi, Step};
+use super::plan::Step;
+use super::{logs, payload, state, RunAi};
 use crate::warn;
 
 impl RunAi {
-    /// Looks a workload up by name (after an ambiguous create): its id, or None when no such workload exists.
+    /// Looks a workload up by name (after an ambiguous create): its id, or None when no such workload exists
+    /// (a deleted one the API still shows does not count).
     async fn find_by_name(&self, name: &str) -> Result<Option<String>, ApiError> {
         let filter = format!("name=={name},projectId=={}", self.r().project_id);
         let client = self.client().map_err(ApiError::Transport)?;
-        let v = client
-            .call(
-                Method::GET,
+        let list = client
+            .list_all(
                 "/api/v1/workloads",
+                "workloads",
                 &[("filterBy", filter)],
-                None,
+                false,
             )
             .await?;
-        Ok(v["workloads"]
-            .as_array()
-            .and_then(|w| w.iter().find(|w| w["name"] == name))
-            .and_then(|w| w["id"].as_str())
+        Ok(list
+            .iter()
+            .filter(|w| w["name"] == name && !state::deleted(w))
+            .find_map(|w| w["id"].as_str())
             .map(str::to_string))
     }
 
     /// The workload of that name when it is the one this step created (its identity annotation matches);
     /// an error when a workload of that name belongs to something else.
-    pub(super) async fn adopt(&self, step: &Step) -> Result<Option<String>, String> {
+    pub(super) async fn adopt_workload(&self, step: &Step) -> Result<Option<String>, String> {
         let Some(id) = self
             .find_by_name(&step.name)
             .await
@@ -41,7 +43,7 @@ impl RunAi {
             .client()?
             .call(
                 Method::GET,
-                &format!("{}/{id}", step.kind_path()),
+                &format!("{}/{id}", step.spec.kind_path()),
                 &[],
                 None,
             )
@@ -63,11 +65,16 @@ impl RunAi {
 
     /// Creates the step's workload exactly once: after a lost answer or a conflict, a lookup by name tells
     /// whether ours exists before anything is posted again.
-    pub(super) async fn create(&self, step: &Step) -> Result<String, String> {
+    pub(super) async fn create_workload(&self, step: &Step) -> Result<String, String> {
         let client = self.client()?;
         for attempt in 0..4 {
             match client
-                .call(Method::POST, step.kind_path(), &[], Some(&step.payload))
+                .call(
+                    Method::POST,
+                    step.spec.kind_path(),
+                    &[],
+                    Some(&step.spec.payload),
+                )
                 .await
             {
                 Ok(v) => {
@@ -78,7 +85,7 @@ impl RunAi {
                 Err(
                     e @ (ApiError::Transport(_)
                     | ApiError::Status {
-                        code: 409 | 500 | 502 | 503 | 504,
+                        code: 409 | 429 | 500 | 502 | 503 | 504,
                         ..
                     }),
                 ) => {
@@ -87,7 +94,7 @@ impl RunAi {
                         step.name
                     );
                     tokio::time::sleep(std::time::Duration::from_millis(200 * (attempt + 1))).await;
-                    match self.adopt(step).await? {
+                    match self.adopt_workload(step).await? {
                         Some(id) => return Ok(id),
                         None if e.code() == Some(409) => {
                             return Err(format!(
@@ -110,73 +117,45 @@ impl RunAi {
         Err(format!("could not create Run:ai workload {}", step.name))
     }
 
-    /// Asks for the workload's deletion (one quick retry: on the way out we report rather than wait). Until a
-    /// GET answers 404 it counts as a leftover.
-    pub(super) async fn delete(
-        &self,
-        job_id: &str,
-        wid: &str,
-        step: &Step,
-        why: &str,
-    ) -> Result<(), String> {
-        self.expect_gone(job_id, wid, step, &format!("{why}; deletion not confirmed"));
-        let path = format!("{}/{wid}", step.kind_path());
+    /// Asks for the workload's deletion (one quick retry: on the way out we report rather than wait).
+    pub(super) async fn delete_workload(&self, wid: &str, step: &Step) -> Result<(), String> {
+        let path = format!("{}/{wid}", step.spec.kind_path());
         match self
             .client()?
             .call_brief(Method::DELETE, &path, &[], None)
             .await
         {
-            Ok(_) | Err(ApiError::Status { code: 404, .. }) => {
-                if let Some(j) = self.jobs.lock().unwrap().get_mut(job_id) {
-                    j.delete_sent = true;
-                }
-                crate::debug!("Deletion of Run:ai workload {} accepted", step.name);
-                Ok(())
-            }
-            Err(e) => {
-                let msg = format!("cannot delete Run:ai workload {} ({wid}): {e}", step.name);
-                self.set_unconfirmed_reason(wid, msg.clone());
-                Err(msg)
-            }
+            Ok(_) | Err(ApiError::Status { code: 404, .. }) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Whether the workload is gone: a 404, or the API's own deleted state (`deletedAt`).
+    pub(super) async fn workload_gone(&self, wid: &str) -> Result<bool, String> {
+        let path = format!("/api/v1/workloads/{wid}");
+        match self
+            .client()?
+            .call_brief(Method::GET, &path, &[], None)
+            .await
+        {
+            Err(ApiError::Status { code: 404, .. }) => Ok(true),
+            Ok(v) => Ok(state::deleted(&v)),
+            Err(e) => Err(e.to_string()),
         }
     }
 
     /// Pages the workload's events into `events.txt`; returns the last one ("reason: message"), for messages.
     pub(super) async fn write_events(&self, id: &str, step: &Step, brief: bool) -> Option<String> {
         let client = self.client().ok()?;
-        let mut events = Vec::new();
-        let mut offset = 0;
-        loop {
-            let q = [
-                ("offset", offset.to_string()),
-                ("limit", "500".to_string()),
-                ("sortOrder", "asc".to_string()),
-            ];
-            let path = format!("/api/v1/workloads/{id}/events");
-            let r = if brief {
-                client.call_brief(Method::GET, &path, &q, None).await
-            } else {
-                client.call(Method::GET, &path, &q, None).await
-            };
-            match r {
-                Ok(v) => {
-                    let page = v["events"].as_array().cloned().unwrap_or_default();
-                    let n = page.len();
-                    events.extend(page);
-                    match v["next"].as_u64() {
-                        Some(next) if n > 0 && next as usize > offset => offset = next as usize,
-                        _ => break,
-                    }
-                }
-                Err(e) => {
-                    warn!("Cannot read the events of {}: {e}", step.name);
-                    if events.is_empty() {
-                        return None; // keep what an earlier read wrote
-                    }
-                    break;
-                }
+        let path = format!("/api/v1/workloads/{id}/events");
+        let q = [("sortOrder", "asc".to_string())];
+        let events = match client.list_all(&path, "events", &q, brief).await {
+            Ok(e) => e,
+            Err(e) => {
+                warn!("Cannot read the events of {}: {e}", step.name);
+                return None; // keep what an earlier read wrote
             }
-        }
+        };
         let text: String = events
             .iter()
             .map(|e| format!("{}\n", logs::event_line(e)))
@@ -195,31 +174,26 @@ impl RunAi {
         })
     }
 
+    /// The nodes the workload's pods run on, sorted.
     pub(super) async fn pods(&self, id: &str) -> Vec<String> {
         let Ok(c) = self.client() else {
             return Vec::new();
         };
-        match c
-            .call(
-                Method::GET,
-                &format!("/api/v1/workloads/{id}/pods"),
-                &[],
-                None,
-            )
-            .await
-        {
-            Ok(v) => {
-                let mut n: Vec<String> = v["pods"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p["nodeName"].as_str().map(str::to_string))
-                    .collect();
-                n.sort();
-                n.dedup();
-                n
+        let path = format!("/api/v1/workloads/{id}/pods");
+        let mut n: Vec<String> = match c.list_all(&path, "pods", &[], false).await {
+            // the launcher of a distributed workload runs anywhere; the test ran on the workers' nodes
+            Ok(pods) => pods
+                .iter()
+                .filter(|p| !p["name"].as_str().unwrap_or("").ends_with("-launcher"))
+                .filter_map(|p| p["nodeName"].as_str().map(str::to_string))
+                .collect(),
+            Err(e) => {
+                warn!("Cannot list the pods of workload {id}: {e}");
+                Vec::new()
             }
-            Err(_) => Vec::new(),
-        }
+        };
+        n.sort();
+        n.dedup();
+        n
     }
 }

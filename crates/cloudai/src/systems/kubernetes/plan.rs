@@ -1,0 +1,119 @@
+//! A step's object from the workload's launch: a Kubeflow MPIJob for MPI ranks on several nodes, else a
+//! `batch/v1` Job; and what this system cannot run.
+
+use serde_json::Value;
+
+use super::manifest::{self, Fit, Kind, Limits, Meta, Mpi, Pod};
+use crate::config::system::KubernetesConfig;
+use crate::scenario::TestRun;
+use crate::systems::objects::Naming;
+use crate::systems::runai::payload;
+use crate::workloads::Launch;
+
+/// A step's object: its kind and manifest.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub kind: Kind,
+    pub manifest: Value,
+}
+
+pub type Step = crate::systems::objects::Step<Spec>;
+
+impl Spec {
+    /// The pod role whose log is the step's output, and its container.
+    pub fn log_source(&self) -> (&'static str, &'static str) {
+        match self.kind {
+            Kind::Job => ("main", "main"),
+            Kind::MpiJob => ("launcher", "launcher"),
+        }
+    }
+
+    /// The command the step's output comes from, as a shell would read it.
+    pub fn full_cmd(&self) -> String {
+        let spec = match self.kind {
+            Kind::Job => &self.manifest["spec"]["template"]["spec"],
+            Kind::MpiJob => {
+                &self.manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+            }
+        };
+        spec["containers"][0]["command"]
+            .as_array()
+            .and_then(|c| c.last())
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// The object of `run` named as `n` says, in the system's namespace.
+pub fn spec(
+    run: &TestRun,
+    launch: &Launch,
+    k: &KubernetesConfig,
+    job_env: &[(String, String)],
+    n: &Naming,
+) -> Spec {
+    let per_node = k.gpus_per_node;
+    let dir_s = n.dir.display().to_string();
+    let meta = Meta {
+        name: n.name,
+        namespace: &k.default_namespace,
+        run_tag: n.run_tag,
+        identity: n.identity,
+        scenario: n.scenario,
+        iteration: n.iteration,
+        results_dir: &dir_s,
+    };
+    let mut env = job_env.to_vec();
+    env.extend(launch.env.iter().cloned());
+    let image = launch
+        .image
+        .as_deref()
+        .map(payload::image)
+        .unwrap_or_else(|| k.job_image.clone());
+    let fit = Fit {
+        sys: k,
+        host_network: k.pods.host_network(&env),
+    };
+    let limits = Limits {
+        deadline: k.pods.deadline(run.time_limit, run.max_pending_time),
+        ttl: k.pods.ttl_after_finished,
+    };
+    if launch.across_nodes(run.num_nodes) {
+        let cmd = crate::workloads::full_command(launch, &run.test);
+        let mpi = Mpi {
+            image: &image,
+            cmd: &cmd,
+            env: &env,
+            workers: run.num_nodes,
+            slots: launch.ranks_per_node(per_node),
+            gpus: launch.gpus_per_node(per_node),
+            ssh_port: k.pods.ssh_port(fit.host_network),
+            worker_wait: run.max_pending_time.unwrap_or(600),
+        };
+        let manifest = manifest::mpijob(run, &fit, &meta, &mpi, &limits);
+        return Spec {
+            kind: Kind::MpiJob,
+            manifest,
+        };
+    }
+    let cmd = launch.node_command(&run.test, per_node);
+    let pod = Pod {
+        role: "main",
+        image: &image,
+        command: Some(vec!["/bin/bash".into(), "-c".into(), cmd]),
+        gpus: launch.gpus_per_node(per_node),
+        env: &env,
+        restart: "Never",
+        pinned: true,
+    };
+    Spec {
+        kind: Kind::Job,
+        manifest: manifest::job(run, &fit, &meta, &pod, &limits),
+    }
+}
+
+/// What cannot run as configured, one sentence each, before anything is created.
+pub fn check(run: &TestRun, k: &KubernetesConfig) -> Vec<String> {
+    crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node)
+}
