@@ -36,6 +36,7 @@ write_conf() {
     done
     install -m 644 "$HERE/slurm/slurm.conf" /etc/slurm/slurm.conf
     install -m 644 "$HERE/slurm/gres.conf" /etc/slurm/gres.conf
+    install -m 644 "$HERE/slurm/topology.conf" /etc/slurm/topology.conf
     install -m 600 "$HERE/slurm/slurmdbd.conf" /etc/slurm/slurmdbd.conf
 }
 

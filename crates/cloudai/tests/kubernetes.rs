@@ -620,3 +620,95 @@ async fn an_mpijob_whose_image_has_no_sshd_says_so() {
     );
     assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
 }
+
+async fn find_bad_nodes_on(
+    c: &common::kube::Cluster,
+    extra: &[&str],
+) -> (i32, String, serde_json::Value) {
+    let w = setup(c, "", "name = \"unused\"\n");
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+    cmd.current_dir(w.path())
+        .args(common::FIND_BAD_NODES_NCCL)
+        .args(["--nodes", &c.nodes.join(",")])
+        .args(extra);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let text = stdout_of(&out);
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(w.results_root().join("bad-nodes.json"))
+            .unwrap_or_else(|e| panic!("{e}: {text}")),
+    )
+    .unwrap();
+    (out.status.code().unwrap_or(-1), text, report)
+}
+
+async fn node(c: &common::kube::Cluster, name: &str) -> serde_json::Value {
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c.client.clone());
+    serde_json::to_value(api.get(name).await.unwrap()).unwrap()
+}
+
+/// `--cordon` cordons and taints the node judged bad, and only it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_bad_nodes_cordons_only_the_bad_node() {
+    let Some(c) = common::kube::cluster_of("k8s-fbnc", Act::Succeed, 4).await else {
+        return;
+    };
+    let good = sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt");
+    let slow = c.nodes[2].clone();
+    {
+        let mut logs = c.logs.lock().unwrap();
+        logs.insert("launcher".into(), good.clone());
+        logs.insert(format!("launcher@{slow}"), common::scaled(&good, 0, 0.2));
+    }
+    let (code, text, report) = find_bad_nodes_on(&c, &["--cordon"]).await;
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(report["actions"][0]["node"], slow.as_str(), "{report}");
+    assert_eq!(report["actions"][0]["ok"], true, "{report}");
+    for n in &c.nodes {
+        let v = node(&c, n).await;
+        let tainted = v["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == "cloudai.io/bad-node" && t["effect"] == "NoSchedule");
+        let cordoned = v["spec"]["unschedulable"] == true;
+        assert_eq!((cordoned, tainted), (*n == slow, *n == slow), "{n}: {v}");
+    }
+}
+
+/// A node cordoned before the sweep is `unavailable` and gets no job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_bad_nodes_leaves_a_cordoned_node_out() {
+    let Some(c) = common::kube::cluster_of("k8s-fbnu", Act::Succeed, 4).await else {
+        return;
+    };
+    c.logs.lock().unwrap().insert(
+        "launcher".into(),
+        sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt"),
+    );
+    let out = c.nodes[3].clone();
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c.client.clone());
+    api.patch(
+        &out,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+    )
+    .await
+    .unwrap();
+    let (code, text, report) = find_bad_nodes_on(&c, &[]).await;
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(report["unavailable"], serde_json::json!([out]), "{report}");
+    let v = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["node"] == out.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (v["verdict"].as_str(), v["reason"].as_str()),
+        (Some("unavailable"), Some("cordoned"))
+    );
+    assert!(v["evidence"].as_array().unwrap().is_empty(), "{v}");
+}

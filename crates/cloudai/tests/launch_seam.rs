@@ -268,6 +268,13 @@ fn mpi_job_names_leave_room_for_the_operators_pod_names() {
         name.len() + "-worker-15".len() <= 63 && name.starts_with('t'),
         "{name}"
     );
+    // and never longer than 53 characters, whatever the worker count
+    assert!(name.len() <= 53, "{name}");
+    let two = scen.replace("num_nodes = 16", "num_nodes = 2");
+    let (cfg, s) = load(&Work::new(), RUNAI_OPTIONS, &two);
+    let (body, _) = cloudai::systems::runai::payloads(&cfg, &s.test_runs[0], &dir).remove(0);
+    let name = body["name"].as_str().unwrap();
+    assert_eq!(name.len(), 53, "{name}");
 }
 
 /// Scripts and sleeps run on the pod network even where GPU launches use the host's.

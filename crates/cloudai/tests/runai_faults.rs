@@ -297,37 +297,10 @@ async fn tests_the_system_cannot_run_are_all_reported_before_anything_is_sent() 
     assert!(m.journal().is_empty(), "a request was sent");
 }
 
-/// A private CA, a certificate for localhost signed by it, and a TLS proxy in front of the mock with it.
-struct Tls {
-    ca_pem: String,
-    addr: std::net::SocketAddr,
-}
-
-async fn tls_proxy(backend: std::net::SocketAddr) -> Tls {
-    let (acceptor, ca_pem) = common::tls_acceptor(&["localhost"]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((s, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(s).await else {
-                    return;
-                };
-                let Ok(mut b) = tokio::net::TcpStream::connect(backend).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut b).await;
-            });
-        }
-    });
-    Tls { ca_pem, addr }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_only_when_given() {
     let m = mock(0.5, None).await;
-    let tls = tls_proxy(m.addr).await;
+    let tls = common::runai::tls_proxy(m.addr).await;
     let url = format!("https://localhost:{}", tls.addr.port());
     m.shared.cfg.lock().unwrap().advertised_url = Some(url.clone());
     let w = Work::new();

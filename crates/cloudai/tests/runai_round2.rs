@@ -238,6 +238,43 @@ async fn rest_and_the_log_stream_go_through_the_sites_proxy() {
     let out = run(&w, RUN, &envs).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
     assert_eq!(proxy.tunnels.lock().unwrap().len(), before);
+
+    // a control plane on https (a private CA): REST calls tunnel through the proxy too
+    let tls = common::runai::tls_proxy(m.addr).await;
+    let url = format!("https://localhost:{}", tls.addr.port());
+    m.shared.cfg.lock().unwrap().advertised_url = Some(url.clone());
+    let w = Work::new();
+    let ca = w.file("ca.pem", &tls.ca_pem);
+    setup(&w, &url, &one_test("tls"));
+    let sys = std::fs::read_to_string(w.path().join("system.toml")).unwrap();
+    w.file(
+        "system.toml",
+        &format!("ca_bundle = \"{}\"\n{sys}", ca.display()),
+    );
+    let envs = [
+        ("HTTPS_PROXY", proxy.url.as_str()),
+        ("https_proxy", proxy.url.as_str()),
+        ("NO_PROXY", "example.com"),
+        ("no_proxy", "example.com"),
+    ];
+    let forwarded = proxy.forwarded.lock().unwrap().len();
+    let out = run(&w, RUN, &envs).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let target = format!("localhost:{}", tls.addr.port());
+    let tunnels = proxy
+        .tunnels
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|t| **t == target)
+        .count();
+    // the REST client's connection(s) and at least one log stream
+    assert!(
+        tunnels >= 2,
+        "{tunnels} tunnels: {:?}",
+        proxy.tunnels.lock().unwrap()
+    );
+    assert_eq!(proxy.forwarded.lock().unwrap().len(), forwarded);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -359,4 +396,36 @@ async fn a_preempted_workload_that_runs_again_leaves_one_whole_log() {
     );
     let r = record(&w.results_root(), "preempted", 0);
     assert_eq!(r.status, Status::Passed, "{}", r.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_workloads_are_read_with_one_list_per_poll() {
+    let m = mock(4.0, None).await;
+    let w = Work::new();
+    let scenario: String = std::iter::once("name = \"runai\"\n".to_string())
+        .chain((0..6).map(|i| format!("[[Tests]]\nid = \"t{i}\"\ntest_name = \"nccl\"\n")))
+        .collect();
+    setup(&w, &m.url(), &scenario);
+    let out = run(&w, RUN, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let j = m.journal();
+    let lists = requests(&j, "GET", "/api/v1/workloads")
+        .iter()
+        .filter(|r| r["path"] == "/api/v1/workloads")
+        .count();
+    // before the first deletion (the deletions' confirmations read each workload by id)
+    let first_delete = requests(&j, "DELETE", "/api/v1/workloads/")[0]["t"]
+        .as_f64()
+        .unwrap();
+    let own = requests(&j, "GET", "/api/v1/workloads/")
+        .iter()
+        .filter(|r| r["t"].as_f64().unwrap() < first_delete)
+        .filter(|r| {
+            let rest = &r["path"].as_str().unwrap()["/api/v1/workloads/".len()..];
+            !rest.is_empty() && !rest.contains('/')
+        })
+        .count();
+    // six workloads watched for about five seconds at monitor_interval 1: one GET each per poll would be ~30
+    assert!(lists >= 3, "{lists} lists");
+    assert!(own <= 6, "{own} workload GETs beside {lists} lists");
 }

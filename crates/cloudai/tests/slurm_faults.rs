@@ -44,6 +44,18 @@ impl Drop for Resume {
     }
 }
 
+/// Drains a node with that reason; it is put back in service when the guard drops.
+fn drain(node: &'static str, reason: &str) -> Resume {
+    let guard = Resume(node);
+    scontrol(&[
+        "update",
+        &format!("nodename={node}"),
+        "state=drain",
+        &format!("reason={reason}"),
+    ]);
+    guard
+}
+
 /// `squeue` state, reason and nodes of a job (`None` once it left the queue).
 fn job(id: &str) -> Option<(String, String, String)> {
     let o = Command::new("squeue")
@@ -183,13 +195,7 @@ fn a_job_waiting_for_a_drained_node_ends_unschedulable() {
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
-    let _resume = Resume("node004");
-    scontrol(&[
-        "update",
-        "nodename=node004",
-        "state=drain",
-        "reason=bad-gpu-cloudai-test",
-    ]);
+    let _resume = drain("node004", "bad-gpu-cloudai-test");
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
@@ -413,6 +419,19 @@ fn a_node_failing_the_preflight_check_stops_the_test_before_it_runs() {
 /// `find-bad-nodes` on node[001-004] with a stand-in NCCL binary whose busbw is cut 5x whenever its allocation
 /// holds `slow` (rank 0 prints, like nccl-tests under MPI).
 fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) {
+    let check = slow.map_or("false".to_string(), |n| {
+        format!("scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx {n}")
+    });
+    find_bad_nodes_where(&check)
+}
+
+/// As [`find_bad_nodes`], slow whenever the shell condition `check` holds in the job.
+fn find_bad_nodes_where(check: &str) -> (i32, String, serde_json::Value, Work) {
+    find_bad_nodes_with(check, &[])
+}
+
+/// As [`find_bad_nodes_where`], with more arguments.
+fn find_bad_nodes_with(check: &str, extra: &[&str]) -> (i32, String, serde_json::Value, Work) {
     let w = slurm_work("", "name = \"unused\"\n").expect("cluster checked by the caller");
     let sample = std::fs::read_to_string(
         common::data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
@@ -420,9 +439,6 @@ fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) 
     .unwrap();
     let good = w.file("good.txt", &sample);
     let bad = w.file("bad.txt", &common::scaled(&sample, 0, 0.2));
-    let check = slow.map_or("false".to_string(), |n| {
-        format!("scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx {n}")
-    });
     let bin = w.file(
         "bin/all_reduce_perf_mpi",
         &format!(
@@ -436,6 +452,7 @@ fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) 
         .cloudai_with_bin()
         .args(common::FIND_BAD_NODES_NCCL)
         .args(["--nodes", "node[001-004]", "--output-dir", "out"])
+        .args(extra)
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
@@ -513,4 +530,254 @@ fn find_bad_nodes_without_a_bad_node_names_none() {
         "{report}"
     );
     assert_eq!(report["jobs"], 2);
+}
+
+#[test]
+fn find_bad_nodes_names_a_slow_link_between_two_good_nodes() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    // slow only when node001 and node002 run together: each passes with another partner
+    let both = "h=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); \
+                echo \"$h\" | grep -qx node001 && echo \"$h\" | grep -qx node002";
+    let (code, text, report, w) = find_bad_nodes_where(both);
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(report["bad"], serde_json::json!([]), "{report}");
+    assert_eq!(report["suspect"], serde_json::json!([]), "{report}");
+    let links = report["bad_links"].as_array().unwrap();
+    assert_eq!(links.len(), 1, "{report}");
+    assert_eq!(links[0]["pair"], serde_json::json!(["node001", "node002"]));
+    assert!(links[0]["busbw"].as_f64().unwrap() < links[0]["threshold"].as_f64().unwrap());
+    for n in ["node001", "node002"] {
+        assert!(
+            !links[0]["cleared_by"][n].as_array().unwrap().is_empty(),
+            "{report}"
+        );
+    }
+    assert!(text.contains("bad links: node001↔node002"), "{text}");
+    // the CI cluster's topology.conf puts node[001-002] under leaf1: the link's path is that one switch
+    assert_eq!(links[0]["path"], serde_json::json!(["leaf1"]), "{report}");
+    assert_eq!(
+        report["topology"],
+        "Slurm topology (scontrol show topology)"
+    );
+    let md = std::fs::read_to_string(w.results_root().join("bad-nodes.md")).unwrap();
+    assert!(
+        md.contains("## Bad links") && md.contains("node001↔node002 (both under switch leaf1)"),
+        "{md}"
+    );
+}
+
+#[test]
+fn find_bad_nodes_repeat_calls_a_node_failing_some_tries_flaky() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    // node003 is slow in every other job it runs (its 1st, 3rd, …): round 1 fails with node004, then with
+    // --repeat 3 it passes, fails, passes with cleared partners
+    let count = std::env::temp_dir().join(format!("cloudai-flaky-{}", std::process::id()));
+    let _ = std::fs::remove_file(&count);
+    let check = format!(
+        "if scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx node003; then \
+         n=$(( $(cat {c} 2>/dev/null || echo 0) + 1 )); echo $n > {c}; [ $((n % 2)) = 1 ]; else false; fi",
+        c = count.display()
+    );
+    let (code, text, report, _w) = find_bad_nodes_with(&check, &["--repeat", "3"]);
+    let _ = std::fs::remove_file(&count);
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(report["bad"], serde_json::json!([]), "{report}");
+    assert_eq!(
+        report["suspect"],
+        serde_json::json!(["node003"]),
+        "{report}"
+    );
+    assert_eq!(
+        report["flaky"]["node003"],
+        serde_json::json!({"passed": 2, "failed": 1}),
+        "{report}"
+    );
+    // node004, round 1's partner, passes all three tries
+    let v = report["verdicts"].as_array().unwrap();
+    let node4 = v.iter().find(|n| n["node"] == "node004").unwrap();
+    assert_eq!(node4["verdict"], "good", "{report}");
+    assert_eq!(
+        node4["trials"],
+        serde_json::json!({"passed": 3, "failed": 0})
+    );
+    assert_eq!(report["jobs"], 2 + 2 * 3, "{report}");
+    assert_eq!(report["bad_links"], serde_json::json!([]), "{report}");
+}
+
+#[test]
+fn find_bad_nodes_names_a_drained_node_unavailable_and_pairs_the_rest() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let _resume = drain("node004", "gpu-fell-off-the-bus");
+    let (code, text, report, w) = find_bad_nodes(None);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("Leaving out node node004: Slurm state drain"),
+        "{text}"
+    );
+    assert_eq!(
+        report["unavailable"],
+        serde_json::json!(["node004"]),
+        "{report}"
+    );
+    let v = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["node"] == "node004")
+        .cloned()
+        .unwrap();
+    assert_eq!(v["verdict"], "unavailable", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("gpu-fell-off-the-bus"),
+        "{v}"
+    );
+    assert!(v["evidence"].as_array().unwrap().is_empty(), "{v}");
+    // no job was pinned to it
+    let root = w.results_root();
+    for round in std::fs::read_dir(&root).unwrap().flatten() {
+        for t in std::fs::read_dir(round.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            assert!(
+                !t.file_name().to_string_lossy().contains("node004"),
+                "{}",
+                t.path().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn find_bad_nodes_dry_run_writes_the_plan_and_round_one_scripts_and_submits_nothing() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let Some(w) = slurm_work("", "name = \"unused\"\n") else {
+        return;
+    };
+    let before = Command::new("squeue")
+        .args(["-h", "-o", "%i"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count())
+        .unwrap_or(0);
+    let out = w
+        .cloudai_with_bin()
+        .args(common::FIND_BAD_NODES_NCCL)
+        .args([
+            "--nodes",
+            "node[001-004]",
+            "--output-dir",
+            "out",
+            "--dry-run",
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("round 1 runs 2 pair job(s) at once: node001+node002, node003+node004"),
+        "{text}"
+    );
+    let root = w.results_root();
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["jobs_bound"]["one_bad_node"], 4, "{plan}");
+    for pair in ["node001+node002", "node003+node004"] {
+        let script = root
+            .join("round-1")
+            .join(pair)
+            .join("0/cloudai_sbatch_script.sh");
+        let text = std::fs::read_to_string(&script)
+            .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+        assert!(
+            text.contains(&format!("--nodelist={}", pair.replace('+', ","))),
+            "{text}"
+        );
+    }
+    assert!(!root.join("bad-nodes.json").exists());
+    let after = Command::new("squeue")
+        .args(["-h", "-o", "%i"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count())
+        .unwrap_or(0);
+    assert_eq!(before, after, "a job was submitted");
+}
+
+fn node_state(node: &str) -> (String, String) {
+    let o = Command::new("sinfo")
+        .args(["-h", "-N", "-n", node, "-o", "%t|%E"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let (st, reason) = o.split_once('|').unwrap_or((&o, ""));
+    (st.to_string(), reason.to_string())
+}
+
+#[test]
+fn find_bad_nodes_drains_only_the_bad_node_and_the_undo_works() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let _resume = Resume("node003");
+    let slow = "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx node003";
+    let (code, text, report, _w) = find_bad_nodes_with(slow, &["--drain"]);
+    assert_eq!(code, 3, "{text}");
+    let actions = report["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 1, "{report}");
+    assert_eq!(actions[0]["node"], "node003");
+    assert_eq!(actions[0]["ok"], true, "{report}");
+    let (st, reason) = node_state("node003");
+    assert!(st.starts_with("drain") || st.starts_with("drng"), "{st}");
+    assert!(reason.starts_with("cloudai: find-bad-nodes"), "{reason}");
+    for other in ["node001", "node002", "node004"] {
+        let (st, _) = node_state(other);
+        assert!(!st.starts_with("dr"), "{other} is {st}");
+    }
+    assert!(text.contains("Changed node node003"), "{text}");
+    // the recorded undo puts it back
+    let undo = actions[0]["undo"].as_str().unwrap();
+    let ok = Command::new("sh").args(["-c", undo]).status().unwrap();
+    assert!(ok.success(), "{undo}");
+    let (st, _) = node_state("node003");
+    assert!(!st.starts_with("dr"), "still {st} after {undo}");
+}
+
+#[test]
+fn find_bad_nodes_refuses_to_drain_more_than_the_allowed_fraction() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let _resume = Resume("node003");
+    let slow = "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx node003";
+    let (code, text, report, _w) =
+        find_bad_nodes_with(slow, &["--drain", "--max-act-fraction", "10"]);
+    assert_eq!(code, 3, "{text}");
+    assert!(report["actions"].is_null(), "{report}");
+    assert!(
+        report["actions_refused"]
+            .as_str()
+            .unwrap()
+            .contains("1 of 4 checked nodes judged bad (25%)"),
+        "{report}"
+    );
+    let (st, _) = node_state("node003");
+    assert!(!st.starts_with("dr"), "node003 is {st}");
 }

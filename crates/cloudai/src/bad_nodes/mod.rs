@@ -5,15 +5,16 @@
 //! A pair fails when its iteration fails (with `--baseline`, also by falling below it), when its peak busbw is
 //! below `--min-busbw`, or, with neither, when it is more than `--tolerance` below the median of round 1's pairs.
 
+pub mod act;
 pub mod plan;
+mod report;
+pub mod sim;
+pub mod topology;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Serialize;
-
 use crate::baseline::Grading;
-use crate::html::{esc, page};
 use crate::report::scenario::{generate, Options, Peaks};
 use crate::results::{Layout, Status};
 use crate::runner::Runner;
@@ -31,26 +32,14 @@ pub struct Request<'a> {
     pub min_busbw: Option<f64>,
     pub baseline: Option<Grading>,
     pub tolerance: f64,
-}
-
-#[derive(Serialize)]
-struct NodeReport<'a> {
-    node: &'a str,
-    verdict: Verdict,
-    evidence: Vec<&'a Evidence>,
-}
-
-#[derive(Serialize)]
-struct Report<'a> {
-    test: &'a str,
-    nodes: usize,
-    jobs: usize,
-    rounds: usize,
-    /// How a pair was judged.
-    criterion: String,
-    bad: Vec<&'a str>,
-    suspect: Vec<&'a str>,
-    verdicts: Vec<NodeReport<'a>>,
+    /// Write the plan and round 1's job files; submit nothing.
+    pub dry_run: bool,
+    /// Drain / cordon / label the nodes judged bad.
+    pub act: act::Wanted,
+    /// Tries of each node of a failing pair with cleared partners (`--repeat`, at least 1).
+    pub repeat: usize,
+    /// Kubernetes: the node label that names a node's leaf switch (`--topology-label`).
+    pub topology_label: Option<&'a str>,
 }
 
 /// The round's scenario: one test per pair, pinned to its two nodes.
@@ -84,6 +73,10 @@ pub fn run(req: &Request) -> i32 {
         );
         return 1;
     }
+    if let Some(e) = act_refused_here(req.act, system.kind.scheduler()) {
+        error!("{e}");
+        return 1;
+    }
     let rt = match crate::runner::runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -91,13 +84,16 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
     };
-    let mut nodes = match nodes_of(req.nodes, &system, &rt) {
+    let (mut nodes, unavailable) = match nodes_of(req.nodes, &system, &rt) {
         Ok(n) => n,
         Err(e) => {
             error!("{e}");
             return 1;
         }
     };
+    for (n, why) in &unavailable {
+        warn!("Leaving out node {n}: {why}");
+    }
     nodes.sort();
     nodes.dedup();
     if nodes.len() < 2 {
@@ -125,15 +121,17 @@ pub fn run(req: &Request) -> i32 {
     };
     let n = nodes.len();
     info!(
-        "find-bad-nodes: {n} nodes, test {}: round 1 runs {} pair job(s) at once; then one job per node of a failing pair \
-         (at most {} jobs in all with one bad node, {} with two). Results in {}",
+        "find-bad-nodes: {n} nodes, test {}: round 1 runs {} pair job(s) at once; then {} job(s) per node of a failing \
+         pair (at most {} jobs in all with one bad node, {} with two). Results in {}",
         req.test,
         n / 2,
-        Plan::bound(n, 1),
-        Plan::bound(n, 2),
+        req.repeat,
+        Plan::bound_repeated(n, 1, req.repeat),
+        Plan::bound_repeated(n, 2, req.repeat),
         root.display()
     );
-    let mut plan = Plan::new(nodes);
+    let mut plan = Plan::new(nodes).with_repeat(req.repeat);
+    plan.unavailable = unavailable.into_iter().collect();
     let mut reference: Option<f64> = req.min_busbw;
     loop {
         let pairs = plan.next_round();
@@ -183,7 +181,7 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
         let sys_cfg = Arc::new(sys_cfg);
-        let sys = match crate::systems::build(&sys_cfg, false) {
+        let sys = match crate::systems::build(&sys_cfg, req.dry_run) {
             Ok(s) => s,
             Err(e) => {
                 error!("{e}");
@@ -194,8 +192,11 @@ pub fn run(req: &Request) -> i32 {
             root: root.join(format!("round-{round}")),
             step: None,
         };
-        let runner = Runner::new(sys, &sys_cfg, scenario, layout, false);
+        let runner = Runner::new(sys, &sys_cfg, scenario, layout, req.dry_run);
         let outcome = rt.block_on(runner.run());
+        if req.dry_run {
+            return report::write_plan(&root, req.test, &plan, &pairs);
+        }
         if !outcome.leftovers.is_empty() {
             return crate::results::record::report_leftovers(&root, &outcome.leftovers);
         }
@@ -313,141 +314,74 @@ pub fn run(req: &Request) -> i32 {
             req.tolerance * 100.0
         ),
     };
-    write_reports(&root, req.test, &plan, criterion)
+    let acted = act_on(req.act, &system, &plan, &rt);
+    let topology = topology_of(&system, req.topology_label, &rt);
+    report::write_reports(
+        &root,
+        report::Findings {
+            test: req.test,
+            plan: &plan,
+            criterion,
+            acted,
+            topology,
+            repeat: req.repeat,
+        },
+    )
 }
 
-fn write_reports(root: &Path, test: &str, plan: &Plan, criterion: String) -> i32 {
-    let verdicts = plan.verdicts();
-    let pick = |want: Verdict| -> Vec<&str> {
-        verdicts
-            .iter()
-            .filter(|(_, v)| **v == want)
-            .map(|(n, _)| n.as_str())
-            .collect()
-    };
-    let report = Report {
-        test,
-        nodes: verdicts.len(),
-        jobs: plan.jobs(),
-        rounds: plan.rounds,
-        criterion,
-        bad: pick(Verdict::Bad),
-        suspect: pick(Verdict::Suspect),
-        verdicts: verdicts
-            .iter()
-            .map(|(n, v)| NodeReport {
-                node: n,
-                verdict: *v,
-                evidence: plan
-                    .evidence
-                    .iter()
-                    .filter(|e| e.pair.iter().any(|p| p == n))
-                    .collect(),
-            })
-            .collect(),
-    };
-    let mut md = format!(
-        "# find-bad-nodes: {test}\n\n{} nodes, {} jobs in {} rounds; a pair passes on {}.\n\n| node | verdict | evidence |\n|---|---|---|\n",
-        report.nodes, report.jobs, report.rounds, report.criterion
-    );
-    let mut rows = String::new();
-    for nr in &report.verdicts {
-        let ev: Vec<String> = nr
-            .evidence
-            .iter()
-            .map(|e| {
-                format!(
-                    "round {} {} job {}: {}{}",
-                    e.round,
-                    e.pair.join("+"),
-                    e.job_id.as_deref().unwrap_or("-"),
-                    e.busbw
-                        .map_or("no busbw".into(), |b| format!("{b:.2} GB/s")),
-                    if e.passed {
-                        " ok".to_string()
-                    } else {
-                        format!(" FAILED ({})", e.reason)
-                    }
-                )
-            })
-            .collect();
-        let v = serde_json::to_value(nr.verdict)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        md.push_str(&format!(
-            "| {} | {v} | {} |\n",
-            nr.node,
-            ev.join("<br>").replace('|', "\\|")
-        ));
-        rows.push_str(&format!(
-            "<tr class=\"{}\"><td class=\"l\">{}</td><td class=\"l\">{v}</td><td class=\"l\">{}</td></tr>\n",
-            if nr.verdict == Verdict::Good { "" } else { "flag" },
-            esc(nr.node),
-            ev.iter().map(|s| esc(s)).collect::<Vec<_>>().join("<br>")
-        ));
-    }
-    let body = format!(
-        "<h1>find-bad-nodes: {}</h1>\n<p>{} nodes, {} jobs in {} rounds; a pair passes on {}.</p>\n<p class=\"{}\">bad: {} &middot; suspect: {}</p>\n<table><tr><th class=\"l\">node</th><th class=\"l\">verdict</th><th class=\"l\">evidence (pair, job, peak busbw)</th></tr>\n{rows}</table>\n<p class=\"muted\">Each round is a results tree of its own: {}</p>\n",
-        esc(test),
-        report.nodes,
-        report.jobs,
-        report.rounds,
-        esc(&report.criterion),
-        if report.bad.is_empty() && report.suspect.is_empty() { "pass" } else { "fail" },
-        esc(&none_or(&report.bad)),
-        esc(&none_or(&report.suspect)),
-        (1..=report.rounds).map(|r| format!("<a href=\"round-{r}/find-bad-nodes-round-{r}.html\">round {r}</a>")).collect::<Vec<_>>().join(" ")
-    );
-    let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
-    let files: [(&str, Vec<u8>); 3] = [
-        ("bad-nodes.json", json),
-        ("bad-nodes.md", md.into_bytes()),
-        (
-            "bad-nodes.html",
-            page("find-bad-nodes", &body, &serde_json::json!({"charts": {}})).into_bytes(),
-        ),
-    ];
-    for (name, data) in files {
-        if let Err(e) = crate::util::fsx::write_atomic(&root.join(name), &data) {
-            error!("Cannot write {}: {e}", root.join(name).display());
-            return 1;
+/// Where the nodes sit in the fabric, as far as the scheduler says: Slurm's topology plugin, a Kubernetes node
+/// label. Nothing (and a warning only when it was asked for and cannot be read) otherwise.
+fn topology_of(
+    sys: &crate::config::system::SystemConfig,
+    label: Option<&str>,
+    rt: &tokio::runtime::Runtime,
+) -> topology::Topology {
+    use crate::config::system::SystemKind;
+    let (source, leaf) = match &sys.kind {
+        SystemKind::Slurm(_) => match rt.block_on(crate::systems::slurm::leaf_switches()) {
+            Ok(l) => ("Slurm topology (scontrol show topology)".to_string(), l),
+            Err(e) => {
+                warn!("Cannot read the switch topology: {e}");
+                return Default::default();
+            }
+        },
+        SystemKind::Kubernetes(k) => {
+            match rt.block_on(crate::systems::kubernetes::nodes::topology(k, label)) {
+                Ok((key, l)) => (format!("node label {key}"), l),
+                Err(e) => {
+                    warn!("Cannot read the nodes' topology labels: {e}");
+                    return Default::default();
+                }
+            }
         }
+        _ => return Default::default(),
+    };
+    if leaf.is_empty() && label.is_some() {
+        warn!("No checked node carries the topology label: slow links are reported without their switches");
     }
-    info!(
-        "find-bad-nodes: bad: {}; suspect: {}; {} jobs. Report: {}",
-        none_or(&report.bad),
-        none_or(&report.suspect),
-        report.jobs,
-        root.join("bad-nodes.html").display()
-    );
-    if report.bad.is_empty() && report.suspect.is_empty() {
-        0
-    } else {
-        crate::results::record::EXIT_TEST_FAILURES
-    }
+    topology::Topology { leaf, source }
 }
 
-fn none_or(v: &[&str]) -> String {
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(", ")
-    }
-}
+/// Nodes the scheduler holds out of service, with its reason.
+type OutOfService = Vec<(String, String)>;
 
 /// Nodes named on the command line (`node[001-016]`, comma lists); else every node of the Slurm system's default
-/// partition, or every usable GPU node of the Kubernetes or Run:ai cluster.
+/// partition, or every usable GPU node of the Kubernetes or Run:ai cluster. Nodes the scheduler holds out of service
+/// (Slurm down/drained/failing; Kubernetes NotReady, cordoned or tainted; Run:ai not Ready) come back apart, with
+/// the scheduler's reason: they get no job.
 fn nodes_of(
     spec: Option<&str>,
     sys: &crate::config::system::SystemConfig,
     rt: &tokio::runtime::Runtime,
-) -> Result<Vec<String>, String> {
+) -> Result<(Vec<String>, OutOfService), String> {
     use crate::config::system::SystemKind;
-    if let Some(s) = spec {
-        return crate::util::nodelist::expand(s)
-            .ok_or_else(|| format!("cannot parse node list '{s}'"));
-    }
+    let named = match spec {
+        Some(s) => Some(
+            crate::util::nodelist::expand(s)
+                .ok_or_else(|| format!("cannot parse node list '{s}'"))?,
+        ),
+        None => None,
+    };
     let listed = match &sys.kind {
         SystemKind::Kubernetes(k) => {
             Some(rt.block_on(crate::systems::kubernetes::nodes::gpu_nodes(k)))
@@ -456,36 +390,167 @@ fn nodes_of(
         _ => None,
     };
     if let Some(listed) = listed {
-        let (ok, skipped) = listed.map_err(|e| format!("{e}; give --nodes"))?;
-        for (n, why) in &skipped {
-            warn!("Leaving out node {n}: {why}");
-        }
-        info!("{} usable GPU node(s) in the cluster", ok.len());
-        return Ok(ok);
+        let (ok, skipped) = match (listed, &named) {
+            (Ok(l), _) => l,
+            (Err(e), None) => return Err(format!("{e}; give --nodes")),
+            (Err(e), Some(n)) => {
+                warn!("Cannot tell which nodes are in service ({e}): testing every node named");
+                return Ok((n.clone(), Vec::new()));
+            }
+        };
+        let Some(named) = named else {
+            info!("{} usable GPU node(s) in the cluster", ok.len());
+            return Ok((ok, skipped));
+        };
+        let out: Vec<(String, String)> = skipped
+            .into_iter()
+            .filter(|(n, _)| named.contains(n))
+            .collect();
+        let usable = named
+            .into_iter()
+            .filter(|n| !out.iter().any(|(o, _)| o == n))
+            .collect();
+        return Ok((usable, out));
     }
     let SystemKind::Slurm(s) = &sys.kind else {
         return Err("give --nodes (the system file lists no nodes)".into());
     };
-    let mut out = Vec::new();
-    for p in s
-        .partitions
-        .iter()
-        .filter(|p| p.name == s.default_partition)
-    {
-        for g in &p.groups {
-            for n in &g.nodes {
-                out.extend(
-                    crate::util::nodelist::expand(n)
-                        .ok_or_else(|| format!("cannot parse node list '{n}'"))?,
-                );
+    let all = match named {
+        Some(n) => n,
+        None => {
+            let mut out = Vec::new();
+            for p in s
+                .partitions
+                .iter()
+                .filter(|p| p.name == s.default_partition)
+            {
+                for g in &p.groups {
+                    for n in &g.nodes {
+                        out.extend(
+                            crate::util::nodelist::expand(n)
+                                .ok_or_else(|| format!("cannot parse node list '{n}'"))?,
+                        );
+                    }
+                }
             }
+            if out.is_empty() {
+                return Err(format!(
+                    "partition '{}' has no node groups: give --nodes",
+                    s.default_partition
+                ));
+            }
+            out
         }
+    };
+    let out = match rt.block_on(crate::systems::slurm::out_of_service(&all)) {
+        Ok(o) => o,
+        Err(e) => {
+            warn!("Cannot tell which nodes are in service ({e}): testing every node");
+            Vec::new()
+        }
+    };
+    let usable = all
+        .into_iter()
+        .filter(|n| !out.iter().any(|(o, _)| o == n))
+        .collect();
+    Ok((usable, out))
+}
+
+/// Why `--drain`/`--cordon`/`--label` cannot be done on this scheduler.
+fn act_refused_here(w: act::Wanted, scheduler: &str) -> Option<String> {
+    match (scheduler, w) {
+        ("slurm", act::Wanted { cordon: false, label: false, .. }) => None,
+        ("kubernetes", act::Wanted { drain: false, .. }) => None,
+        (_, w) if !w.any() => None,
+        ("slurm", _) => Some("--cordon and --label are for Kubernetes; on Slurm, --drain".into()),
+        ("kubernetes", _) => Some("--drain is for Slurm; on Kubernetes, --cordon or --label".into()),
+        (other, _) => Some(format!(
+            "{other} offers no way to take a node out of service through its API: act by hand on the nodes \
+             bad-nodes.json names (--drain is for Slurm, --cordon/--label for Kubernetes)"
+        )),
     }
-    if out.is_empty() {
-        return Err(format!(
-            "partition '{}' has no node groups: give --nodes",
-            s.default_partition
-        ));
+}
+
+/// Acts on the nodes judged bad, as asked: each with the evidence as its reason; nothing when too many are bad.
+fn act_on(
+    w: act::Wanted,
+    sys: &crate::config::system::SystemConfig,
+    plan: &Plan,
+    rt: &tokio::runtime::Runtime,
+) -> (Vec<act::Action>, Option<String>) {
+    use crate::config::system::SystemKind;
+    if !w.any() {
+        return (Vec::new(), None);
     }
-    Ok(out)
+    let bad: Vec<(String, String)> = plan
+        .verdicts()
+        .into_iter()
+        .filter(|(_, v)| *v == Verdict::Bad)
+        .map(|(n, _)| {
+            let why = plan
+                .evidence
+                .iter()
+                .find(|e| !e.passed && e.pair.contains(&n))
+                .map(|e| {
+                    format!(
+                        "find-bad-nodes: {} {}",
+                        e.pair.join("+"),
+                        e.busbw
+                            .map_or("no busbw".into(), |b| format!("{b:.1} GB/s"))
+                    )
+                })
+                .unwrap_or_else(|| "find-bad-nodes".into());
+            (n, why)
+        })
+        .collect();
+    if bad.is_empty() {
+        return (Vec::new(), None);
+    }
+    if let Some(r) = act::refusal(bad.len(), plan.nodes().len(), w.max_fraction) {
+        error!("{r}");
+        return (Vec::new(), Some(r));
+    }
+    match &sys.kind {
+        SystemKind::Slurm(_) => (act::slurm_drain(&bad), None),
+        SystemKind::Kubernetes(k) => {
+            use crate::systems::kubernetes::nodes::{mark, Mark};
+            let mut out = Vec::new();
+            for (node, why) in &bad {
+                let value = act::label_value(why);
+                for (wanted, how, verb) in [
+                    (w.cordon, Mark::Cordon, "cordon"),
+                    (w.label, Mark::Label, "label"),
+                ] {
+                    if !wanted {
+                        continue;
+                    }
+                    let r = rt.block_on(mark(k, node, how, act::TAINT_KEY, &value));
+                    let name = r.as_deref().unwrap_or(node).to_string();
+                    let (command, undo) = match how {
+                        Mark::Cordon => (
+                            format!(
+                                "kubectl cordon {name} && kubectl taint nodes {name} {}={value}:NoSchedule",
+                                act::TAINT_KEY
+                            ),
+                            format!("kubectl uncordon {name} && kubectl taint nodes {name} {}-", act::TAINT_KEY),
+                        ),
+                        Mark::Label => (
+                            format!("kubectl label node {name} {}={value}", act::TAINT_KEY),
+                            format!("kubectl label node {name} {}-", act::TAINT_KEY),
+                        ),
+                    };
+                    out.push(act::Action {
+                        node: node.clone(),
+                        action: verb,
+                        command,
+                        undo,
+                        ok: r.is_ok(),
+                        error: r.err().unwrap_or_default(),
+                    });
+                }
+            }
+            (out, None)
+        }
+        _ => (Vec::new(), None),
+    }
 }

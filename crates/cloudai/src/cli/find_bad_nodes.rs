@@ -26,6 +26,29 @@ pub struct FindArgs {
     /// Where the results go [default: the system's output_path]
     #[arg(long)]
     output_dir: Option<PathBuf>,
+    /// Print and write the plan (pairs, job bound, nodes left out and why) and round 1's job files; submit nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Slurm: drain each node judged bad (reason "cloudai: <evidence>"); the undo command is recorded
+    #[arg(long)]
+    drain: bool,
+    /// Kubernetes: cordon each node judged bad and taint it cloudai.io/bad-node=<evidence>:NoSchedule
+    #[arg(long)]
+    cordon: bool,
+    /// Kubernetes: label each node judged bad cloudai.io/bad-node=<evidence>
+    #[arg(long)]
+    label: bool,
+    /// Try each node of a failing pair this many times with cleared partners: a node that fails some tries but
+    /// not all is `suspect` (flaky), with the counts
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeat: u32,
+    /// Kubernetes: the node label naming each node's leaf switch, to group slow links by switch [default: the
+    /// first known one the nodes carry, e.g. topology.kubernetes.io/network-level-1, topology.kubernetes.io/zone]
+    #[arg(long, value_name = "KEY")]
+    topology_label: Option<String>,
+    /// Act on no node when more than this percentage of the checked nodes is judged bad
+    #[arg(long, value_name = "PERCENT", default_value_t = 25.0)]
+    max_act_fraction: f64,
     #[command(flatten)]
     grading: super::BaselineArgs,
 }
@@ -47,5 +70,14 @@ pub fn find(args: &FindArgs) -> i32 {
         min_busbw: args.min_busbw,
         baseline,
         tolerance: args.grading.tolerance / 100.0,
+        dry_run: args.dry_run,
+        act: bad_nodes::act::Wanted {
+            drain: args.drain,
+            cordon: args.cordon,
+            label: args.label,
+            max_fraction: args.max_act_fraction / 100.0,
+        },
+        repeat: args.repeat as usize,
+        topology_label: args.topology_label.as_deref(),
     })
 }

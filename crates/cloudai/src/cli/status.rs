@@ -107,7 +107,7 @@ fn remote_phases(
     root: &Path,
     recs: &[IterationRecord],
     scheduler: &str,
-) -> Result<std::collections::HashMap<String, String>, String> {
+) -> Result<std::collections::HashMap<String, (String, String)>, String> {
     if !recs
         .iter()
         .any(|r| r.is_unfinished() && r.scheduler == scheduler)
@@ -194,7 +194,12 @@ pub fn status(args: &StatusArgs) -> i32 {
                     sched @ ("runai" | "kubernetes") => {
                         match if sched == "runai" { &runai } else { &k8s } {
                             Ok(p) => match p.get(id) {
-                                Some(phase) => row.state = phase.to_lowercase(),
+                                Some((phase, reason)) => {
+                                    row.state = phase.to_lowercase();
+                                    if !reason.is_empty() {
+                                        row.reason = reason.clone();
+                                    }
+                                }
                                 None if !id.is_empty() => {
                                     row.state =
                                         "not found (a hook may run, or it was deleted)".into()

@@ -184,3 +184,30 @@ pub async fn forward_proxy() -> ForwardProxy {
         forwarded,
     }
 }
+
+/// A private CA, a certificate for localhost signed by it, and a TLS proxy in front of the mock with it.
+pub struct Tls {
+    pub ca_pem: String,
+    pub addr: std::net::SocketAddr,
+}
+
+pub async fn tls_proxy(backend: std::net::SocketAddr) -> Tls {
+    let (acceptor, ca_pem) = super::tls_acceptor(&["localhost"]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let Ok(mut b) = tokio::net::TcpStream::connect(backend).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut b).await;
+            });
+        }
+    });
+    Tls { ca_pem, addr }
+}

@@ -122,7 +122,7 @@ pub fn manifests(cfg: &Arc<SystemConfig>, run: &TestRun, dir: &Path) -> Vec<serd
 
 /// Every Job and MPIJob cloudai made in the system's namespace by name, with its phase: one list per kind
 /// (`cloudai status`).
-pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, String> {
+pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, (String, String)>, String> {
     let SystemKind::Kubernetes(k) = &cfg.kind else {
         return Err("not a Kubernetes system".into());
     };
@@ -165,7 +165,7 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, Strin
                     }
                     .into()
                 });
-            out.insert(o.metadata.name.unwrap_or_default(), phase);
+            out.insert(o.metadata.name.unwrap_or_default(), (phase, String::new()));
         }
     }
     Ok(out)

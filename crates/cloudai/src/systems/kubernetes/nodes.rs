@@ -2,6 +2,8 @@
 //! tainted NoSchedule/NoExecute, and offers the GPUs a worker asks. Named by their `kubernetes.io/hostname` label,
 //! which is what a test's `nodes = [...]` pins to.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 
@@ -60,6 +62,53 @@ pub fn usable(nodes: &[Value], gpus: u64) -> (Vec<String>, Vec<(String, String)>
 pub async fn gpu_nodes(
     k: &KubernetesConfig,
 ) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+    Ok(usable(&list_nodes(k).await?, k.gpus_per_node))
+}
+
+/// Node labels that name where a node sits in the network, nearest the node first, tried in this order when no
+/// label is configured: NVIDIA Topograph's levels, EKS's network layers, GKE's sub-block, and the zone.
+pub const LEAF_LABELS: [&str; 5] = [
+    "topology.kubernetes.io/network-level-1",
+    "network.topology.nvidia.com/leaf",
+    "topology.k8s.aws/network-node-layer-3",
+    "cloud.google.com/gce-topology-subblock",
+    "topology.kubernetes.io/zone",
+];
+
+/// Each node's (by `kubernetes.io/hostname`) value of the topology label `key`, or of the first of
+/// [`LEAF_LABELS`] that any node carries; with the key used. Empty when no node carries one.
+pub fn leaves(nodes: &[Value], key: Option<&str>) -> (String, BTreeMap<String, String>) {
+    let label = |n: &Value, k: &str| n["metadata"]["labels"][k].as_str().map(String::from);
+    let key = match key {
+        Some(k) => k.to_string(),
+        None => match LEAF_LABELS
+            .iter()
+            .find(|k| nodes.iter().any(|n| label(n, k).is_some()))
+        {
+            Some(k) => k.to_string(),
+            None => return (String::new(), BTreeMap::new()),
+        },
+    };
+    let map = nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n["metadata"]["name"].as_str().unwrap_or("");
+            let host = label(n, "kubernetes.io/hostname").unwrap_or_else(|| name.to_string());
+            label(n, &key).map(|v| (host, v))
+        })
+        .collect();
+    (key, map)
+}
+
+/// [`leaves`] of the cluster's nodes.
+pub async fn topology(
+    k: &KubernetesConfig,
+    key: Option<&str>,
+) -> Result<(String, BTreeMap<String, String>), String> {
+    Ok(leaves(&list_nodes(k).await?, key))
+}
+
+async fn list_nodes(k: &KubernetesConfig) -> Result<Vec<Value>, String> {
     let (c, server) = client::connect(&k.kube_config_path).await?;
     let api: kube::Api<Node> = kube::Api::all(c);
     let list = api.list(&Default::default()).await.map_err(|e| {
@@ -68,17 +117,101 @@ pub async fn gpu_nodes(
             client::describe(&e)
         )
     })?;
-    let values: Vec<Value> = list
+    Ok(list
         .items
         .iter()
         .filter_map(|n| serde_json::to_value(n).ok())
-        .collect();
-    Ok(usable(&values, k.gpus_per_node))
+        .collect())
+}
+
+/// What find-bad-nodes does to a node it judged bad, on request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mark {
+    /// `spec.unschedulable` and a NoSchedule taint `<key>=<value>`.
+    Cordon,
+    /// A label `<key>=<value>`.
+    Label,
+}
+
+/// Marks the node whose `kubernetes.io/hostname` is `host` (its name when no node carries that label).
+pub async fn mark(
+    k: &KubernetesConfig,
+    host: &str,
+    how: Mark,
+    key: &str,
+    value: &str,
+) -> Result<String, String> {
+    use kube::api::{ListParams, Patch, PatchParams};
+    let (c, server) = client::connect(&k.kube_config_path).await?;
+    let api: kube::Api<Node> = kube::Api::all(c);
+    let by_label = api
+        .list(&ListParams::default().labels(&format!("kubernetes.io/hostname={host}")))
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot list the nodes at {server}: {}",
+                client::describe(&e)
+            )
+        })?;
+    let name = by_label
+        .items
+        .first()
+        .and_then(|n| n.metadata.name.clone())
+        .unwrap_or_else(|| host.to_string());
+    let patch = match how {
+        Mark::Cordon => {
+            let node = api
+                .get(&name)
+                .await
+                .map_err(|e| format!("cannot read node {name}: {}", client::describe(&e)))?;
+            let mut taints: Vec<Value> = node
+                .spec
+                .and_then(|s| s.taints)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .filter(|t| t["key"] != key)
+                .collect();
+            taints.push(serde_json::json!({"key": key, "value": value, "effect": "NoSchedule"}));
+            serde_json::json!({"spec": {"unschedulable": true, "taints": taints}})
+        }
+        Mark::Label => serde_json::json!({"metadata": {"labels": {key: value}}}),
+    };
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| format!("cannot update node {name}: {}", client::describe(&e)))?;
+    Ok(name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leaves_take_the_configured_label_or_the_nearest_known_one() {
+        let node = |name: &str, labels: Value| serde_json::json!({"metadata": {"name": name, "labels": labels}});
+        let nodes = vec![
+            node(
+                "a",
+                serde_json::json!({"kubernetes.io/hostname": "host-a",
+                "topology.kubernetes.io/zone": "z1", "topology.k8s.aws/network-node-layer-3": "nn-1"}),
+            ),
+            node(
+                "b",
+                serde_json::json!({"topology.kubernetes.io/zone": "z1", "rack": "r2"}),
+            ),
+        ];
+        let (key, m) = leaves(&nodes, None);
+        assert_eq!(key, "topology.k8s.aws/network-node-layer-3");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m["host-a"], "nn-1");
+        let (key, m) = leaves(&nodes, Some("rack"));
+        assert_eq!(key, "rack");
+        assert_eq!(m["b"], "r2");
+        assert!(leaves(&[node("c", serde_json::json!({}))], None)
+            .1
+            .is_empty());
+    }
     use serde_json::json;
 
     fn node(name: &str, gpus: &str, extra: Value) -> Value {

@@ -128,6 +128,9 @@ pub trait Backend: Send + Sync + 'static {
     /// How long a deletion may take to be confirmed before the object counts as left over.
     fn gone_wait(&self) -> Duration;
 
+    /// Before a poll observes `jobs` jobs: read them all at once where the scheduler allows (one paged list),
+    /// so that `observe` need not ask for each.
+    async fn refresh(&self, _jobs: usize) {}
     async fn create(&self, step: &Step<Self::Spec>) -> Result<Self::Handle, String>;
     /// The step's object when it exists and is ours; an error when an object of its name is someone else's.
     async fn adopt(&self, step: &Step<Self::Spec>) -> Result<Option<Self::Handle>, String>;
@@ -416,6 +419,7 @@ impl<B: Backend> System for Stepped<B> {
 
     async fn poll(&self, ids: &[JobId]) -> Vec<JobState> {
         use futures_util::StreamExt;
+        self.backend.refresh(ids.len()).await;
         let mut futs: Vec<
             std::pin::Pin<Box<dyn std::future::Future<Output = JobState> + Send + '_>>,
         > = Vec::with_capacity(ids.len());

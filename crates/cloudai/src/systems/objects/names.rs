@@ -52,12 +52,17 @@ fn unique_name_within(readable: &[&str], identity: &str, max: usize, letter_firs
 
 /// The name of an MPI job of `workers` workers: the MPI operator names its pods `<name>-worker-<i>` and
 /// `<name>-launcher`, which must be DNS-1035 labels (at most 63 characters, a letter first), or it refuses the
-/// job with no more than a warning event. So the name leaves room for the longest suffix and starts with a
-/// letter.
+/// job with no more than a warning event. So the name leaves room for the longest suffix (at most
+/// [`MPI_NAME_MAX`] characters) and starts with a letter.
 pub fn mpi_job_name(readable: &[&str], identity: &str, workers: u64) -> String {
     let worker = "-worker-".len() + workers.saturating_sub(1).to_string().len();
-    unique_name_within(readable, identity, 63 - worker.max("-launcher".len()), true)
+    let room = 63 - worker.max("-launcher".len());
+    unique_name_within(readable, identity, room.min(MPI_NAME_MAX), true)
 }
+
+/// The longest MPI job name: room for `-worker-<i>` up to 100 workers whatever the count, so a name never changes
+/// length with the number of nodes.
+pub const MPI_NAME_MAX: usize = 53;
 
 #[cfg(test)]
 mod tests {
@@ -90,6 +95,7 @@ mod tests {
                 "{n}"
             );
             assert!(n.len() + "-launcher".len() <= 63, "{n}");
+            assert!(n.len() <= MPI_NAME_MAX, "{n}");
         }
         assert!(mpi_job_name(&["8node"], "x", 2).starts_with("t8node-"));
     }

@@ -1,7 +1,8 @@
 //! Run:ai: test launches submitted through the control-plane REST API and run by the shared step machine
-//! ([`crate::systems::objects`]): one GET per workload per poll, logs followed from the cluster's log stream into
-//! `stdout.txt` as they arrive, events paged into `events.txt`; pre/post-test hooks run as their own workloads
-//! around the main one. Every workload we end is deleted and its deletion confirmed before the next step.
+//! ([`crate::systems::objects`]): each poll reads the workloads (one GET each, or one paged list for many), logs
+//! are followed from the cluster's log stream into `stdout.txt` as they arrive, events paged into `events.txt`;
+//! pre/post-test hooks run as their own workloads around the main one. Every workload we end is deleted and its
+//! deletion confirmed before the next step.
 
 mod client;
 mod facts;
@@ -51,7 +52,12 @@ pub struct RunAi {
     client: Option<Arc<Client>>,
     /// The cluster's and the project's facts, read once per run.
     facts: tokio::sync::OnceCell<Facts>,
+    /// The project's workloads by id from this poll's list, each taken by the first look at it.
+    listed: std::sync::Mutex<HashMap<String, Value>>,
 }
+
+/// From this many jobs in a poll on, their workloads are read with one paged list instead of one GET each.
+const LIST_FROM: usize = 4;
 
 /// What the log stream's address needs: the cluster's domain and the project's name.
 #[derive(Debug)]
@@ -86,6 +92,7 @@ impl RunAi {
             cfg,
             client,
             facts: tokio::sync::OnceCell::new(),
+            listed: std::sync::Mutex::default(),
         })
     }
 
@@ -154,8 +161,9 @@ impl RunAi {
     }
 }
 
-/// Every workload of the system's project by name, with its phase: one list request (`cloudai status`).
-pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, String> {
+/// Every workload of the system's project by name, with its phase and why it waits (`cloudai status`): one paged
+/// list.
+pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, (String, String)>, String> {
     let r = RunAi::conf(cfg);
     let secret = r.secret().ok_or("no Run:ai secret: set RUNAI_APP_SECRET")?;
     let tls = client::tls_config(r.ca_bundle.as_deref())?;
@@ -172,12 +180,13 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, String>, Strin
     Ok(list
         .iter()
         .filter_map(|w| {
+            let reason = match state::evaluate(w) {
+                state::Phase::Waiting { reason, .. } => reason,
+                _ => String::new(),
+            };
             Some((
                 w["name"].as_str()?.to_string(),
-                w["phase"]
-                    .as_str()
-                    .or(w["actualPhase"].as_str())?
-                    .to_string(),
+                (state::phase(w).to_string(), reason),
             ))
         })
         .collect())
@@ -281,6 +290,32 @@ impl Backend for RunAi {
 
     fn gone_wait(&self) -> Duration {
         observe::gone_wait()
+    }
+
+    /// Many jobs: the project's workloads in one paged list (those it misses are read one by one).
+    async fn refresh(&self, jobs: usize) {
+        let mut fresh = HashMap::new();
+        if jobs >= LIST_FROM {
+            if let Ok(c) = self.client() {
+                let filter = [("filterBy", format!("projectId=={}", self.r().project_id))];
+                match c
+                    .list_all("/api/v1/workloads", "workloads", &filter, false)
+                    .await
+                {
+                    Ok(list) => {
+                        for w in list {
+                            if let Some(id) = w["id"].as_str() {
+                                fresh.insert(id.to_string(), w.clone());
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        crate::debug!("Listing the project's workloads failed ({e}): one GET each")
+                    }
+                }
+            }
+        }
+        *self.listed.lock().unwrap() = fresh;
     }
 
     async fn create(&self, step: &Step) -> Result<String, String> {

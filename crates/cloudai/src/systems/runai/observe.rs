@@ -55,7 +55,12 @@ impl RunAi {
             return Seen::Running;
         };
         let path = format!("/api/v1/workloads/{wid}");
-        let v = match client.call(Method::GET, &path, &[], None).await {
+        let listed = self.listed.lock().unwrap().remove(wid);
+        let got = match listed {
+            Some(v) => Ok(v),
+            None => client.call(Method::GET, &path, &[], None).await,
+        };
+        let v = match got {
             Ok(v) => v,
             Err(ApiError::Status { code: 404, .. }) => {
                 return Seen::Vanished("deleted outside cloudai".into())

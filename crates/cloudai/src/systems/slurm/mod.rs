@@ -86,6 +86,42 @@ impl From<std::io::Result<std::process::Output>> for Out {
     }
 }
 
+/// Which of `nodes` Slurm holds out of service (down, drained or draining, failed), with its state and reason:
+/// one `sinfo` call (find-bad-nodes leaves them out).
+pub async fn out_of_service(nodes: &[String]) -> Result<Vec<(String, String)>, String> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let out = run_cmd(
+        "sinfo",
+        &["-h", "-N", "-n", &nodes.join(","), "-o", "%N|%t|%E"],
+    )
+    .await;
+    if !out.ok {
+        return Err(format!("sinfo failed: {}", out.stderr));
+    }
+    Ok(nodes::broken_nodes(&out.stdout)
+        .into_iter()
+        .map(|(n, state, reason)| {
+            let why = if reason.is_empty() {
+                format!("Slurm state {state}")
+            } else {
+                format!("Slurm state {state}: {reason}")
+            };
+            (n, why)
+        })
+        .collect())
+}
+
+/// Each node's leaf switch (or block) as Slurm's topology plugin knows it; empty when there is none.
+pub async fn leaf_switches() -> Result<std::collections::BTreeMap<String, String>, String> {
+    let out = run_cmd("scontrol", &["show", "topology"]).await;
+    if !out.ok {
+        return Err(format!("scontrol show topology failed: {}", out.stderr));
+    }
+    Ok(nodes::leaf_switches(&out.stdout))
+}
+
 async fn run_cmd(program: &str, args: &[&str]) -> Out {
     debug!("Executing command: {program} {}", args.join(" "));
     let child = tokio::process::Command::new(program)

@@ -1,7 +1,7 @@
 //! Turning a test run's `nodes` list into host names: explicit names and ranges, or `partition:group:N` picked
 //! from the group by node state (idle first, then completing), like CloudAI.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::config::system::SlurmConfig;
 use crate::util::nodelist;
@@ -72,6 +72,36 @@ pub fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
         }
     }
     out
+}
+
+/// Each node's leaf from `scontrol show topology`: the lowest-level switch (`SwitchName=s1 Level=0 … Nodes=…`,
+/// topology/tree) or the block (`BlockName=b1 … Nodes=…`, topology/block) that lists it. Empty without a topology
+/// plugin (Slurm then prints nothing, or a line without switches).
+pub fn leaf_switches(text: &str) -> BTreeMap<String, String> {
+    let mut best: BTreeMap<String, (u32, String)> = BTreeMap::new();
+    for line in text.lines() {
+        let (mut name, mut level, mut nodes) = (None, 0u32, None);
+        for tok in line.split_whitespace() {
+            let Some((k, v)) = tok.split_once('=') else {
+                continue;
+            };
+            match k.to_ascii_lowercase().as_str() {
+                "switchname" | "blockname" => name = Some(v),
+                "level" => level = v.parse().unwrap_or(0),
+                "nodes" => nodes = Some(v),
+                _ => {}
+            }
+        }
+        let (Some(name), Some(list)) = (name, nodes.and_then(nodelist::expand)) else {
+            continue;
+        };
+        for n in list {
+            if !matches!(best.get(&n), Some((l, _)) if *l <= level) {
+                best.insert(n, (level, name.to_string()));
+            }
+        }
+    }
+    best.into_iter().map(|(n, (_, s))| (n, s)).collect()
 }
 
 /// Resolves node specs to host names, without duplicates. `states` is `None` in dry-run: then a group request takes
@@ -173,6 +203,28 @@ fn from_group(
 mod tests {
     use super::*;
     use crate::config::system::{Group, Partition};
+
+    #[test]
+    fn leaf_switches_come_from_the_lowest_level_that_lists_a_node() {
+        // topology/tree as `scontrol show topology` prints it: leaves at level 0, the spine lists every node again
+        let tree = "SwitchName=s1 Level=0 LinkSpeed=1 Nodes=node[001-002]\n\
+                    SwitchName=s2 Level=0 LinkSpeed=1 Nodes=node[003-004],gpu7\n\
+                    SwitchName=s0 Level=1 LinkSpeed=1 Nodes=node[001-004],gpu7 Switches=s[1-2]\n";
+        let l = leaf_switches(tree);
+        assert_eq!(l["node001"], "s1");
+        assert_eq!(l["node004"], "s2");
+        assert_eq!(l["gpu7"], "s2");
+        assert_eq!(l.len(), 5);
+        // the spine printed first changes nothing
+        let reordered: String = tree.lines().rev().map(|x| format!("{x}\n")).collect();
+        assert_eq!(leaf_switches(&reordered), l);
+        // topology/block
+        let block = "BlockName=b1 BlockIndex=0 Nodes=node[01-04] BlockSize=4\nBlockName=b2 BlockIndex=1 Nodes=node[05-08] BlockSize=4\n";
+        assert_eq!(leaf_switches(block)["node06"], "b2");
+        // no topology plugin
+        assert!(leaf_switches("").is_empty());
+        assert!(leaf_switches("No topology information available\n").is_empty());
+    }
 
     fn cfg() -> SlurmConfig {
         SlurmConfig {

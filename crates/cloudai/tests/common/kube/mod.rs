@@ -134,6 +134,15 @@ pub async fn cluster_of(test: &str, act: Act, n: usize) -> Option<Cluster> {
         napi.patch_status(n, &PatchParams::default(), &Patch::Merge(status))
             .await
             .unwrap();
+        // the API server's TaintNodesByCondition admission taints a new node not-ready; the node lifecycle
+        // controller (not run here) lifts it once the node reports Ready
+        napi.patch(
+            n,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": null}})),
+        )
+        .await
+        .unwrap();
     }
     let mut c = Cluster {
         client,
