@@ -349,3 +349,28 @@ fn a_failing_run_leaves_a_tarball_of_its_tree() {
         assert!(tgzs.is_empty(), "{test} {extra}: a tarball was written");
     }
 }
+
+#[test]
+fn help_lists_every_exit_code_and_variable_the_readme_documents() {
+    let w = Work::new();
+    let out = w.cloudai().arg("--help").output().unwrap();
+    let help = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{help}");
+    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
+    for (code, what) in cloudai::exit_codes::ALL {
+        assert!(
+            help.contains(&format!("{code:>3}  {what}")),
+            "--help lacks exit code {code}: {help}"
+        );
+        assert!(
+            readme.contains(&format!("| `{code}` |")),
+            "the README's exit-code table lacks {code}"
+        );
+    }
+    for (var, _) in cloudai::exit_codes::ENVIRONMENT {
+        assert!(help.contains(var), "--help lacks {var}: {help}");
+    }
+    // the short help stays short
+    let short = stdout_of(&w.cloudai().arg("-h").output().unwrap());
+    assert!(!short.contains("Exit codes:"), "{short}");
+}

@@ -205,7 +205,7 @@ pub fn run(req: &Request) -> i32 {
                 "Interrupted: every submitted job was cancelled; partial results in {}",
                 root.display()
             );
-            return 130;
+            return crate::exit_codes::INTERRUPTED;
         }
         let opts = Options {
             compare: Vec::new(),

@@ -19,7 +19,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::log::{self, Level};
 
 #[derive(Parser, Debug)]
-#[command(name = "cloudai", version, about = "Benchmark AI clusters with CloudAI test scenarios", long_about = None)]
+#[command(
+    name = "cloudai",
+    version,
+    about = "Benchmark AI clusters with CloudAI test scenarios",
+    long_about = None,
+    after_long_help = crate::exit_codes::long_help()
+)]
 pub struct Cli {
     /// Log file with every DEBUG line (truncated on each invocation) [default: debug.log; read-only commands —
     /// status, verify-configs, list — write none unless given]

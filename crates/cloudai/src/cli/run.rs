@@ -288,7 +288,7 @@ pub(super) fn conclude(
             "Run interrupted: every submitted job was cancelled. Results so far are in {}",
             runner.layout.root.display()
         );
-        return 130;
+        return crate::exit_codes::INTERRUPTED;
     }
     if crate::util::signals::interrupted() {
         // every job had ended; the signal came while the reports were written
@@ -298,7 +298,7 @@ pub(super) fn conclude(
             crate::util::signals::last(),
             runner.layout.root.display()
         );
-        return 130;
+        return crate::exit_codes::INTERRUPTED;
     }
     if runner.detach {
         return 0;

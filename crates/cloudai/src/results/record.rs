@@ -57,12 +57,7 @@ pub fn exit_code(records: &[IterationRecord]) -> i32 {
     }
 }
 
-/// The scenario ran, but an iteration failed, timed out, was cancelled by the scheduler or was skipped.
-pub const EXIT_TEST_FAILURES: i32 = 3;
-
-/// Something we submitted could not be confirmed stopped or deleted (the scheduler did not answer): it may still
-/// hold resources. `leftovers.json` in the results root names each; this wins over 3 and 130.
-pub const EXIT_LEFTOVERS: i32 = 4;
+pub use crate::exit_codes::{LEFTOVERS as EXIT_LEFTOVERS, TEST_FAILURES as EXIT_TEST_FAILURES};
 
 /// The file in the results root that lists what could not be confirmed stopped.
 pub const LEFTOVERS_FILE: &str = "leftovers.json";
