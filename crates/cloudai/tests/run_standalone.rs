@@ -210,6 +210,11 @@ test_name = "bash"
         text.contains("CANCELLED") && text.contains("SKIPPED"),
         "{text}"
     );
+    // the way on is named: resume runs what never started
+    assert!(
+        text.contains("`cloudai resume ") && text.contains("runs what never started"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -285,8 +285,9 @@ pub(super) fn conclude(
     }
     if outcome.interrupted {
         crate::warn!(
-            "Run interrupted: every submitted job was cancelled. Results so far are in {}",
-            runner.layout.root.display()
+            "Run interrupted: every submitted job was cancelled. Results so far are in {dir}; `cloudai resume {dir}` \
+             runs what never started (what was cancelled stays CANCELLED)",
+            dir = runner.layout.root.display()
         );
         return crate::exit_codes::INTERRUPTED;
     }
