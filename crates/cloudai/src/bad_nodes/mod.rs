@@ -324,13 +324,12 @@ pub fn run(req: &Request) -> i32 {
             criterion,
             acted,
             topology,
-            repeat: req.repeat,
         },
     )
 }
 
 /// Where the nodes sit in the fabric, as far as the scheduler says: Slurm's topology plugin, a Kubernetes node
-/// label. Nothing (and a warning only when it was asked for and cannot be read) otherwise.
+/// label. Nothing otherwise, with a warning when the scheduler cannot be asked or no node carries an asked-for label.
 fn topology_of(
     sys: &crate::config::system::SystemConfig,
     label: Option<&str>,

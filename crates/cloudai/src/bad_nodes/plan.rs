@@ -393,37 +393,10 @@ mod tests {
         sweep_repeated(n, 1, passes)
     }
 
-    fn sweep_repeated(
-        n: usize,
-        repeat: usize,
-        mut passes: impl FnMut(&[String; 2]) -> bool,
-    ) -> Plan {
+    fn sweep_repeated(n: usize, repeat: usize, passes: impl FnMut(&[String; 2]) -> bool) -> Plan {
         let nodes: Vec<String> = (1..=n).map(|i| format!("node{i:03}")).collect();
-        let mut plan = Plan::new(nodes).with_repeat(repeat);
-        loop {
-            let pairs = plan.next_round();
-            if pairs.is_empty() {
-                break;
-            }
-            let round = plan.rounds + 1;
-            let results = pairs
-                .into_iter()
-                .map(|pair| {
-                    let passed = passes(&pair);
-                    Evidence {
-                        round,
-                        passed,
-                        busbw: Some(if passed { 180.0 } else { 40.0 }),
-                        pair,
-                        job_id: None,
-                        threshold: Some(150.0),
-                        reason: String::new(),
-                    }
-                })
-                .collect();
-            plan.record(results);
-            assert!(plan.rounds < 10, "the search does not end");
-        }
+        let plan = crate::bad_nodes::sim::drive(Plan::new(nodes).with_repeat(repeat), 10, passes);
+        assert!(plan.rounds < 10, "the search does not end");
         plan
     }
 

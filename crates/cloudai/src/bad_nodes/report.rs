@@ -117,7 +117,6 @@ pub(super) struct Findings<'a> {
     pub criterion: String,
     pub acted: (Vec<act::Action>, Option<String>),
     pub topology: Topology,
-    pub repeat: usize,
 }
 
 pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
@@ -127,8 +126,8 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         criterion,
         acted,
         topology,
-        repeat,
     } = f;
+    let repeat = plan.repeat();
     let verdicts = plan.verdicts();
     let pick = |want: Verdict| -> Vec<&str> {
         verdicts

@@ -40,30 +40,14 @@ fn name(i: usize) -> String {
     format!("node{i:05}")
 }
 
-/// Sweeps `n` nodes of which `k` are bad and `l` round-1 pairs of good nodes are bad links (a link is only seen
-/// when its two nodes run together; round 1 is where the search pairs neighbours).
-pub fn run(n: usize, k: usize, l: usize, seed: u64) -> Outcome {
-    let mut rng = Rng(seed.max(1));
-    let mut bad = BTreeSet::new();
-    while bad.len() < k.min(n) {
-        bad.insert(name(rng.below(n)));
-    }
-    // round 1 pairs (0,1), (2,3), …: links among pairs of two good nodes
-    let candidates: Vec<[String; 2]> = (0..n / 2)
-        .map(|i| [name(2 * i), name(2 * i + 1)])
-        .filter(|p| !bad.contains(&p[0]) && !bad.contains(&p[1]))
-        .collect();
-    let mut links: BTreeSet<[String; 2]> = BTreeSet::new();
-    while links.len() < l.min(candidates.len()) {
-        links.insert(candidates[rng.below(candidates.len())].clone());
-    }
-    let passes = |p: &[String; 2]| {
-        let mut key = p.clone();
-        key.sort();
-        !bad.contains(&p[0]) && !bad.contains(&p[1]) && !links.contains(&key)
-    };
-    let mut plan = Plan::new((0..n).map(name).collect());
-    loop {
+/// Runs the search to its end (or to `max_rounds`), each pair judged by `passes` in place of a job: 180 GB/s when
+/// it passes, 40 when not, against a 150 GB/s threshold.
+pub fn drive(
+    mut plan: Plan,
+    max_rounds: usize,
+    mut passes: impl FnMut(&[String; 2]) -> bool,
+) -> Plan {
+    while plan.rounds < max_rounds {
         let pairs = plan.next_round();
         if pairs.is_empty() {
             break;
@@ -86,6 +70,32 @@ pub fn run(n: usize, k: usize, l: usize, seed: u64) -> Outcome {
             .collect();
         plan.record(results);
     }
+    plan
+}
+
+/// Sweeps `n` nodes of which `k` are bad and `l` round-1 pairs of good nodes are bad links (a link is only seen
+/// when its two nodes run together; round 1 is where the search pairs neighbours).
+pub fn run(n: usize, k: usize, l: usize, seed: u64) -> Outcome {
+    let mut rng = Rng(seed.max(1));
+    let mut bad = BTreeSet::new();
+    while bad.len() < k.min(n) {
+        bad.insert(name(rng.below(n)));
+    }
+    // round 1 pairs (0,1), (2,3), …: links among pairs of two good nodes
+    let candidates: Vec<[String; 2]> = (0..n / 2)
+        .map(|i| [name(2 * i), name(2 * i + 1)])
+        .filter(|p| !bad.contains(&p[0]) && !bad.contains(&p[1]))
+        .collect();
+    let mut links: BTreeSet<[String; 2]> = BTreeSet::new();
+    while links.len() < l.min(candidates.len()) {
+        links.insert(candidates[rng.below(candidates.len())].clone());
+    }
+    let passes = |p: &[String; 2]| {
+        let mut key = p.clone();
+        key.sort();
+        !bad.contains(&p[0]) && !bad.contains(&p[1]) && !links.contains(&key)
+    };
+    let plan = drive(Plan::new((0..n).map(name).collect()), usize::MAX, passes);
     let mut wrong = Vec::new();
     for (node, v) in plan.verdicts() {
         let want = if bad.contains(&node) {
