@@ -37,7 +37,7 @@ pub const ALL: [(i32, &str); 6] = [
 ];
 
 /// Every environment variable cloudai reads, with what it does.
-pub const ENVIRONMENT: [(&str, &str); 11] = [
+pub const ENVIRONMENT: [(&str, &str); 12] = [
     (
         "CLOUDAI_SYSTEM_CONFIG",
         "the system TOML when --system-config is not given",
@@ -74,6 +74,10 @@ pub const ENVIRONMENT: [(&str, &str); 11] = [
     (
         "CLOUDAI_K8S_GONE_WAIT_S",
         "how long a deleted Kubernetes object is waited for",
+    ),
+    (
+        crate::config::test::NEMORUN_SCRIPT_ENV,
+        "CloudAI's cloudai_nemorun.py, which `install` copies for NeMoRun tests",
     ),
     (
         "PATH",

@@ -23,12 +23,21 @@ pub enum Installable {
         url: String,
         path: PathBuf,
     },
+    /// A launcher file of CloudAI's, copied from the user's CloudAI (`src`) into the install directory.
+    File {
+        src: PathBuf,
+        path: PathBuf,
+        /// The environment variable that names the file when it is elsewhere.
+        env: &'static str,
+    },
 }
 
 impl Installable {
     pub fn path(&self) -> &Path {
         match self {
-            Installable::Repo { path, .. } | Installable::Image { path, .. } => path,
+            Installable::Repo { path, .. }
+            | Installable::Image { path, .. }
+            | Installable::File { path, .. } => path,
         }
     }
 
@@ -36,11 +45,26 @@ impl Installable {
         match self {
             Installable::Repo { url, commit, .. } => format!("git repository {url} at {commit}"),
             Installable::Image { url, .. } => format!("container image {url}"),
+            Installable::File { src, .. } => format!(
+                "CloudAI's launcher {} (from {})",
+                src.file_name().unwrap_or_default().to_string_lossy(),
+                src.display()
+            ),
         }
     }
 
+    /// Installed: present, and for a copied file the same bytes as its source (as CloudAI checks it).
     pub fn installed(&self) -> bool {
-        self.path().exists()
+        match self {
+            Installable::File { src, path, .. } => {
+                match (std::fs::read(src), std::fs::read(path)) {
+                    (Ok(a), Ok(b)) => a == b,
+                    (Err(_), Ok(_)) => true,
+                    _ => false,
+                }
+            }
+            _ => self.path().exists(),
+        }
     }
 }
 
@@ -116,6 +140,13 @@ pub fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Installable>
         if let (Some(path), Some(url)) = (cached_image(sys, &r), r.launch().image) {
             out.push(Installable::Image { url, path });
         }
+        if let (Some(f), Some(spec)) = (&r.test.script, r.workload.script()) {
+            out.push(Installable::File {
+                src: f.src.clone(),
+                path: install.join(spec.name),
+                env: spec.env,
+            });
+        }
     }
     let mut seen = std::collections::HashSet::new();
     out.retain(|i| seen.insert(i.path().to_path_buf()));
@@ -174,6 +205,23 @@ fn install_one(i: &Installable) -> Result<(), String> {
                 Ok(())
             }
         }),
+        Installable::File { src, env, .. } => {
+            if src.is_file() {
+                std::fs::copy(src, &tmp)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot copy {}: {e}", src.display()))
+            } else {
+                Err(format!(
+                    "{} does not exist: it is part of CloudAI, not of this tool; point {env} at it (it is in a \
+                     CloudAI checkout under {}, or in an installed `cloudai` Python package)",
+                    src.display(),
+                    src.parent()
+                        .and_then(|p| p.to_str())
+                        .and_then(|p| p.find("src/cloudai").map(|i| &p[i..]))
+                        .unwrap_or("src/cloudai/workloads")
+                ))
+            }
+        }
         Installable::Image { url, .. } => run(std::process::Command::new("enroot")
             .arg("import")
             .arg("-o")

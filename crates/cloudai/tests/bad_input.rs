@@ -207,14 +207,14 @@ fn test_unknown_template_suggests_name() {
 
 #[test]
 fn unsupported_template_cannot_run() {
-    let t = "name = \"fio\"\ndescription = \"d\"\ntest_template_name = \"Fio\"\n";
-    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"fio\"\n";
+    let t = "name = \"mr\"\ndescription = \"d\"\ntest_template_name = \"MegatronRun\"\n";
+    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"mr\"\n";
     fails(
         None,
-        &[("fio.toml", t)],
+        &[("mr.toml", t)],
         s,
         &[
-            "scenario.toml:4:13: field 'Tests.0': test 't' uses an unsupported test template Fio",
+            "scenario.toml:4:13: field 'Tests.0': test 't' uses an unsupported test template MegatronRun",
             "[ERROR]",
         ],
     );

@@ -100,7 +100,8 @@ fn check_case(name: &str) {
         let got = std::fs::read_to_string(p)
             .unwrap()
             .replace(&root.display().to_string(), "__OUTPUT_DIR__")
-            .replace(&install.display().to_string(), "__INSTALL_DIR__");
+            .replace(&install.display().to_string(), "__INSTALL_DIR__")
+            .replace(&compat.display().to_string(), "__CONF_ROOT__");
         let got = normalize_timestamps(&got);
         let want = std::fs::read_to_string(&theirs[rel]).unwrap();
         let strip = |s: &str| {
@@ -138,4 +139,17 @@ fn slurm_ucc_matches_cloudai() {
 #[test]
 fn slurm_dse_small_matches_cloudai() {
     check_case("slurm-dse-small");
+}
+
+/// fio: no MPI plugin, its own task count on the main step only, the summary check.
+#[test]
+fn slurm_fio_matches_cloudai() {
+    check_case("slurm-fio");
+}
+
+/// NeMo-Run: nested cmd_args flattened into `key=value` overrides, num_nodes / devices / num_train_samples
+/// derived, the recipe's environment, the launcher script's mount.
+#[test]
+fn slurm_nemo_run_matches_cloudai() {
+    check_case("slurm-nemo-run");
 }

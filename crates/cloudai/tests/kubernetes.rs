@@ -108,6 +108,85 @@ async fn a_two_node_nccl_test_runs_as_an_mpijob() {
     );
 }
 
+/// OSU through the launch seam: `osu_allreduce` on two nodes is an MPIJob of one rank per GPU (created on the
+/// API server with the upstream CRD, its launcher's log read back), graded and reported; a point-to-point test on
+/// two nodes is one rank per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn osu_runs_as_an_mpijob() {
+    let Some(c) = cluster("k8s-osu", Act::Succeed).await else {
+        return;
+    };
+    let log =
+        std::fs::read_to_string(common::data().join("osu-samples/osu-7.0-allreduce-full.txt"))
+            .unwrap();
+    c.logs
+        .lock()
+        .unwrap()
+        .insert("launcher".into(), log.clone());
+    let w = setup(
+        &c,
+        "",
+        "name = \"k8s\"\n[[Tests]]\nid = \"osu\"\ntest_name = \"osu\"\nnum_nodes = 2\ntime_limit = \"00:05:00\"\n",
+    );
+    w.file(
+        "tests/osu.toml",
+        "name = \"osu\"\ndescription = \"d\"\ntest_template_name = \"OSUBench\"\n[cmd_args]\n\
+         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nbenchmarks_dir = \"/opt/osu/c/mpi/collective/blocking\"\n\
+         benchmark = \"osu_allreduce\"\nmessage_size = \"4:256\"\n",
+    );
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let it = root.join("osu/0");
+    assert_eq!(std::fs::read_to_string(it.join("stdout.txt")).unwrap(), log);
+    let r = record(&root, "osu", 0);
+    assert_eq!(r.status, Status::Passed, "{}", r.message);
+    let manifest = std::fs::read_to_string(it.join("k8s-manifest.yaml")).unwrap();
+    for s in [
+        "kind: MPIJob",
+        "slotsPerWorker: 8",
+        "-np 16",
+        "/opt/osu/c/mpi/collective/blocking/osu_allreduce --message-size 4:256 --full",
+    ] {
+        assert!(manifest.contains(s), "{s} missing:\n{manifest}");
+    }
+    let csv = std::fs::read_to_string(it.join("osu_bench.csv")).unwrap();
+    assert_eq!(
+        csv.lines().next(),
+        Some("size,avg_lat,min_lat,max_lat,iterations")
+    );
+    assert_eq!(csv.lines().nth(1), Some("4,136.08,99.29,164.85,1000"));
+    assert!(
+        c.objects().await.is_empty(),
+        "left behind: {:?}",
+        c.objects().await
+    );
+
+    // a point-to-point test: one rank on each of the two nodes
+    w.file(
+        "tests/osu.toml",
+        &std::fs::read_to_string(w.path().join("tests/osu.toml"))
+            .unwrap()
+            .replace("osu_allreduce", "osu_bw"),
+    );
+    let dry = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert_eq!(dry.status.code(), Some(0), "{}", stdout_of(&dry));
+    let latest = std::fs::read_dir(w.path().join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .max_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .unwrap();
+    let manifest = std::fs::read_to_string(latest.join("osu/0/k8s-manifest.yaml")).unwrap();
+    assert!(
+        manifest.contains("slotsPerWorker: 1")
+            && manifest.contains("-np 2 ")
+            && !manifest.contains("--full"),
+        "{manifest}"
+    );
+}
+
 /// find-bad-nodes on four nodes where every pair holding n3 measures a fifth of the bandwidth: pairs pinned by
 /// node affinity, each pair's workers on its two nodes, n3 named and its partner cleared.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,3 +166,73 @@ fn container_schedulers_render_ucc_from_its_launch() {
         .unwrap()
         .ends_with("/opt/hpcx/ucc/bin/ucc_perftest -c allreduce -b 1 -e 8M -m cuda -F"));
 }
+
+/// UCC's generator mode as CloudAI's `ucc_generator_test.toml` runs it: the matrix file mounted from `$PWD`, its
+/// `--gen file:name=…` on the command line; a team size the run's ranks do not match is refused before anything
+/// is written, and a container scheduler refuses the host mount instead of dropping it.
+#[test]
+fn generator_mode_checks_its_matrix() {
+    let w = Work::new();
+    let conf = data().join("compat/conf/common");
+    w.file(
+        "conf/common/test_scenario/ucc_generator_file.txt",
+        &std::fs::read_to_string(conf.join("test_scenario/ucc_generator_file.txt")).unwrap(),
+    );
+    w.file(
+        "system.toml",
+        &std::fs::read_to_string(conf.join("system/example_slurm_cluster.toml")).unwrap(),
+    );
+    let scenario =
+        std::fs::read_to_string(conf.join("test_scenario/ucc_generator_test.toml")).unwrap();
+    w.file("s.toml", &scenario);
+    std::fs::create_dir_all(w.path().join("tests")).unwrap();
+    let dry = |out: &str| {
+        w.cloudai()
+            .env("PWD", w.path())
+            .args(common::DRY_RUN_S_TOML)
+            .args(["--output-dir", out])
+            .output()
+            .unwrap()
+    };
+    let ok = dry("out");
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout_of(&ok));
+    let script = std::fs::read_to_string(
+        w.results_root()
+            .join("Tests.alltoallv/0/cloudai_sbatch_script.sh"),
+    )
+    .unwrap();
+    assert!(
+        script.contains(",$PWD/conf/common/test_scenario/ucc_generator_file.txt:/opt/hpcx/ucc/tools/perf/generator/input_matrices.txt ")
+            && script.contains("-c alltoallv -b 1 -e 8M --gen file:name=/opt/hpcx/ucc/tools/perf/generator/input_matrices.txt -m cuda -F"),
+        "{script}"
+    );
+    // 16 ranks in the matrix, 4 nodes x 8 tasks in the run
+    w.file(
+        "s.toml",
+        &scenario.replace("num_nodes = 2", "num_nodes = 4"),
+    );
+    let bad = dry("out-bad");
+    let text = stdout_of(&bad);
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "is for a team of 16 ranks, but 4 node(s) x 8 tasks run 32; use num_nodes = 2"
+        ),
+        "{text}"
+    );
+    assert!(!w.path().join("out-bad").exists());
+    // Kubernetes cannot mount the login node's file
+    w.file("s.toml", &scenario);
+    w.file(
+        "system.toml",
+        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\noutput_path = \"o\"\n\
+         default_namespace = \"bench\"\ngpus_per_node = 8\n",
+    );
+    let k = dry("out-k8s");
+    assert_eq!(k.status.code(), Some(1), "{}", stdout_of(&k));
+    assert!(
+        stdout_of(&k).contains("extra_container_mounts"),
+        "{}",
+        stdout_of(&k)
+    );
+}

@@ -103,6 +103,14 @@ pub enum ArgType {
     Float,
     Bool,
     Enum(&'static [&'static str]),
+    /// An integer or a float, kept as written (pydantic's `Union[int, float]`).
+    Num,
+    /// A table of anything (pydantic's `dict[str, Any]`), passed through as written.
+    Dict,
+    /// A nested model: its own fields, and whether it takes undeclared keys (pydantic's `extra="allow"`).
+    Model(&'static [ArgSpec], bool),
+    /// A list of strings (never a sweep).
+    StrList,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -111,7 +119,12 @@ pub enum ArgDefault {
     Unset,
     Str(&'static str),
     Int(i64),
+    Float(f64),
     Bool(bool),
+    /// An empty table, or for a [`ArgType::Model`] its fields' defaults (pydantic's `default_factory`).
+    Table,
+    /// An empty list.
+    List,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -155,6 +168,49 @@ impl CmdArgs {
     pub fn is_sweep(&self) -> bool {
         self.values.values().any(ArgValue::is_sweep)
     }
+
+    /// The lists (DSE sweeps) under their dotted paths (`data.micro_batch_size`), in field order, leaving out those a
+    /// `dse_excluded_args` entry covers (`cmd_args.<path>` itself or a table above it), as CloudAI flattens them.
+    pub fn sweeps(&self, excluded: &[String]) -> Vec<(String, Vec<ArgValue>)> {
+        fn walk(
+            t: &IndexMap<String, ArgValue>,
+            prefix: &str,
+            excluded: &[String],
+            out: &mut Vec<(String, Vec<ArgValue>)>,
+        ) {
+            for (k, v) in t {
+                let path = format!("{prefix}{k}");
+                let full = format!("cmd_args.{path}");
+                if excluded
+                    .iter()
+                    .any(|e| full == *e || full.starts_with(&format!("{e}.")))
+                {
+                    continue;
+                }
+                match v {
+                    ArgValue::List(l) => out.push((path, l.clone())),
+                    ArgValue::Table(sub) => walk(sub, &format!("{path}."), excluded, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.values, "", excluded, &mut out);
+        out
+    }
+
+    /// A value by its dotted path (`trainer.strategy.tensor_model_parallel_size`).
+    pub fn at(&self, path: &str) -> Option<&ArgValue> {
+        let mut parts = path.split('.');
+        let mut v = self.values.get(parts.next()?)?;
+        for p in parts {
+            match v {
+                ArgValue::Table(t) => v = t.get(p)?,
+                _ => return None,
+            }
+        }
+        Some(v)
+    }
 }
 
 fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option<ArgValue> {
@@ -163,6 +219,38 @@ fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option
         ArgType::Int => as_int(ctx, node, field).map(ArgValue::Int),
         ArgType::Float => as_float(ctx, node, field).map(ArgValue::Float),
         ArgType::Bool => as_bool(ctx, node, field).map(ArgValue::Bool),
+        ArgType::Num => match node.kind {
+            Kind::Int(i) => Some(ArgValue::Int(i)),
+            _ => as_float(ctx, node, field).map(ArgValue::Float),
+        },
+        ArgType::Dict => match &node.kind {
+            Kind::Table(_) => ArgValue::from_node(node),
+            _ => {
+                ctx.type_err(node, field, "a table");
+                None
+            }
+        },
+        ArgType::Model(specs, extras) => match &node.kind {
+            Kind::Table(_) => Some(ArgValue::Table(
+                decode_table(ctx, Some(node), &node.loc, field, specs, extras, false).values,
+            )),
+            _ => {
+                ctx.type_err(node, field, "a table");
+                None
+            }
+        },
+        ArgType::StrList => match &node.kind {
+            Kind::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, it)| as_str(ctx, it, &join(field, &i.to_string())).map(ArgValue::Str))
+                .collect::<Option<Vec<_>>>()
+                .map(ArgValue::List),
+            _ => {
+                ctx.type_err(node, field, "a list of strings");
+                None
+            }
+        },
         ArgType::Enum(choices) => {
             let s = as_str(ctx, node, field)?;
             if choices.contains(&s.as_str()) {
@@ -194,18 +282,40 @@ pub fn decode(
     specs: &[ArgSpec],
     extras: bool,
 ) -> CmdArgs {
-    let empty = super::node::Table::default();
-    let table = match node {
-        None => &empty,
-        Some(n) => match &n.kind {
-            Kind::Table(t) => t,
-            _ => {
-                ctx.type_err(n, path, "a table");
-                &empty
-            }
-        },
-    };
-    let missing_loc = node.map_or(parent_loc, |n| &n.loc);
+    decode_table(ctx, node, parent_loc, path, specs, extras, true)
+}
+
+/// The defaults of a model's fields, as a table (a missing sub-model with a `default_factory`).
+fn defaults(specs: &[ArgSpec]) -> IndexMap<String, ArgValue> {
+    specs
+        .iter()
+        .filter_map(|s| Some((s.name.to_string(), default_of(s)?)))
+        .collect()
+}
+
+fn default_of(spec: &ArgSpec) -> Option<ArgValue> {
+    Some(match spec.default {
+        ArgDefault::Required | ArgDefault::Unset => return None,
+        ArgDefault::Str(s) => ArgValue::Str(s.to_string()),
+        ArgDefault::Int(i) => ArgValue::Int(i),
+        ArgDefault::Float(f) => ArgValue::Float(f),
+        ArgDefault::Bool(b) => ArgValue::Bool(b),
+        ArgDefault::List => ArgValue::List(Vec::new()),
+        ArgDefault::Table => ArgValue::Table(match spec.ty {
+            ArgType::Model(specs, _) => defaults(specs),
+            _ => IndexMap::new(),
+        }),
+    })
+}
+
+/// The declared fields of `table`: coerced, or their defaults, or an error when required.
+pub fn declared(
+    ctx: &mut Ctx,
+    table: &super::node::Table,
+    missing_loc: &super::node::Loc,
+    path: &str,
+    specs: &[ArgSpec],
+) -> IndexMap<String, ArgValue> {
     let mut values = IndexMap::new();
     for spec in specs {
         let field = join(path, spec.name);
@@ -229,27 +339,46 @@ pub fn decode(
                 }
             }
             None => {
-                let v = match spec.default {
-                    ArgDefault::Required => {
-                        ctx.err(
-                            missing_loc,
-                            &field,
-                            "required field is missing",
-                            Some(format!("add `{} = ...` under [{path}]", spec.name)),
-                        );
-                        None
-                    }
-                    ArgDefault::Unset => None,
-                    ArgDefault::Str(s) => Some(ArgValue::Str(s.to_string())),
-                    ArgDefault::Int(i) => Some(ArgValue::Int(i)),
-                    ArgDefault::Bool(b) => Some(ArgValue::Bool(b)),
-                };
-                if let Some(v) = v {
+                if let ArgDefault::Required = spec.default {
+                    ctx.err(
+                        missing_loc,
+                        &field,
+                        "required field is missing",
+                        Some(format!("add `{} = ...` under [{path}]", spec.name)),
+                    );
+                }
+                if let Some(v) = default_of(spec) {
                     values.insert(spec.name.to_string(), v);
                 }
             }
         }
     }
+    values
+}
+
+/// `flags`: undeclared keys become command-line flags (top-level `cmd_args`), so they must be flag names.
+fn decode_table(
+    ctx: &mut Ctx,
+    node: Option<&Node>,
+    parent_loc: &super::node::Loc,
+    path: &str,
+    specs: &[ArgSpec],
+    extras: bool,
+    flags: bool,
+) -> CmdArgs {
+    let empty = super::node::Table::default();
+    let table = match node {
+        None => &empty,
+        Some(n) => match &n.kind {
+            Kind::Table(t) => t,
+            _ => {
+                ctx.type_err(n, path, "a table");
+                &empty
+            }
+        },
+    };
+    let missing_loc = node.map_or(parent_loc, |n| &n.loc);
+    let mut values = declared(ctx, table, missing_loc, path, specs);
     let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
     for (k, e) in &table.entries {
         if names.contains(&k.as_str()) {
@@ -261,17 +390,22 @@ pub fn decode(
             ctx.err(&e.key_loc, &join(path, k), "unknown field", hint);
             continue;
         }
-        // an extra key becomes a command-line flag (`--<key> <value>`): it must be a flag name, never shell
+        // an extra key becomes a command-line word (`--<key> <value>`, `trainer.<key>=<value>`): a name, never shell
         if k.is_empty()
             || !k
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         {
+            let hint = if flags {
+                "write the flag's name without dashes, e.g. `stepfactor = 2` for --stepfactor 2"
+            } else {
+                "keys of this table become command-line arguments: use letters, digits, `_` and `-`"
+            };
             ctx.err(
                 &e.key_loc,
                 &join(path, k),
                 "not a flag name: extra keys become command-line flags and may only hold [A-Za-z0-9_-]",
-                Some("write the flag's name without dashes, e.g. `stepfactor = 2` for --stepfactor 2".into()),
+                Some(hint.into()),
             );
             continue;
         }

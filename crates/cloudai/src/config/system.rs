@@ -57,6 +57,25 @@ pub enum SystemKind {
 }
 
 impl SystemKind {
+    /// GPUs per node as the system's config states them (Standalone: only when written), for workloads whose
+    /// command names them (NeMo-Run's `trainer.devices`).
+    pub fn gpus_per_node(&self) -> Option<u64> {
+        match self {
+            SystemKind::Standalone(s) => s.gpus_per_node,
+            SystemKind::Slurm(s) => s.gpus_per_node,
+            SystemKind::RunAi(r) => Some(r.gpus_per_node),
+            SystemKind::Kubernetes(k) => Some(k.gpus_per_node),
+        }
+    }
+
+    /// Tasks an MPI test gets per node: Slurm's `ntasks_per_node` when set, one per GPU on the others.
+    pub fn tasks_per_node(&self) -> Option<u64> {
+        match self {
+            SystemKind::Slurm(s) => s.ntasks_per_node,
+            other => other.gpus_per_node(),
+        }
+    }
+
     pub fn scheduler(&self) -> &'static str {
         match self {
             SystemKind::Standalone(_) => "standalone",

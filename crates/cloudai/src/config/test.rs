@@ -69,17 +69,56 @@ pub struct TestDefinition {
     pub agent_reward_function: String,
     pub agent_config: Option<ArgValue>,
     pub env_params: IndexMap<String, ArgValue>,
+    /// A launcher file the workload runs from the install directory (NeMo-Run's `cloudai_nemorun.py`), once
+    /// resolved against the configs' location.
+    pub script: Option<ScriptFile>,
+    /// The template's own fields ([`TemplateSchema::fields`]), in its order.
+    pub template_fields: IndexMap<String, ArgValue>,
+}
+
+/// The environment variable that names CloudAI's NeMo-Run launcher (`cloudai_nemorun.py`) when it is not in the
+/// CloudAI checkout the configs come from.
+pub const NEMORUN_SCRIPT_ENV: &str = "CLOUDAI_NEMORUN_SCRIPT";
+
+/// A file copied into the install directory before a run: where it comes from and where it lands (`install_path`
+/// as the system's config writes it, joined with the file's name, as CloudAI records it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScriptFile {
+    pub src: PathBuf,
+    pub installed: PathBuf,
 }
 
 impl TestDefinition {
+    /// An empty definition of `template` (unit tests fill in its cmd_args).
+    #[cfg(test)]
+    pub fn for_tests(template: &str) -> Self {
+        Self {
+            name: "t".into(),
+            description: "d".into(),
+            test_template_name: template.into(),
+            cmd_args: CmdArgs::default(),
+            extra_env_vars: IndexMap::new(),
+            extra_cmd_args: IndexMap::new(),
+            extra_container_mounts: Vec::new(),
+            git_repos: Vec::new(),
+            nsys: None,
+            predictor: None,
+            training_report: None,
+            dse_excluded_args: Vec::new(),
+            agent: "grid_search".into(),
+            agent_steps: 1,
+            agent_metrics: vec!["default".into()],
+            agent_reward_function: "inverse".into(),
+            agent_config: None,
+            env_params: IndexMap::new(),
+            script: None,
+            template_fields: IndexMap::new(),
+        }
+    }
+
     pub fn is_dse(&self) -> bool {
-        self.cmd_args.values.iter().any(|(k, v)| {
-            v.is_sweep()
-                && !self
-                    .dse_excluded_args
-                    .iter()
-                    .any(|e| e == &format!("cmd_args.{k}"))
-        }) || self.extra_env_vars.values().any(ArgValue::is_sweep)
+        !self.cmd_args.sweeps(&self.dse_excluded_args).is_empty()
+            || self.extra_env_vars.values().any(ArgValue::is_sweep)
     }
 }
 
@@ -126,6 +165,7 @@ pub const TEST_FIELDS: &[&str] = &[
     "agent_reward_function",
     "agent_config",
     "env_params",
+    "script",
 ];
 
 /// A test file as read from disk: its raw tree (scenarios merge their overrides into it) and its name.
@@ -169,6 +209,10 @@ pub trait TemplateSchema {
     /// silently ignored, they are rejected instead.
     fn extra_args(&self) -> bool {
         false
+    }
+    /// Fields of this template's test definition beside the common ones (SlurmContainer's `extra_srun_args`).
+    fn fields(&self) -> &'static [ArgSpec] {
+        &[]
     }
     /// Cross-field checks beyond the schema.
     fn validate(&self, _ctx: &mut Ctx, _v: &View, _args: &CmdArgs) {}
@@ -292,7 +336,29 @@ pub fn decode(
         }
         None => IndexMap::new(),
     };
-    v.done(&mut ctx, TEST_FIELDS);
+    // a launcher file as test-run.toml records it (`PosixPath('…')`); resolving a scenario finds it anew
+    let script = v.get("script").and_then(|n| {
+        let t = n.as_table()?;
+        let path = |k: &str| match &t.get(k)?.kind {
+            Kind::Str(s) => Some(PathBuf::from(
+                s.strip_prefix("PosixPath(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .map_or(s.as_str(), |r| r.trim_matches(['\'', '"'])),
+            )),
+            _ => None,
+        };
+        Some(ScriptFile {
+            src: path("src")?,
+            installed: path("_installed_path")?,
+        })
+    });
+    let template_fields = args::declared(&mut ctx, v.table, &v.loc, &v.path, workload.fields());
+    let known: Vec<&str> = TEST_FIELDS
+        .iter()
+        .copied()
+        .chain(workload.fields().iter().map(|f| f.name))
+        .collect();
+    v.done(&mut ctx, &known);
     workload.validate(&mut ctx, &v, &cmd_args);
 
     let (Some(name), Some(description)) = (name, description) else {
@@ -317,6 +383,8 @@ pub fn decode(
         agent_reward_function,
         agent_config,
         env_params,
+        script,
+        template_fields,
     })
 }
 

@@ -18,17 +18,7 @@ pub const METRIC_FAILURE: f64 = -1.0;
 pub fn space(run: &TestRun) -> Space {
     let t = &run.test;
     let mut out = Vec::new();
-    for (k, v) in &t.cmd_args.values {
-        if let ArgValue::List(l) = v {
-            if !t
-                .dse_excluded_args
-                .iter()
-                .any(|e| *e == format!("cmd_args.{k}"))
-            {
-                out.push((k.clone(), l.clone()));
-            }
-        }
-    }
+    out.extend(t.cmd_args.sweeps(&t.dse_excluded_args));
     for (k, v) in &t.extra_env_vars {
         if let ArgValue::List(l) = v {
             out.push((format!("extra_env_vars.{k}"), l.clone()));
@@ -43,6 +33,20 @@ pub fn space(run: &TestRun) -> Space {
         out.push(("NUM_NODES".into(), n));
     }
     out
+}
+
+/// Puts `v` at the dotted `path` of a `cmd_args` tree.
+fn set_path(t: &mut indexmap::IndexMap<String, ArgValue>, path: &str, v: ArgValue) {
+    match path.split_once('.') {
+        Some((head, rest)) if matches!(t.get(head), Some(ArgValue::Table(_))) => {
+            if let Some(ArgValue::Table(sub)) = t.get_mut(head) {
+                set_path(sub, rest, v);
+            }
+        }
+        _ => {
+            t.insert(path.to_string(), v);
+        }
+    }
 }
 
 /// Every combination, the last parameter varying fastest (`itertools.product` order).
@@ -83,9 +87,10 @@ pub fn apply(run: &TestRun, action: &Action, step: u64) -> TestRun {
         } else if let Some(name) = k.strip_prefix("extra_env_vars.") {
             r.test.extra_env_vars.insert(name.to_string(), v.clone());
         } else {
-            r.test.cmd_args.values.insert(k.clone(), v.clone());
+            set_path(&mut r.test.cmd_args.values, k, v.clone());
         }
     }
+    r.workload.derive(&mut r.test);
     r.num_nodes_sweep.clear();
     r.step = step;
     r
@@ -121,14 +126,7 @@ pub fn reward(function: &str, obs: &[f64]) -> f64 {
     }
 }
 
-/// A CSV field, quoted when it holds a comma, a quote or a newline (Python's csv writer).
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
+pub use crate::util::csv_field;
 
 #[cfg(test)]
 mod tests {

@@ -61,7 +61,7 @@ pub fn definition(t: &TestDefinition) -> PyVal {
             kv("extra_args", PyVal::str_list(&n.extra_args)),
         ])
     });
-    PyVal::Table(vec![
+    let mut fields = vec![
         kv("name", PyVal::str(t.name.clone())),
         kv("description", PyVal::str(t.description.clone())),
         kv(
@@ -108,7 +108,62 @@ pub fn definition(t: &TestDefinition) -> PyVal {
                 ])
             }),
         ),
-    ])
+        kv(
+            "script",
+            t.script.as_ref().map_or(PyVal::None, |f| {
+                PyVal::Table(vec![
+                    kv("src", PyVal::str(posix_path(&f.src))),
+                    kv("_installed_path", PyVal::str(posix_path(&f.installed))),
+                ])
+            }),
+        ),
+    ];
+    fields.extend(t.template_fields.iter().map(|(k, v)| (k.clone(), arg(v))));
+    PyVal::Table(fields)
+}
+
+/// `PosixPath('install_dir/x.py')`: how CloudAI's dump writes a path (Python's `repr` of a `pathlib` path, which
+/// drops `.` parts, repeated and trailing slashes).
+fn posix_path(p: &Path) -> String {
+    let parts: Vec<_> = p
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    let s = if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts
+            .iter()
+            .collect::<std::path::PathBuf>()
+            .display()
+            .to_string()
+    };
+    format!("PosixPath({})", py_str_repr(&s))
+}
+
+/// Python's `repr` of a string: single quotes unless it holds one and no double quote.
+fn py_str_repr(s: &str) -> String {
+    let q = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::from(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+    out
 }
 
 pub fn render(run: &TestRun, iteration: u64, dir: &Path, test_cmd: &str, full_cmd: &str) -> String {
@@ -125,4 +180,20 @@ pub fn render(run: &TestRun, iteration: u64, dir: &Path, test_cmd: &str, full_cm
         kv("test_definition", definition(&run.test)),
     ];
     dumps(&doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_as_python_prints_them() {
+        assert_eq!(
+            posix_path(Path::new("./install_dir/x.py")),
+            "PosixPath('install_dir/x.py')"
+        );
+        assert_eq!(posix_path(Path::new("/a//b/./c/")), "PosixPath('/a/b/c')");
+        assert_eq!(posix_path(Path::new("./")), "PosixPath('.')");
+        assert_eq!(posix_path(Path::new("/it's")), "PosixPath(\"/it's\")");
+    }
 }

@@ -91,6 +91,10 @@ impl TestLibrary {
         self.tests.keys().map(String::as_str)
     }
 
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     pub fn dir_display(&self) -> String {
         self.dir
             .as_ref()

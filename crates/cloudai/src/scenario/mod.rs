@@ -4,6 +4,7 @@ pub mod dse;
 pub mod dump;
 mod library;
 pub mod limits;
+pub mod script;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,12 +87,25 @@ pub struct TestRun {
     pub num_nodes_sweep: Vec<u64>,
     /// The step of a design-space exploration this run is (0: not a DSE step).
     pub step: u64,
+    /// The system's GPUs per node, when its config states them.
+    pub gpus_per_node: Option<u64>,
+    /// Tasks per node of an MPI test on the system, when known.
+    pub tasks_per_node: Option<u64>,
 }
 
 impl TestRun {
     /// What the test runs, as every scheduler renders it.
     pub fn launch(&self) -> crate::workloads::Launch {
-        self.workload.launch(&self.test)
+        self.workload.launch(&self.test, &self.placement())
+    }
+
+    /// Where the run is placed, as its workload sees it.
+    pub fn placement(&self) -> crate::workloads::Placement {
+        crate::workloads::Placement {
+            nodes: self.num_nodes,
+            gpus_per_node: self.gpus_per_node,
+            tasks_per_node: self.tasks_per_node,
+        }
     }
 }
 
@@ -134,7 +148,9 @@ pub fn resolve(
     let post_test = hook(file.post_test.as_ref(), hooks, "post_test", &mut errors);
     let mut runs = Vec::new();
     for entry in &file.tests {
-        match resolve_entry(entry, tests, system) {
+        let mut origins: Vec<&Path> = tests.dir().into_iter().collect();
+        origins.push(&file.file);
+        match resolve_entry(entry, tests, system, &origins) {
             Ok(mut r) => {
                 r.pre_test = pre_test.clone();
                 r.post_test = post_test.clone();
@@ -206,10 +222,12 @@ fn hook(
     found
 }
 
+/// `origins`: where the configs come from (tests directory, scenario file), to find a workload's launcher file.
 fn resolve_entry(
     entry: &TestEntry,
     tests: &TestLibrary,
     system: Option<&SystemConfig>,
+    origins: &[&Path],
 ) -> Result<TestRun, ConfigErrors> {
     let field = format!("Tests.{}", entry.index);
     let merged: Node = match &entry.test_name {
@@ -252,6 +270,17 @@ fn resolve_entry(
         e
     })?;
     let workload = workloads::find(&def.test_template_name).expect("decode checked the template");
+    let mut def = def;
+    workload.derive(&mut def);
+    if let Some(spec) = workload.script() {
+        def.script = Some(test::ScriptFile {
+            src: script::locate(&spec, origins),
+            installed: system.map_or_else(
+                || PathBuf::from(spec.name),
+                |s| s.install_path.join(spec.name),
+            ),
+        });
+    }
     if let Some(sys) = system {
         let sched = sys.kind.scheduler();
         if !workload.schedulers().contains(&sched) {
@@ -281,7 +310,7 @@ fn resolve_entry(
     } else {
         count_nodes(&entry.nodes).unwrap_or(entry.num_nodes[0])
     };
-    Ok(TestRun {
+    let run = TestRun {
         id: entry.id.clone(),
         test: def,
         workload,
@@ -304,7 +333,20 @@ fn resolve_entry(
             Vec::new()
         },
         step: 0,
-    })
+        gpus_per_node: system.and_then(|s| s.kind.gpus_per_node()),
+        tasks_per_node: system.and_then(|s| s.kind.tasks_per_node()),
+    };
+    // a sweep's values are checked per step, when they are single values
+    if system.is_some() && !run.is_dse() {
+        let mut errs = ConfigErrors::default();
+        for p in run.workload.check(&run.test, &run.placement()) {
+            errs.push(ConfigError::new(entry.loc.clone(), field.clone(), p));
+        }
+        if errs.has_errors() {
+            return Err(errs);
+        }
+    }
+    Ok(run)
 }
 
 /// CloudAI merges `extra_env_vars` only when the entry sets a non-empty table.

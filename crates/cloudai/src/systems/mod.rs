@@ -162,6 +162,13 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
     for (k, v) in &run.test.extra_env_vars {
         env.insert(k.clone(), v.py_str());
     }
+    // what the workload adds: its own values last (a name already set keeps its place), its defaults only where
+    // nobody set the name
+    let launch = run.launch();
+    env.extend(launch.env);
+    for (k, v) in launch.env_default {
+        env.entry(k).or_insert(v);
+    }
     env.into_iter().collect()
 }
 
@@ -187,6 +194,13 @@ pub fn container_checks(
         }
     }
     out.extend(launch.shape_problem(&run.id, run.num_nodes, gpus_per_node));
+    if let Some(m) = run.test.extra_container_mounts.first() {
+        out.push(format!(
+            "test '{}': extra_container_mounts ({m:?}) name paths of Slurm nodes, which {scheduler} pods cannot \
+             mount; put the files into the image, or run the test on Slurm",
+            run.id
+        ));
+    }
     if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {
         out.push(format!(
             "test '{}': asks {} nodes but runs as {one_unit} on {scheduler} (only MPI tests span nodes); set \

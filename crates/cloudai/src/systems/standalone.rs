@@ -103,18 +103,28 @@ impl System for Standalone {
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
         let gpus = self.gpus();
         let launch = run.launch();
-        let cmd = local_command(run, &launch, gpus);
+        let env = super::job_env(&self.cfg, run);
+        // the workload's own command; full_cmd is how this machine runs it
+        let mut test_cmd = crate::workloads::full_command(&launch, &run.test);
+        let mut cmd = local_command(run, &launch, gpus);
+        if launch.shell_env {
+            test_cmd = with_exports(&env, &test_cmd);
+            cmd = format!(
+                "{test_cmd} > {} 2> {}",
+                shell_quote(&dir.join("stdout.txt").display().to_string()),
+                shell_quote(&dir.join("stderr.txt").display().to_string())
+            );
+        }
         let full = if run.pre_test.is_some() || run.post_test.is_some() {
             with_hooks(run, dir, &cmd, gpus)
         } else {
             cmd.clone()
         };
         Ok(Prepared {
-            // the workload's own command; full_cmd is how this machine runs it
-            test_cmd: crate::workloads::full_command(&launch, &run.test),
+            test_cmd,
             full_cmd: full,
             files: Vec::new(),
-            env: super::job_env(&self.cfg, run),
+            env,
         })
     }
 
@@ -346,6 +356,26 @@ fn with_hooks(run: &TestRun, dir: &Path, main: &str, gpus: u64) -> String {
     }
     lines.push("exit $STATUS".into());
     lines.join("\n")
+}
+
+/// `export A="1"; export B="2"; <cmd>`: the job's environment on the command line, as CloudAI writes it for a
+/// workload that asks for it ([`crate::workloads::Launch::shell_env`]); a value the double quotes would not keep
+/// as is gets single quotes.
+fn with_exports(env: &[(String, String)], cmd: &str) -> String {
+    if env.is_empty() {
+        return cmd.to_string();
+    }
+    let exports: Vec<String> = env
+        .iter()
+        .map(|(k, v)| {
+            if crate::util::shell::dq_safe(v) {
+                format!("export {k}=\"{v}\"")
+            } else {
+                format!("export {k}={}", shell_quote(v))
+            }
+        })
+        .collect();
+    format!("{}; {cmd}", exports.join("; "))
 }
 
 fn shell_quote(s: &str) -> String {

@@ -10,3 +10,12 @@ pub fn hostname() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
 }
+
+/// A CSV field, quoted when it holds a comma, a quote or a newline (Python's csv writer).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -161,3 +161,65 @@ mod tests {
         assert!(is_env_name("NCCL_IB_HCA") && !is_env_name("A;B") && !is_env_name("1A"));
     }
 }
+
+/// `$NAME` and `${NAME}` replaced by the environment's values (`$PWD` by the working directory when unset), as the
+/// job's shell would expand them in a path.
+pub fn expand_vars(s: &str) -> String {
+    let var = |name: &str| {
+        std::env::var(name).ok().or_else(|| {
+            (name == "PWD")
+                .then(|| {
+                    std::env::current_dir()
+                        .ok()
+                        .map(|d| d.display().to_string())
+                })
+                .flatten()
+        })
+    };
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, tail) = if let Some(inner) = after.strip_prefix('{') {
+            match inner.find('}') {
+                Some(j) => (&inner[..j], &inner[j + 1..]),
+                None => ("", after),
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        match (name.is_empty(), var(name)) {
+            (false, Some(v)) => out.push_str(&v),
+            _ => {
+                out.push('$');
+                rest = after;
+                continue;
+            }
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod expand_tests {
+    use super::expand_vars;
+
+    #[test]
+    fn variables_in_paths() {
+        let cwd = std::env::current_dir().unwrap().display().to_string();
+        let pwd = std::env::var("PWD").unwrap_or(cwd);
+        assert_eq!(expand_vars("$PWD/conf/x.txt"), format!("{pwd}/conf/x.txt"));
+        assert_eq!(expand_vars("${PWD}/a"), format!("{pwd}/a"));
+        assert_eq!(
+            expand_vars("/a/$CLOUDAI_SURELY_UNSET_VAR/b"),
+            "/a/$CLOUDAI_SURELY_UNSET_VAR/b"
+        );
+        assert_eq!(expand_vars("cost $5"), "cost $5");
+    }
+}

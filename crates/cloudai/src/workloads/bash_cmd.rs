@@ -20,7 +20,7 @@ impl TemplateSchema for BashCmd {
 
 impl Workload for BashCmd {
     /// The script as written, with its `nsys` prefix (as CloudAI's `test_cmd`), run by the job itself.
-    fn launch(&self, test: &TestDefinition) -> Launch {
+    fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {
         let script = super::with_nsys(
             test,
             test.cmd_args.str("cmd").unwrap_or_default().to_string(),
@@ -29,6 +29,9 @@ impl Workload for BashCmd {
             procs: Procs::Script,
             has_profiler: true,
             success: Success::ExitStatus,
+            shell_env: false,
+            install_mounts: Vec::new(),
+            launcher_args: Vec::new(),
             ..Launch::process(script, Vec::new())
         }
     }

@@ -18,13 +18,22 @@ pub enum Procs {
     /// MPI ranks, one per `gpus_per_rank` GPUs of every node, started by an MPI launcher (srun's MPI plugin,
     /// mpirun, an MPIJob).
     Mpi,
+    /// Independent copies without MPI (fio): `Some(n)` per node when the workload fixes it, else as many as the
+    /// scheduler starts; container schedulers run one.
+    Tasks(Option<u64>),
 }
 
 /// How a hook's success is judged from its run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Success {
     /// Its output (`stdout.txt`) contains this text (nccl-tests' `Avg bus bandwidth` summary).
     OutputContains(&'static str),
+    /// Its output has a line that `matches` accepts; `ere` is the same test as a `grep -E` pattern for scripts
+    /// (fio's `IOPS=… BW=…` summary).
+    OutputMatches {
+        ere: &'static str,
+        matches: fn(&str) -> bool,
+    },
     /// Its exit status is 0.
     ExitStatus,
     /// Not judged: CloudAI's default, which fails a pre-test guard on Slurm; container schedulers use the exit
@@ -40,8 +49,10 @@ pub struct Launch {
     /// Its arguments as shell words, each already quoted where the shell needs it (user-given
     /// `extra_cmd_args` are passed through as written, as CloudAI does).
     pub args: Vec<String>,
-    /// Environment the workload itself adds (the system's and the test's variables come on top).
+    /// Environment the workload itself sets, over the system's and the test's variables (NeMo-Run's recipe).
     pub env: Vec<(String, String)>,
+    /// Environment the workload sets only where neither the system nor the test set the name.
+    pub env_default: Vec<(String, String)>,
     /// Container image on container-capable schedulers; `None`: the host's binaries (Slurm, Standalone) or the
     /// system's `job_image` (Kubernetes, Run:ai).
     pub image: Option<String>,
@@ -51,12 +62,23 @@ pub struct Launch {
     pub procs: Procs,
     /// GPUs one process drives (0: the workload uses no GPU).
     pub gpus_per_rank: u64,
+    /// The number of ranks the program needs, when it needs an exact one (OSU's point-to-point tests: 2).
+    pub exact_ranks: Option<u64>,
     /// A program that does the whole work when exactly one process runs without an MPI launcher (nccl-tests'
     /// non-MPI build of an `_mpi` binary).
     pub solo_program: Option<String>,
     /// Whether the workload's own line already carries the `nsys` prefix (BashCmd), so systems add none.
     pub has_profiler: bool,
     pub success: Success,
+    /// Arguments for the task launcher that the test itself gives (SlurmContainer's `extra_srun_args`, on every
+    /// `srun` of its job); only Slurm-only workloads set them.
+    pub launcher_args: Vec<String>,
+    /// Container paths where the install directory is mounted as well (NeMo-Run's launcher works in
+    /// `/cloudai_workspace`).
+    pub install_mounts: Vec<&'static str>,
+    /// On a machine without a scheduler (Standalone), the command line itself exports the job's environment and
+    /// redirects its output into the iteration directory, as CloudAI writes it for this workload (fio).
+    pub shell_env: bool,
 }
 
 impl Launch {
@@ -66,13 +88,18 @@ impl Launch {
             program: program.into(),
             args,
             env: Vec::new(),
+            env_default: Vec::new(),
             image: None,
             image_field: None,
             procs: Procs::PerTask,
             gpus_per_rank: 0,
+            exact_ranks: None,
             solo_program: None,
             has_profiler: false,
             success: Success::Unchecked,
+            install_mounts: Vec::new(),
+            launcher_args: Vec::new(),
+            shell_env: false,
         }
     }
 
@@ -159,6 +186,16 @@ impl Launch {
                 self.program
             ));
         }
+        if let Some(n) = self.exact_ranks {
+            let ranks = nodes * self.ranks_per_node(gpus_per_node);
+            if ranks != n {
+                return Some(format!(
+                    "test '{test_id}': {} runs exactly {n} processes but {nodes} node(s) would start {ranks}; use \
+                     num_nodes = {n} (one process each) or 1",
+                    self.program
+                ));
+            }
+        }
         if self.procs == Procs::Mpi && !gpus_per_node.is_multiple_of(self.gpus_per_rank.max(1)) {
             return Some(format!(
                 "test '{test_id}': {gpus_per_node} GPUs per node cannot be shared by processes of {} GPUs each; \
@@ -177,6 +214,11 @@ impl Launch {
                 "grep -q \"{text}\" {} && echo 1 || echo 0",
                 quote(&stdout.display().to_string())
             ),
+            Success::OutputMatches { ere, .. } => format!(
+                "grep -Eq {} {} && echo 1 || echo 0",
+                quote(ere),
+                quote(&stdout.display().to_string())
+            ),
             Success::ExitStatus => "[ $? -eq 0 ] && echo 1 || echo 0".into(),
             Success::Unchecked => String::new(),
         }
@@ -190,6 +232,9 @@ impl Success {
         match self {
             Success::OutputContains(text) => {
                 !failed && std::fs::read_to_string(stdout).is_ok_and(|s| s.contains(text))
+            }
+            Success::OutputMatches { matches, .. } => {
+                !failed && std::fs::read_to_string(stdout).is_ok_and(|s| s.lines().any(matches))
             }
             Success::ExitStatus | Success::Unchecked => !failed,
         }

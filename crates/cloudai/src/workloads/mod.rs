@@ -2,9 +2,13 @@
 //! finished iteration; systems wrap that command for their scheduler.
 
 mod bash_cmd;
+pub mod fio;
 pub mod launch;
 pub mod nccl;
+pub mod nemo_run;
+pub mod osu;
 mod sleep;
+pub mod slurm_container;
 pub mod ucc;
 
 use std::path::Path;
@@ -64,6 +68,30 @@ impl Verdict {
     }
 }
 
+/// A launcher file of CloudAI's that a workload runs (it is CloudAI's code, not ours: found where the user's CloudAI
+/// has it, copied into the install directory by `cloudai install`).
+#[derive(Clone, Copy, Debug)]
+pub struct Script {
+    /// Its file name (`cloudai_nemorun.py`), also its name in the install directory.
+    pub name: &'static str,
+    /// Its path inside CloudAI's source tree (`src/cloudai/workloads/nemo_run/cloudai_nemorun.py`).
+    pub in_cloudai: &'static str,
+    /// The environment variable that names the file when it is elsewhere.
+    pub env: &'static str,
+}
+
+/// Where a test runs, for workloads whose command states it (NeMo-Run's `trainer.num_nodes` / `trainer.devices`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Nodes of the run (the node list's length when one is given).
+    pub nodes: u64,
+    /// GPUs per node, when the system's config states it.
+    pub gpus_per_node: Option<u64>,
+    /// Tasks the scheduler starts per node for an MPI test, when known (Slurm's `ntasks_per_node`, one per GPU on
+    /// container schedulers).
+    pub tasks_per_node: Option<u64>,
+}
+
 /// A report file too large to build in memory: `write` produces it into the writer it is given.
 #[derive(Clone)]
 pub struct StreamedFile {
@@ -121,10 +149,22 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn metric(&self, _test: &TestDefinition, _dir: &Path, _name: &str) -> Option<f64> {
         None
     }
-    /// What the test runs, as data. Profiling (`nsys`) is added by the system unless the launch carries it.
-    fn launch(&self, test: &TestDefinition) -> Launch;
+    /// What the test runs where it is placed, as data. Profiling (`nsys`) is added by the system unless the launch
+    /// carries it.
+    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch;
     /// Grades a finished iteration from its output directory.
     fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict;
+    /// What the test asks that cannot work where it is placed, found before anything runs (one sentence each).
+    fn check(&self, _test: &TestDefinition, _at: &Placement) -> Vec<String> {
+        Vec::new()
+    }
+    /// A launcher file the workload runs from the install directory, which CloudAI ships in its package.
+    fn script(&self) -> Option<Script> {
+        None
+    }
+    /// Values CloudAI computes from others before the test runs (NeMo-Run's `data.num_train_samples`); they show in
+    /// `test-run.toml` too. Applied when the test is resolved and to every step of a sweep.
+    fn derive(&self, _test: &mut TestDefinition) {}
     /// Reports of a finished iteration, `None` when there is nothing to report (no output).
     fn report(&self, _test: &TestDefinition, _dir: &Path, _title: &str) -> Option<IterationReport> {
         None
@@ -141,6 +181,21 @@ pub fn push_extra_args(test: &TestDefinition, args: &mut Vec<String>) {
     }
 }
 
+/// A line by which an MPI launcher or the scheduler says the run died (an abort, a signal, a time limit, a task's
+/// exit), whatever the benchmark.
+pub fn launcher_failure(line: &str) -> bool {
+    let has = |s: &str| line.contains(s);
+    has("MPI_ABORT")
+        || has("Segmentation fault")
+        || has("exited on signal")
+        || has("DUE TO TIME LIMIT")
+        || has("mpirun noticed that process")
+        || has("prterun noticed that process")
+        || has("UCX  ERROR")
+        || has("UCX ERROR")
+        || (has("srun: error:") && has("Exited with exit code"))
+}
+
 /// A workload's `cmd_args.docker_image_url`, when set.
 pub fn docker_image(test: &TestDefinition) -> Option<String> {
     test.cmd_args
@@ -149,7 +204,16 @@ pub fn docker_image(test: &TestDefinition) -> Option<String> {
         .map(str::to_string)
 }
 
-static REGISTRY: &[&dyn Workload] = &[&NcclTest, &sleep::Sleep, &bash_cmd::BashCmd, &ucc::UccTest];
+static REGISTRY: &[&dyn Workload] = &[
+    &NcclTest,
+    &sleep::Sleep,
+    &bash_cmd::BashCmd,
+    &ucc::UccTest,
+    &fio::Fio,
+    &nemo_run::NeMoRun,
+    &slurm_container::SlurmContainer,
+    &osu::OsuBench,
+];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {
     REGISTRY.iter().copied().find(|w| w.template() == template)

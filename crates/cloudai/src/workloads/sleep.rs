@@ -21,7 +21,7 @@ impl TemplateSchema for Sleep {
 }
 
 impl Workload for Sleep {
-    fn launch(&self, test: &TestDefinition) -> Launch {
+    fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {
         let secs = test
             .cmd_args
             .get("seconds")

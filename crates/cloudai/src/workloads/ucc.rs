@@ -82,7 +82,7 @@ fn arg(test: &TestDefinition, k: &str) -> String {
 }
 
 impl Workload for UccTest {
-    fn launch(&self, test: &TestDefinition) -> Launch {
+    fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {
         let mut args = vec![
             "-c".to_string(),
             arg(test, "collective"),
@@ -100,13 +100,55 @@ impl Workload for UccTest {
             program: PROGRAM.into(),
             args,
             env: Vec::new(),
+            env_default: Vec::new(),
             image: super::docker_image(test),
             image_field: Some("cmd_args.docker_image_url"),
             procs: Procs::Mpi,
             gpus_per_rank: 1,
+            exact_ranks: None,
             solo_program: None,
             has_profiler: false,
             success: Success::ExitStatus,
+            shell_env: false,
+            install_mounts: Vec::new(),
+            launcher_args: Vec::new(),
+        }
+    }
+
+    /// A generator file (`gen = "file:name=<path in the container>"`, mounted from the host by
+    /// `extra_container_mounts`) describes a team of a fixed size: one that the run's ranks do not match makes
+    /// ucc_perftest fail on every node, so it is refused here. A file not present on this machine is not judged.
+    fn check(&self, test: &TestDefinition, at: &super::Placement) -> Vec<String> {
+        let Some(target) = test
+            .cmd_args
+            .str("gen")
+            .and_then(|g| g.strip_prefix("file:name="))
+        else {
+            return Vec::new();
+        };
+        let Some(host) = test.extra_container_mounts.iter().find_map(|m| {
+            let (src, rest) = m.split_once(':')?;
+            (rest.split(':').next()? == target).then_some(src)
+        }) else {
+            return Vec::new();
+        };
+        let path = crate::util::shell::expand_vars(host);
+        let (Ok(text), Some(per_node)) = (std::fs::read_to_string(&path), at.tasks_per_node) else {
+            return Vec::new();
+        };
+        let team = text.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "team_size").then(|| v.trim().parse::<u64>().ok())?
+        });
+        let ranks = at.nodes * per_node;
+        match team {
+            Some(t) if t != ranks => vec![format!(
+                "the UCC generator file {path} (cmd_args.gen) is for a team of {t} ranks, but {} node(s) x {per_node} \
+                 tasks run {ranks}; use num_nodes = {} or a matrix for {ranks} ranks",
+                at.nodes,
+                if t % per_node == 0 { (t / per_node).to_string() } else { format!("{t}/{per_node}") }
+            )],
+            _ => Vec::new(),
         }
     }
 
@@ -237,18 +279,9 @@ fn num(t: &str) -> Option<f64> {
 
 /// Lines that mean the run did not complete.
 fn is_error(line: &str) -> bool {
-    let has = |s: &str| line.contains(s);
-    has("UCC ERROR")
-        || has("UCX  ERROR")
-        || has("UCX ERROR")
-        || has("ucc_perftest: ") && (has("failed") || has("error"))
-        || has("exited on signal")
-        || has("Segmentation fault")
-        || has("DUE TO TIME LIMIT")
-        || has("MPI_ABORT")
-        || has("mpirun noticed that process")
-        || has("prterun noticed that process")
-        || (has("srun: error:") && has("Exited with exit code"))
+    line.contains("UCC ERROR")
+        || line.contains("ucc_perftest: ") && (line.contains("failed") || line.contains("error"))
+        || super::launcher_failure(line)
 }
 
 /// Parses `ucc_perftest` output: header fields by name, rows by shape (5 numeric columns, 8 with `-F`; `N/A`

@@ -45,6 +45,13 @@ impl Work {
         p
     }
 
+    /// Writes an executable script (a stand-in for a tool) to `rel` and returns its full path.
+    pub fn script(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.file(rel, text);
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        p
+    }
+
     /// `cloudai` with its working directory here (so debug.log lands here).
     pub fn cloudai(&self) -> Command {
         let mut c = Command::cargo_bin("cloudai").unwrap();

@@ -86,11 +86,14 @@
     el("style", {}, svg).textContent = SVG_STYLE;
     el("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff" }, svg);
     el("text", { x: L, y: 18, "class": "title" }, svg).textContent = spec.title;
-    var all = [];
-    spec.series.forEach(function (s) { s.points.forEach(function (p) { if (p[0] > 0 && isFinite(p[1])) all.push(p); }); });
+    var all = [], linX = !!spec.linearX;
+    // a point is drawn when its x fits the axis (sizes on a log axis must be positive)
+    var ok = function (p) { return (linX ? isFinite(p[0]) : p[0] > 0) && isFinite(p[1]); };
+    this.ok = ok;
+    spec.series.forEach(function (s) { s.points.forEach(function (p) { if (ok(p)) all.push(p); }); });
     this.geom = null;
     if (!all.length) { el("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, svg).textContent = "no data"; return; }
-    var lx = function (x) { return Math.log(x) / Math.LN2; };
+    var lx = linX ? function (x) { return x; } : function (x) { return Math.log(x) / Math.LN2; };
     var xs = all.map(function (p) { return lx(p[0]); });
     var full = [Math.floor(Math.min.apply(null, xs)), Math.ceil(Math.max.apply(null, xs))];
     if (full[1] === full[0]) full[1] = full[0] + 1;
@@ -100,7 +103,7 @@
     var ys = [];
     this.visible().forEach(function (o) {
       if (!o.on) return;
-      o.s.points.forEach(function (p) { var e = lx(p[0]); if (p[0] > 0 && isFinite(p[1]) && e >= x0 - 1e-9 && e <= x1 + 1e-9) ys.push(p[1]); });
+      o.s.points.forEach(function (p) { var e = lx(p[0]); if (ok(p) && e >= x0 - 1e-9 && e <= x1 + 1e-9) ys.push(p[1]); });
     });
     (spec.refs || []).forEach(function (r) { ys.push(r.value); });
     if (!ys.length) ys = all.map(function (p) { return p[1]; });
@@ -126,11 +129,14 @@
     var room = Math.max(2, Math.floor((W - L - R) / 70)), stride = 1;
     [1, 2, 3, 4, 5, 10, 20].some(function (k) { stride = k; return Math.ceil((x1 - x0) / k) <= room; });
     // from the first size shown, so the smallest (and, with the span a multiple of the stride, the largest) is labelled
-    for (var e = Math.ceil(x0 - 1e-9); e <= Math.floor(x1 + 1e-9); e += stride) {
-      var x = sx(Math.pow(2, e));
+    var xt = [];
+    if (linX) linTicks(x0, x1).forEach(function (t) { if (t >= x0 - 1e-9) xt.push([t, fmt(t)]); });
+    else for (var e = Math.ceil(x0 - 1e-9); e <= Math.floor(x1 + 1e-9); e += stride) xt.push([Math.pow(2, e), bytes(Math.pow(2, e))]);
+    xt.forEach(function (t) {
+      var x = sx(t[0]);
       el("line", { x1: x, x2: x, y1: T, y2: H - B, "class": "grid" }, g);
-      el("text", { x: x, y: H - B + 16, "class": "tick", "text-anchor": "middle" }, g).textContent = bytes(Math.pow(2, e));
-    }
+      el("text", { x: x, y: H - B + 16, "class": "tick", "text-anchor": "middle" }, g).textContent = t[1];
+    });
     yt.forEach(function (t) {
       var yy = sy(t);
       el("line", { x1: L, x2: W - R, y1: yy, y2: yy, "class": "grid" }, g);
@@ -159,7 +165,7 @@
       el("text", { x: lxp + 28, y: lyp + 4 }, legend).textContent = s.name;
       legend.addEventListener("click", function () { self.hidden[s.name] = !self.hidden[s.name]; self.draw(); });
       if (!o.on) return;
-      var p = s.points.filter(function (q) { return q[0] > 0 && isFinite(q[1]); });
+      var p = s.points.filter(ok);
       el("polyline", { points: p.map(function (q) { return sx(q[0]) + "," + sy(q[1]); }).join(" "), fill: "none", stroke: c, "stroke-width": 2, "class": "series", "data-name": s.name, "stroke-dasharray": s.dashed ? "6 4" : "" }, plot);
       if (p.length <= 600) p.forEach(function (q) { marker(plot, sx(q[0]), sy(q[1]), s, c); });
     });
@@ -175,12 +181,12 @@
   }
 
   Chart.prototype.nearest = function (mx, my) {
-    var g = this.geom, best = null, bd = 1e18;
+    var g = this.geom, best = null, bd = 1e18, ok = this.ok;
     if (!g) return null;
     this.visible().forEach(function (o) {
       if (!o.on) return;
       o.s.points.forEach(function (q) {
-        if (!(q[0] > 0 && isFinite(q[1]))) return;
+        if (!ok(q)) return;
         var dx = g.sx(q[0]) - mx, dy = g.sy(q[1]) - my, d = dx * dx + dy * dy;
         if (d < bd) { bd = d; best = { o: o, q: q }; }
       });
@@ -193,7 +199,8 @@
     while (tip.firstChild) tip.removeChild(tip.firstChild);
     if (!hit) { tip.setAttribute("visibility", "hidden"); return; }
     var c = hit.o.s.color || COLORS[hit.o.i % COLORS.length], q = hit.q;
-    var lines = [hit.o.s.name, "size " + bytes(q[0]) + " (" + q[0] + " B)", spec.vname + " " + fmt(q[1]) + " " + spec.unit];
+    var at = spec.linearX ? (spec.xlabel || "x") + " " + fmt(q[0]) : "size " + bytes(q[0]) + " (" + q[0] + " B)";
+    var lines = [hit.o.s.name, at, spec.vname + " " + fmt(q[1]) + " " + spec.unit];
     var extra = q[2] || {};
     Object.keys(extra).forEach(function (k) { lines.push(k + " " + extra[k]); });
     var w = 12 + 6.5 * Math.max.apply(null, lines.map(function (l) { return l.length; })), h = 8 + 15 * lines.length;

@@ -64,8 +64,7 @@ pub fn spec(
         iteration: n.iteration,
         results_dir: &dir_s,
     };
-    let mut env = job_env.to_vec();
-    env.extend(launch.env.iter().cloned());
+    let env = job_env.to_vec();
     let image = launch
         .image
         .as_deref()

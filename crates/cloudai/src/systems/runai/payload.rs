@@ -146,9 +146,6 @@ pub fn workload(
     sys: &RunAiConfig,
     envs: &[(String, String)],
 ) -> (Value, bool) {
-    let mut all_env = envs.to_vec();
-    all_env.extend(launch.env.iter().cloned());
-    let envs = &all_env[..];
     let per_node = sys.gpus_per_node;
     let img = launch
         .image

@@ -103,6 +103,9 @@ impl Ctx<'_> {
                 g.commit
             ));
         }
+        for target in &t.launch.install_mounts {
+            m.push(format!("{}:{target}", self.install.display()));
+        }
         if let Some(topo) = self.env(t.run).get("NCCL_TOPO_FILE") {
             let p = std::path::absolute(topo).unwrap_or_else(|_| topo.into());
             m.push(format!("{0}:{0}", p.display()));
@@ -112,13 +115,15 @@ impl Ctx<'_> {
 
     fn srun_prefix(&self, t: &Target) -> Vec<String> {
         let run = t.run;
-        let tasks = match t.launch.procs {
+        let mut p = vec!["srun".to_string(), "--export=ALL".into()];
+        match t.launch.procs {
             Procs::Script => return Vec::new(),
             // one process drives its GPUs itself
-            Procs::Single => "--ntasks=1".to_string(),
-            Procs::PerTask | Procs::Mpi => format!("--mpi={}", self.slurm.mpi),
-        };
-        let mut p = vec!["srun".to_string(), "--export=ALL".into(), tasks];
+            Procs::Single => p.push("--ntasks=1".into()),
+            Procs::PerTask | Procs::Mpi => p.push(format!("--mpi={}", self.slurm.mpi)),
+            // independent copies: no MPI plugin
+            Procs::Tasks(_) => {}
+        }
         if t.nodes.is_empty() {
             p.push(format!("-N{}", t.num_nodes()));
         }
@@ -134,6 +139,7 @@ impl Ctx<'_> {
         }
         p.extend(self.slurm.extra_srun_args.clone());
         p.extend(run.extra_srun_args.clone());
+        p.extend(t.launch.launcher_args.iter().cloned());
         p
     }
 
@@ -161,9 +167,15 @@ impl Ctx<'_> {
             cmd.extend(crate::workloads::nsys_prefix(&t.run.test));
         }
         cmd.push(Self::test_cmd(t));
+        let mut srun = self.srun_prefix(t);
+        // the main step's own task count (the mapping and metadata steps keep theirs)
+        if let Procs::Tasks(Some(n)) = t.launch.procs {
+            srun.push(format!("--ntasks-per-node={n}"));
+            srun.push(format!("--ntasks={}", t.num_nodes() * n));
+        }
         format!(
             "{} bash -c \"source {}; {}\"",
-            self.srun_prefix(t).join(" "),
+            srun.join(" "),
             in_double_quotes(&quote(&t.dir.join("env_vars.sh").display().to_string())),
             in_double_quotes(&cmd.join(" "))
         )

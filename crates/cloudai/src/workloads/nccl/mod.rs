@@ -209,7 +209,7 @@ impl TemplateSchema for NcclTest {
 impl Workload for NcclTest {
     /// `_mpi` subtests run one rank per `ngpus` × `nthreads` GPUs under an MPI launcher (a one-rank run uses the
     /// non-MPI build); the others run one process that drives its GPUs itself (`-g`).
-    fn launch(&self, test: &TestDefinition) -> Launch {
+    fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {
         let subtest = Self::subtest(test);
         let mpi = subtest.ends_with("_mpi");
         let (program, mut args) = if subtest == "alltoallv_perf_mpi" {
@@ -237,13 +237,18 @@ impl Workload for NcclTest {
             program,
             args,
             env: Vec::new(),
+            env_default: Vec::new(),
             image: super::docker_image(test),
             image_field: Some("cmd_args.docker_image_url"),
             procs: if mpi { Procs::Mpi } else { Procs::Single },
             gpus_per_rank: Self::gpus_per_process(test),
+            exact_ranks: None,
             solo_program: solo,
             has_profiler: false,
             success: Success::OutputContains("Avg bus bandwidth"),
+            shell_env: false,
+            install_mounts: Vec::new(),
+            launcher_args: Vec::new(),
         }
     }
 

@@ -1,0 +1,634 @@
+//! The OSU micro-benchmarks (CloudAI's `OSUBench`): collective and point-to-point MPI benchmarks
+//! (`osu_allreduce`, `osu_bw`, `osu_latency`, …). The command is CloudAI's; the output is read by its layout
+//! rules: a `# Size …` header naming the columns (latency with or without `--full`'s min/max/iterations,
+//! bandwidth, `MB/s  Messages/s`), or `# Avg Latency(us)` alone for size-less tests (barrier), rows of numbers
+//! under it whatever launcher noise is around. Graded, reported as `osu_bench.csv` (CloudAI's columns first) and a
+//! chart page, and measured per size for baselines.
+
+use std::path::Path;
+
+use super::{
+    IterationReport, JobOutcome, Launch, Placement, Point, Procs, Success, Verdict, Workload,
+};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
+use crate::config::test::{TemplateSchema, TestDefinition};
+use crate::html::{chart, chart_spec, esc, human_size, page, series};
+use crate::util::pytoml::py_float;
+use crate::util::shell::quote;
+
+pub struct OsuBench;
+
+static ARGS: &[ArgSpec] = &[
+    ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
+    ArgSpec::new("benchmarks_dir", T::Str, D::Required).single(),
+    ArgSpec::new("benchmark", T::Str, D::Required),
+    ArgSpec::new("message_size", T::Str, D::Unset),
+    ArgSpec::new("iterations", T::Int, D::Unset).single(),
+    ArgSpec::new("warmup", T::Int, D::Unset).single(),
+    ArgSpec::new("mem_limit", T::Int, D::Unset).single(),
+    ArgSpec::new("full", T::Bool, D::Bool(true)).single(),
+];
+
+/// `cmd_args` that choose the program rather than pass a flag.
+const NOT_FLAGS: &[&str] = &["docker_image_url", "benchmarks_dir", "benchmark"];
+
+/// Benchmarks between exactly two processes.
+const TWO_PROCESSES: &[&str] = &[
+    "osu_latency",
+    "osu_latency_mt",
+    "osu_latency_mp",
+    "osu_bw",
+    "osu_bibw",
+    "osu_latency_persistent",
+    "osu_bw_persistent",
+    "osu_bibw_persistent",
+    "osu_put_latency",
+    "osu_get_latency",
+    "osu_acc_latency",
+    "osu_get_acc_latency",
+    "osu_cas_latency",
+    "osu_fop_latency",
+    "osu_put_bw",
+    "osu_get_bw",
+    "osu_put_bibw",
+];
+
+/// Benchmarks that do not take `--full` besides the two-process ones (CloudAI's list is both).
+const NO_FULL_OTHERS: &[&str] = &["osu_multi_lat", "osu_mbw_mr", "osu_init", "osu_hello"];
+
+fn takes_full(bench: &str) -> bool {
+    !TWO_PROCESSES.contains(&bench) && !NO_FULL_OTHERS.contains(&bench)
+}
+
+pub const CSV_FILE: &str = "osu_bench.csv";
+pub const HTML_FILE: &str = "osu_bench_report.html";
+
+impl TemplateSchema for OsuBench {
+    fn template(&self) -> &'static str {
+        "OSUBench"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+}
+
+fn benchmark(test: &TestDefinition) -> &str {
+    test.cmd_args.str("benchmark").unwrap_or("")
+}
+
+impl Workload for OsuBench {
+    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
+        let bench = benchmark(test);
+        let dir = test.cmd_args.str("benchmarks_dir").unwrap_or("");
+        let mut args = Vec::new();
+        for (k, v) in &test.cmd_args.values {
+            if NOT_FLAGS.contains(&k.as_str()) || k == "full" && !takes_full(bench) {
+                continue;
+            }
+            let flag = format!("--{}", k.replace('_', "-"));
+            match v {
+                ArgValue::Bool(true) => args.push(flag),
+                // CloudAI writes `--full False`, which the benchmarks read as a stray word: a false flag is left out
+                ArgValue::Bool(false) => {}
+                v => {
+                    args.push(flag);
+                    args.push(quote(&v.py_str()).into_owned());
+                }
+            }
+        }
+        super::push_extra_args(test, &mut args);
+        // two-process tests: one rank per node across two nodes, two ranks on one node
+        let two = TWO_PROCESSES.contains(&bench);
+        let gpus = at.gpus_per_node.unwrap_or(1).max(1);
+        let gpus_per_rank = if two {
+            if at.nodes >= 2 {
+                gpus
+            } else {
+                (gpus / 2).max(1)
+            }
+        } else {
+            1
+        };
+        Launch {
+            program: quote(&format!("{dir}/{bench}")).into_owned(),
+            args,
+            image: super::docker_image(test),
+            image_field: Some("cmd_args.docker_image_url"),
+            procs: Procs::Mpi,
+            gpus_per_rank,
+            exact_ranks: two.then_some(2),
+            success: Success::ExitStatus,
+            ..Launch::process("", Vec::new())
+        }
+    }
+
+    /// `default`: the first size's average latency for latency tests, the peak bandwidth (MB/s) for bandwidth
+    /// tests.
+    fn metric(&self, _test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+        let out = parse(&std::fs::read_to_string(dir.join("stdout.txt")).ok()?);
+        match name {
+            "default" => match out.kind {
+                Kind::Latency => out.rows.first()?.avg_lat_us,
+                _ => out.peak_mb_s(),
+            },
+            "latency" => out.rows.first()?.avg_lat_us,
+            "bandwidth" => out.peak_mb_s(),
+            _ => None,
+        }
+    }
+
+    fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict {
+        verdict(benchmark(test), dir, outcome)
+    }
+
+    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        let out = parse(&std::fs::read_to_string(dir.join("stdout.txt")).ok()?);
+        let bench = benchmark(test).to_string();
+        let v = verdict(&bench, dir, &JobOutcome::default());
+        let mut metrics = serde_json::Map::new();
+        if let Some(p) = out.peak_mb_s() {
+            metrics.insert("peak_bandwidth_mb_s".into(), p.into());
+        }
+        if let Some(r) = out.rows.first().filter(|r| r.avg_lat_us.is_some()) {
+            metrics.insert("small_latency_us".into(), r.avg_lat_us.into());
+            metrics.insert("small_size_bytes".into(), r.size.into());
+        }
+        metrics.insert("rows".into(), out.rows.len().into());
+        let points: Vec<Point> = out
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let (gbs, t) = match out.kind {
+                    // what a latency rise lowers: the message size over the average latency
+                    Kind::Latency => {
+                        let t = r.avg_lat_us?;
+                        (
+                            if t > 0.0 {
+                                r.size as f64 / t / 1e3
+                            } else {
+                                0.0
+                            },
+                            t,
+                        )
+                    }
+                    _ => {
+                        let bw = r.mb_s? / 1e3;
+                        (
+                            bw,
+                            if bw > 0.0 {
+                                r.size as f64 / bw / 1e3
+                            } else {
+                                0.0
+                            },
+                        )
+                    }
+                };
+                Some(Point {
+                    collective: bench.clone(),
+                    dtype: out.datatype.clone().unwrap_or_default(),
+                    size: r.size,
+                    busbw_oop: gbs,
+                    time_oop_us: t,
+                    ..Point::default()
+                })
+            })
+            .collect();
+        let curve = points.iter().map(|p| (p.size, p.busbw_oop)).collect();
+        let status = if v.passed {
+            "PASSED".to_string()
+        } else {
+            format!("FAILED: {}", v.message)
+        };
+        Some(IterationReport {
+            files: vec![
+                (CSV_FILE.into(), csv(&out)),
+                (HTML_FILE.into(), html(title, &out, &status, v.passed)),
+            ],
+            metrics,
+            curve,
+            verdict: Some(v),
+            points,
+            ..IterationReport::default()
+        })
+    }
+}
+
+/// What the table measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    Latency,
+    Bandwidth,
+    /// `MB/s` and `Messages/s` (osu_mbw_mr).
+    MultiBandwidth,
+}
+
+/// One row; a size-less test (barrier) has size 0.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    pub line: usize,
+    pub size: u64,
+    pub avg_lat_us: Option<f64>,
+    pub min_lat_us: Option<f64>,
+    pub max_lat_us: Option<f64>,
+    pub iterations: Option<u64>,
+    pub mb_s: Option<f64>,
+    pub messages_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    /// `OSU MPI Allreduce Latency Test v7.5`.
+    pub title: Option<String>,
+    pub datatype: Option<String>,
+    pub columns: Vec<String>,
+    pub kind: Kind,
+    pub rows: Vec<Row>,
+    pub errors: Vec<(usize, String)>,
+}
+
+impl Output {
+    pub fn peak_mb_s(&self) -> Option<f64> {
+        self.rows
+            .iter()
+            .filter_map(|r| r.mb_s)
+            .max_by(f64::total_cmp)
+    }
+    pub fn full(&self) -> bool {
+        self.rows.iter().any(|r| r.min_lat_us.is_some())
+    }
+}
+
+/// What a column holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Col {
+    Size,
+    AvgLat,
+    MinLat,
+    MaxLat,
+    Iterations,
+    MbS,
+    MessagesS,
+    Other,
+}
+
+fn column(name: &str) -> Col {
+    let n = name.to_ascii_lowercase();
+    if n == "size" {
+        Col::Size
+    } else if n.contains("min") && n.contains("lat") {
+        Col::MinLat
+    } else if n.contains("max") && n.contains("lat") {
+        Col::MaxLat
+    } else if (n.starts_with("avg") || n.starts_with("latency")) && n.contains("lat") {
+        Col::AvgLat
+    } else if n.starts_with("iterations") {
+        Col::Iterations
+    } else if n.contains("messages/s") {
+        Col::MessagesS
+    } else if n.contains("bandwidth") || n == "mb/s" {
+        Col::MbS
+    } else {
+        Col::Other
+    }
+}
+
+/// `# Size       Avg Latency(us)   Min Latency(us)` → its column names (blocks of text two blanks apart; an old
+/// single-spaced `# Size Bandwidth (MB/s)` too).
+fn header(line: &str) -> Option<Vec<String>> {
+    let rest = line.trim().strip_prefix('#')?.trim();
+    if !(rest.starts_with("Size") || rest.starts_with("Avg Latency") || rest.starts_with("Latency"))
+    {
+        return None;
+    }
+    let mut cols: Vec<String> = rest
+        .split("  ")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Some(tail) = cols[0].strip_prefix("Size ").map(str::to_string) {
+        cols[0] = "Size".into();
+        cols.insert(1, tail.trim().to_string());
+    }
+    let kinds: Vec<Col> = cols.iter().map(|c| column(c)).collect();
+    kinds
+        .iter()
+        .any(|k| matches!(k, Col::AvgLat | Col::MbS))
+        .then_some(cols)
+}
+
+fn is_error(line: &str) -> bool {
+    line.contains("requires exactly")
+        || line.contains("This test requires")
+        || line.trim_start().starts_with("Error")
+        || super::launcher_failure(line)
+}
+
+pub fn parse(text: &str) -> Output {
+    let mut out = Output::default();
+    let mut cols: Vec<Col> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(t) = line.strip_prefix("# OSU") {
+            out.title.get_or_insert_with(|| format!("OSU{t}"));
+            continue;
+        }
+        if let Some(d) = line.strip_prefix("# Datatype:") {
+            out.datatype = Some(d.trim().trim_end_matches('.').to_string());
+            continue;
+        }
+        if let Some(names) = header(line) {
+            cols = names.iter().map(|c| column(c)).collect();
+            out.kind = if cols.contains(&Col::MessagesS) {
+                Kind::MultiBandwidth
+            } else if cols.contains(&Col::MbS) {
+                Kind::Bandwidth
+            } else {
+                Kind::Latency
+            };
+            out.columns = names;
+            continue;
+        }
+        if !cols.is_empty() {
+            let t: Vec<&str> = line.split_whitespace().collect();
+            if t.len() == cols.len() && !t.is_empty() {
+                let mut row = Row {
+                    line: i + 1,
+                    ..Row::default()
+                };
+                let ok = t.iter().zip(&cols).all(|(v, c)| match c {
+                    Col::Size => v.parse().map(|s| row.size = s).is_ok(),
+                    Col::Iterations => v.parse().map(|n| row.iterations = Some(n)).is_ok(),
+                    c => v.parse::<f64>().is_ok_and(|x| {
+                        match c {
+                            Col::AvgLat => row.avg_lat_us = Some(x),
+                            Col::MinLat => row.min_lat_us = Some(x),
+                            Col::MaxLat => row.max_lat_us = Some(x),
+                            Col::MbS => row.mb_s = Some(x),
+                            Col::MessagesS => row.messages_s = Some(x),
+                            _ => {}
+                        }
+                        x.is_finite()
+                    }),
+                });
+                if ok {
+                    out.rows.push(row);
+                    continue;
+                }
+            }
+        }
+        if is_error(line) {
+            out.errors.push((i + 1, line.to_string()));
+        }
+    }
+    out
+}
+
+fn verdict(benchmark: &str, dir: &Path, outcome: &JobOutcome) -> Verdict {
+    let stdout = dir.join("stdout.txt");
+    let stderr = dir.join("stderr.txt");
+    let last_err = || {
+        std::fs::read_to_string(&stderr)
+            .ok()
+            .and_then(|e| {
+                e.lines()
+                    .map(str::trim)
+                    .rfind(|l| !l.is_empty())
+                    .map(|l| format!("; stderr.txt ends: {l}"))
+            })
+            .unwrap_or_default()
+    };
+    let Ok(text) = std::fs::read_to_string(&stdout) else {
+        return Verdict::fail(format!(
+            "stdout.txt file not found in the specified output directory {}. This file is expected to be created \
+             as a result of the OSU Benchmark test run{}",
+            dir.display(),
+            last_err()
+        ));
+    };
+    if text.trim().is_empty() {
+        return Verdict::fail(format!(
+            "stdout.txt file is empty in the specified output directory {}. Please check for fatal errors in {}{}",
+            dir.display(),
+            stderr.display(),
+            last_err()
+        ));
+    }
+    let out = parse(&text);
+    if let Some((line, e)) = out.errors.first() {
+        return Verdict::fail(format!("{}:{line}: {e}", stdout.display()));
+    }
+    let summary_only = ["osu_hello", "osu_init"].contains(&benchmark);
+    if out.rows.is_empty() && !summary_only {
+        return Verdict::fail(if out.columns.is_empty() {
+            format!(
+                "Expected OSU benchmark output marker not found in stdout.txt in {}: no `# Size` table; check for \
+                 errors in the execution or for a different output format{}",
+                dir.display(),
+                last_err()
+            )
+        } else {
+            format!(
+                "{}: {} printed its table header but no row; it failed or hung{}",
+                stdout.display(),
+                out.title.as_deref().unwrap_or(benchmark),
+                last_err()
+            )
+        });
+    }
+    if let Some(c) = outcome.exit_code.filter(|c| *c != 0) {
+        return Verdict::fail(format!(
+            "{benchmark} printed {} rows but exited with status {c}; see {}",
+            out.rows.len(),
+            stderr.display()
+        ));
+    }
+    Verdict::pass()
+}
+
+/// CloudAI's columns for the kind (`size,avg_lat`, `size,mb_sec`, `size,mb_sec,messages_sec`), then `--full`'s.
+fn csv(out: &Output) -> String {
+    let full = out.full();
+    let mut s = match out.kind {
+        Kind::Latency => "size,avg_lat".to_string(),
+        Kind::Bandwidth => "size,mb_sec".to_string(),
+        Kind::MultiBandwidth => "size,mb_sec,messages_sec".to_string(),
+    };
+    if full {
+        s.push_str(",min_lat,max_lat,iterations");
+    }
+    s.push('\n');
+    let f = |v: Option<f64>| v.map(py_float).unwrap_or_default();
+    for r in &out.rows {
+        s.push_str(&r.size.to_string());
+        match out.kind {
+            Kind::Latency => s.push_str(&format!(",{}", f(r.avg_lat_us))),
+            Kind::Bandwidth => s.push_str(&format!(",{}", f(r.mb_s))),
+            Kind::MultiBandwidth => s.push_str(&format!(",{},{}", f(r.mb_s), f(r.messages_s))),
+        }
+        if full {
+            s.push_str(&format!(
+                ",{},{},{}",
+                f(r.min_lat_us),
+                f(r.max_lat_us),
+                r.iterations.map(|n| n.to_string()).unwrap_or_default()
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
+    let pts = |g: fn(&Row) -> Option<f64>| -> Vec<(u64, f64)> {
+        out.rows
+            .iter()
+            .filter_map(|r| Some((r.size, g(r)?)))
+            .collect()
+    };
+    let charts = match out.kind {
+        Kind::Latency => {
+            serde_json::json!({ "main": chart_spec("Latency", "latency (us, log)", "us", true, vec![
+                series("avg", &pts(|r| r.avg_lat_us), false),
+                series("min", &pts(|r| r.min_lat_us), true),
+                series("max", &pts(|r| r.max_lat_us), true),
+            ])})
+        }
+        _ => {
+            serde_json::json!({ "main": chart_spec("Bandwidth", "bandwidth (MB/s)", "MB/s", false, vec![
+                series("bandwidth", &pts(|r| r.mb_s), false),
+            ])})
+        }
+    };
+    let headline = match out.kind {
+        Kind::Latency => out
+            .rows
+            .first()
+            .and_then(|r| Some(format!("{:.2} us at {}", r.avg_lat_us?, human_size(r.size)))),
+        _ => out
+            .rows
+            .iter()
+            .filter(|r| r.mb_s.is_some())
+            .max_by(|a, b| a.mb_s.unwrap_or(0.0).total_cmp(&b.mb_s.unwrap_or(0.0)))
+            .map(|r| {
+                format!(
+                    "{:.2} MB/s at {}",
+                    r.mb_s.unwrap_or(0.0),
+                    human_size(r.size)
+                )
+            }),
+    };
+    let mut body = format!(
+        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">\
+         <div class=\"card\"><span class=\"muted\">benchmark</span><b>{}</b></div>\
+         <div class=\"card\"><span class=\"muted\">{}</span><b>{}</b></div>\
+         <div class=\"card\"><span class=\"muted\">datatype</span><b>{}</b></div></div>\n",
+        esc(title),
+        if passed { "pass" } else { "fail" },
+        esc(verdict),
+        esc(out.title.as_deref().unwrap_or("-")),
+        if out.kind == Kind::Latency {
+            "smallest size"
+        } else {
+            "peak"
+        },
+        esc(headline.as_deref().unwrap_or("-")),
+        esc(out.datatype.as_deref().unwrap_or("-")),
+    );
+    if out.rows.iter().any(|r| r.size > 0) {
+        body.push_str(&chart("main"));
+    }
+    body.push_str("<h2>Results</h2>\n<table>\n<tr><th>size</th>");
+    for c in out.columns.iter().skip_while(|c| c.as_str() == "Size") {
+        body.push_str(&format!("<th>{}</th>", esc(c)));
+    }
+    body.push_str("</tr>\n");
+    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("<td>{v:.2}</td>"));
+    for r in &out.rows {
+        body.push_str(&format!(
+            "<tr><td>{}</td>{}{}{}{}{}{}</tr>\n",
+            esc(&human_size(r.size)),
+            f(r.avg_lat_us),
+            f(r.min_lat_us),
+            f(r.max_lat_us),
+            r.iterations
+                .map_or(String::new(), |n| format!("<td>{n}</td>")),
+            f(r.mb_s),
+            f(r.messages_s),
+        ));
+    }
+    body.push_str("</table>\n");
+    page(title, &body, &serde_json::json!({ "charts": charts }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_name_their_columns() {
+        assert_eq!(
+            header("# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations")
+                .unwrap(),
+            [
+                "Size",
+                "Avg Latency(us)",
+                "Min Latency(us)",
+                "Max Latency(us)",
+                "Iterations"
+            ]
+        );
+        assert_eq!(
+            header("# Size Bandwidth (MB/s)").unwrap(),
+            ["Size", "Bandwidth (MB/s)"]
+        );
+        assert_eq!(header("# Avg Latency(us)").unwrap(), ["Avg Latency(us)"]);
+        assert!(header("# OSU MPI Latency Test v5.8").is_none());
+        assert!(header("# Datatype: MPI_CHAR.").is_none());
+    }
+
+    #[test]
+    fn multiple_bandwidth_and_truncation() {
+        let text = "# OSU MPI Multiple Bandwidth / Message Rate Test v7.3\n# [ pairs: 1 ] [ window size: 64 ]\n\
+                    # Size                  MB/s        Messages/s\n1                       2.87        2866743.89\n\
+                    2                       5.77        2885020.66\n4                      11";
+        let out = parse(text);
+        assert_eq!(out.kind, Kind::MultiBandwidth);
+        assert_eq!(out.rows.len(), 2, "the cut row is not a row");
+        assert_eq!(out.rows[1].messages_s, Some(2885020.66));
+        assert_eq!(csv(&out).lines().next(), Some("size,mb_sec,messages_sec"));
+    }
+
+    #[test]
+    fn two_process_tests_are_refused_past_two_nodes() {
+        let p = |nodes| Placement {
+            nodes,
+            gpus_per_node: Some(8),
+            tasks_per_node: Some(8),
+        };
+        let mut t = crate::config::test::TestDefinition::for_tests("OSUBench");
+        for (k, v) in [
+            ("docker_image_url", "img"),
+            ("benchmarks_dir", "/osu"),
+            ("benchmark", "osu_bw"),
+        ] {
+            t.cmd_args.values.insert(k.into(), ArgValue::Str(v.into()));
+        }
+        t.cmd_args
+            .values
+            .insert("full".into(), ArgValue::Bool(true));
+        let l = OsuBench.launch(&t, &p(2));
+        assert_eq!(l.command_line(), "/osu/osu_bw");
+        assert_eq!(l.ranks_per_node(8), 1);
+        assert_eq!(l.shape_problem("t", 2, 8), None);
+        assert!(l.shape_problem("t", 4, 8).unwrap().contains("exactly 2"));
+        assert_eq!(OsuBench.launch(&t, &p(1)).ranks_per_node(8), 2);
+        t.cmd_args
+            .values
+            .insert("benchmark".into(), ArgValue::Str("osu_allreduce".into()));
+        let l = OsuBench.launch(&t, &p(2));
+        assert_eq!(l.command_line(), "/osu/osu_allreduce --full");
+        assert_eq!(l.ranks_per_node(8), 8);
+    }
+}

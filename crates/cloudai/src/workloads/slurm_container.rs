@@ -1,0 +1,79 @@
+//! CloudAI's `SlurmContainer`: any command in a container image on Slurm, with the test's own `srun` arguments
+//! (`extra_srun_args`, on every step of the job) and its `nsys` prefix in the command itself. Graded by its exit
+//! status.
+
+use std::path::Path;
+
+use super::{JobOutcome, Launch, Procs, Success, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
+use crate::config::decode::{Ctx, View};
+use crate::config::test::{TemplateSchema, TestDefinition};
+
+pub struct SlurmContainer;
+
+static ARGS: &[ArgSpec] = &[
+    ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
+    ArgSpec::new("cmd", T::Str, D::Required).single(),
+];
+
+static FIELDS: &[ArgSpec] = &[
+    ArgSpec::new("extra_srun_args", T::StrList, D::List).single(),
+    ArgSpec::new("scripts", T::StrList, D::List).single(),
+];
+
+impl TemplateSchema for SlurmContainer {
+    fn template(&self) -> &'static str {
+        "SlurmContainer"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+    fn fields(&self) -> &'static [ArgSpec] {
+        FIELDS
+    }
+    /// CloudAI's `scripts` are files it installs; none of its configs use them and this version does not copy
+    /// them, so a non-empty list is refused rather than ignored.
+    fn validate(&self, ctx: &mut Ctx, v: &View, _args: &CmdArgs) {
+        if let Some(n) = v.get("scripts") {
+            if matches!(&n.kind, crate::config::node::Kind::Array(a) if !a.is_empty()) {
+                ctx.err(
+                    &n.loc,
+                    &v.field("scripts"),
+                    "files to install are not supported for SlurmContainer by this version",
+                    Some("mount them instead: extra_container_mounts = [\"/host/path:/in/container\"]".into()),
+                );
+            }
+        }
+    }
+}
+
+impl Workload for SlurmContainer {
+    fn schedulers(&self) -> &'static [&'static str] {
+        &["slurm"]
+    }
+
+    fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {
+        let cmd = test.cmd_args.str("cmd").unwrap_or_default().to_string();
+        let mut args = Vec::new();
+        super::push_extra_args(test, &mut args);
+        let srun: Vec<String> = match test.template_fields.get("extra_srun_args") {
+            Some(ArgValue::List(l)) => l.iter().map(ArgValue::py_str).collect(),
+            _ => Vec::new(),
+        };
+        Launch {
+            program: super::with_nsys(test, cmd),
+            args,
+            image: super::docker_image(test),
+            image_field: Some("cmd_args.docker_image_url"),
+            procs: Procs::PerTask,
+            has_profiler: true,
+            success: Success::ExitStatus,
+            launcher_args: srun,
+            ..Launch::process("", Vec::new())
+        }
+    }
+
+    fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {
+        Verdict::from_exit(outcome)
+    }
+}
