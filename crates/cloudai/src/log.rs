@@ -87,7 +87,18 @@ pub fn also_to(path: &Path) {
     }
 }
 
+/// No log line reaches the console from now on (a command whose stdout is JSON); the log file keeps them.
+static CONSOLE_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn console_off() {
+    CONSOLE_OFF.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub fn log(level: Level, msg: &str) {
+    if CONSOLE_OFF.load(std::sync::atomic::Ordering::Relaxed) {
+        log_file_only(level, msg);
+        return;
+    }
     let Some(l) = LOGGER.get() else {
         if level >= Level::Info {
             // never println!: a closed terminal (SIGHUP) must not end the process mid-cancel
@@ -163,6 +174,16 @@ fn terminal_width() -> usize {
     } else {
         80
     }
+}
+
+/// Plain console text that is detail, not result (the scenario outline): shown at the INFO level and below only.
+pub fn print_info(text: &str) {
+    let shown = LOGGER.get().is_none_or(|l| l.console <= Level::Info)
+        && !CONSOLE_OFF.load(std::sync::atomic::Ordering::Relaxed);
+    if shown {
+        let _ = writeln!(std::io::stdout(), "{text}");
+    }
+    log_file_only(Level::Info, text);
 }
 
 /// Plain console text (CloudAI prints some lines without a level), mirrored to the log file.

@@ -592,3 +592,107 @@ fn a_secret_of_the_wrong_type_is_not_echoed() {
         }
     }
 }
+
+/// The mistakes people make at 3 a.m. get a diagnosis, not a page of missing fields: files given to each other's
+/// flag, a stale CLOUDAI_SYSTEM_CONFIG, a conf tree full of templates this version does not run, a command that
+/// is not there.
+#[test]
+fn common_mistakes_get_a_diagnosis() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/sleep.toml",
+        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+    );
+    let swapped = w
+        .cloudai()
+        .args([
+            "dry-run",
+            "--system-config",
+            "s.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "system.toml",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&swapped);
+    assert_eq!(swapped.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("s.toml: this is a test scenario (it has [[Tests]]), but it was given as --system-config")
+            && text.contains("system.toml: this is a system file (it has `scheduler`), but it was given as --test-scenario"),
+        "{text}"
+    );
+    assert_eq!(text.matches("[ERROR]").count(), 2, "one line each:\n{text}");
+
+    let env = w
+        .cloudai()
+        .env("CLOUDAI_SYSTEM_CONFIG", "/nonexistent/system.toml")
+        .args([
+            "dry-run",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .output()
+        .unwrap();
+    let text = stdout_of(&env);
+    assert_eq!(env.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("/nonexistent/system.toml") && text.contains("CLOUDAI_SYSTEM_CONFIG"),
+        "{text}"
+    );
+
+    for i in 0..3 {
+        w.file(
+            &format!("conf/test/mr{i}.toml"),
+            &format!(
+                "name = \"mr{i}\"\ndescription = \"d\"\ntest_template_name = \"MegatronRun\"\n"
+            ),
+        );
+    }
+    let verify = w
+        .cloudai()
+        .args(["verify-configs", "conf"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&verify);
+    assert_eq!(verify.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.matches("MegatronRun").count(),
+        1,
+        "one line for the template:\n{text}"
+    );
+    assert!(
+        text.contains("unsupported test template MegatronRun: 3 file(s) use it"),
+        "{text}"
+    );
+
+    w.file(
+        "tests/bash.toml",
+        "name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\n\
+         cmd = \"echo starting; no_such_benchmark_binary --iters 5\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"bash\"\n",
+    );
+    let run = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    let text = stdout_of(&run);
+    assert_eq!(run.status.code(), Some(3), "{text}");
+    let rec = common::record(&w.results_root(), "t", 0);
+    assert!(
+        rec.message.contains("status 127")
+            && rec
+                .message
+                .contains("no_such_benchmark_binary: command not found"),
+        "{}",
+        rec.message
+    );
+}

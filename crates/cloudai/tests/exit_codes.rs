@@ -374,3 +374,111 @@ fn help_lists_every_exit_code_and_variable_the_readme_documents() {
     let short = stdout_of(&w.cloudai().arg("-h").output().unwrap());
     assert!(!short.contains("Exit codes:"), "{short}");
 }
+
+/// The conventions of the tools operators know: completions and a man page generated from the CLI itself, the
+/// commit in `--version`, JSON where scripts read lists.
+#[test]
+fn completions_man_page_version_and_json() {
+    let w = Work::new();
+    for sh in ["bash", "zsh", "fish"] {
+        let out = w.cloudai().args(["completions", sh]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8_lossy(&out.stdout);
+        for word in ["find-bad-nodes", "generate-report", "test-scenario"] {
+            assert!(text.contains(word), "{sh} completion lacks {word}");
+        }
+    }
+    let man = w.cloudai().arg("man").output().unwrap();
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH cloudai"),
+        "{man}"
+    );
+    assert!(
+        man.contains("find\\-bad\\-nodes") || man.contains("find-bad-nodes"),
+        "{man}"
+    );
+    let v = w.cloudai().arg("--version").output().unwrap();
+    let v = String::from_utf8_lossy(&v.stdout);
+    // `cloudai 0.1.0 (<12 hex>[-modified] <date>)` in a checkout
+    let inner = v
+        .trim()
+        .strip_prefix(&format!("cloudai {} (", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{v}"));
+    let hash = inner.split([' ', '-']).next().unwrap();
+    assert!(
+        inner == "unknown commit"
+            || hash.len() == 12 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{v}"
+    );
+
+    let list = w
+        .cloudai()
+        .args(["list", "templates", "--json"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let nccl = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "NcclTest")
+        .unwrap();
+    assert!(nccl["cmd_args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "subtest_name"));
+    assert_eq!(nccl["schedulers"].as_array().unwrap().len(), 4);
+
+    // verify-configs --json: stdout is the JSON alone; a broken file names line, column and field
+    w.file(
+        "conf/ok.toml",
+        "name = \"s\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+    );
+    w.file(
+        "conf/bad.toml",
+        "name = \"s2\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = \"ten\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args(["verify-configs", "conf", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        (doc["checked"].as_u64(), doc["failed"].as_u64()),
+        (Some(2), Some(1)),
+        "{doc}"
+    );
+    let bad = doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["status"] == "error")
+        .unwrap();
+    let p = &bad["problems"][0];
+    assert_eq!(
+        (p["line"].as_u64(), p["field"].as_str()),
+        (Some(5), Some("cmd_args.seconds")),
+        "{bad}"
+    );
+}
+
+/// `--log-level WARNING` leaves the result: no INFO lines, no scenario outline, the final table and the verdict.
+#[test]
+fn warning_level_keeps_only_the_result() {
+    let w = Work::new();
+    let ok = format!("name = \"quiet\"\n{}", case("a", "true", ""));
+    let out = run(&w, &ok, &["--log-level", "WARNING"]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains("[INFO]") && !text.contains("Section Name"),
+        "{text}"
+    );
+    assert!(text.contains("║ a    │ PASSED"), "{text}");
+}

@@ -222,3 +222,96 @@ fn a_comparison_that_matches_nothing_says_so() {
     let page = std::fs::read_to_string(root.join("nccl-local.html")).unwrap();
     assert!(page.contains("no iteration there has NCCL results"));
 }
+
+/// Trees we did not write: CloudAI's dry-run tree with one iteration's output added is graded from it (the job's
+/// facts from CloudAI's slurm-job.toml), the others say they have no stdout.txt and end `unknown`; a directory that
+/// is not a results tree is refused, naming the tree below it, and nothing is written into it.
+#[test]
+fn trees_we_did_not_write() {
+    let w = Work::new();
+    let tree = w.path().join("cloudai-tree");
+    let src = data().join("compat/cloudai-dry-run/slurm-nccl/tree");
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&src)
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    std::fs::write(
+        tree.join("Tests.all_reduce/0/stdout.txt"),
+        std::fs::read_to_string(
+            data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("Tests.all_reduce/0/slurm-job.toml"),
+        "job_id = 4242\nname = \"nccl\"\nstate = \"COMPLETED\"\nstart_time = \"2026-12-01T10:00:00\"\n\
+         end_time = \"2026-12-01T10:02:00\"\nelapsed_time_sec = 120\nexit_code = \"0:0\"\n",
+    )
+    .unwrap();
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tree.join("summary.json")).unwrap()).unwrap();
+    let tests = summary["tests"].as_array().unwrap();
+    let ar = tests
+        .iter()
+        .find(|t| t["test_id"] == "Tests.all_reduce")
+        .unwrap();
+    assert_eq!(ar["status"], "PASSED", "{ar}");
+    assert_eq!(
+        (ar["job_id"].as_str(), ar["exit_code"].as_i64()),
+        (Some("4242"), Some(0)),
+        "{ar}"
+    );
+    assert_eq!(ar["started_at"], "2026-12-01T10:00:00");
+    let ag = tests
+        .iter()
+        .find(|t| t["test_id"] == "Tests.all_gather")
+        .unwrap();
+    assert_eq!(ag["end_reason"], "unknown", "{ag}");
+    assert!(
+        ag["message"].as_str().unwrap().starts_with("no stdout.txt"),
+        "{ag}"
+    );
+    assert!(ag["job_id"].is_null(), "a dry-run's job 0 is no job: {ag}");
+
+    // the parent of a tree, and a conf directory: refused, nothing written
+    let parent = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(w.path())
+        .output()
+        .unwrap();
+    let text = stdout_of(&parent);
+    assert_eq!(parent.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("is not a results tree")
+            && text.contains("did you mean")
+            && text.contains("cloudai-tree"),
+        "{text}"
+    );
+    let conf = w.path().join("conf");
+    std::fs::create_dir_all(conf.join("common/test")).unwrap();
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert_eq!(
+        std::fs::read_dir(&conf).unwrap().count(),
+        1,
+        "nothing written into conf/"
+    );
+}

@@ -11,6 +11,9 @@ pub struct ListArgs {
     /// Show details
     #[arg(short, long)]
     verbose: bool,
+    /// Print the list as JSON (every detail) instead of text
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -32,7 +35,44 @@ const REPORTS: &[(&str, &str)] = &[
     ("status", "console table of every test iteration's status, reason and results path"),
 ];
 
+/// The list as JSON: every item with all it has to say.
+fn json(what: What) -> serde_json::Value {
+    use serde_json::json;
+    match what {
+        What::Reports => REPORTS
+            .iter()
+            .map(|(name, what)| json!({ "name": name, "description": what }))
+            .collect(),
+        What::Agents => crate::config::test::AGENTS
+            .iter()
+            .zip(crate::config::test::AGENT_CLASSES)
+            .map(|(name, (class, doc))| json!({ "name": name, "class": class, "description": doc }))
+            .collect(),
+        What::Templates => workloads::all()
+            .iter()
+            .map(|w| {
+                json!({
+                    "name": w.template(),
+                    "schedulers": w.schedulers().iter().filter(|s| crate::systems::RUNNABLE.contains(s)).collect::<Vec<_>>(),
+                    "cmd_args": w.args().iter().map(|a| a.name).collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+        What::Schedulers => SCHEDULERS
+            .iter()
+            .map(|s| json!({ "name": s, "runnable": crate::systems::RUNNABLE.contains(s) }))
+            .collect(),
+    }
+}
+
 pub fn list(args: &ListArgs) -> i32 {
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json(args.what)).unwrap_or_default()
+        );
+        return 0;
+    }
     match args.what {
         What::Reports => {
             println!("Available scenario reports:");

@@ -18,10 +18,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::log::{self, Level};
 
+/// `0.1.0 (3f2a9c1d0e4b 2026-12-05)`: the version and the commit it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CLOUDAI_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cloudai",
-    version,
+    version = VERSION,
     about = "Benchmark AI clusters with CloudAI test scenarios",
     long_about = None,
     after_long_help = crate::exit_codes::long_help()
@@ -67,6 +70,13 @@ enum Command {
     Resume(resume::ResumeArgs),
     /// Every iteration of a results tree: state, job, nodes, elapsed, pending reason (one scheduler query)
     Status(status::StatusArgs),
+    /// Print a shell completion script (bash: `source <(cloudai completions bash)`)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `cloudai man > cloudai.1; man ./cloudai.1`
+    Man,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -179,6 +189,26 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::List(args) => list::list(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "cloudai",
+                &mut std::io::stdout(),
+            );
+            0
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("cannot write the man page: {e}");
+                    1
+                }
+            }
+        }
         command => {
             // read-only commands never touch the working directory's log (a live run's may be there)
             let read_only = matches!(command, Command::Status(_) | Command::VerifyConfigs(_));
@@ -210,7 +240,7 @@ pub fn main() -> i32 {
                 Command::Install(args) => install::install(&args, false),
                 Command::Uninstall(args) => install::install(&args, true),
                 Command::Status(args) => status::status(&args),
-                Command::List(_) => unreachable!(),
+                Command::List(_) | Command::Completions { .. } | Command::Man => unreachable!(),
             }
         }
     }

@@ -34,12 +34,71 @@ pub struct ReportArgs {
     hook_dir: Option<PathBuf>,
 }
 
+/// Why `dir` is not a results tree (nothing is written into it then), naming the trees below it if any.
+fn not_a_tree(dir: &std::path::Path) -> Option<String> {
+    // `<test id>/<n>/test-run.toml`, or `<test id>/<n>/<step>/test-run.toml` for a sweep (n, step: numbers)
+    fn subdirs(d: &std::path::Path, numeric: bool) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_dir()
+                    && (!numeric
+                        || p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.parse::<u64>().is_ok()))
+            })
+            .collect()
+    }
+    let is_tree = |d: &std::path::Path| {
+        subdirs(d, false).iter().any(|t| {
+            subdirs(t, true).iter().any(|n| {
+                n.join("test-run.toml").is_file()
+                    || subdirs(n, true)
+                        .iter()
+                        .any(|s| s.join("test-run.toml").is_file())
+            })
+        })
+    };
+    if is_tree(dir) {
+        return None;
+    }
+    let mut below: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && is_tree(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    below.sort();
+    let hint = match below.len() {
+        0 => String::new(),
+        1 => format!("; did you mean {}?", below[0]),
+        n => format!(
+            "; it holds {n} results trees, give one of them: {}",
+            below.join(", ")
+        ),
+    };
+    Some(format!(
+        "{} is not a results tree: it has no <test id>/<iteration>/test-run.toml (a tree is what `cloudai run` \
+         writes: <output>/<scenario>_<timestamp>/<test id>/<n>/){hint}",
+        dir.display()
+    ))
+}
+
 pub fn generate(args: &ReportArgs) -> i32 {
     for dir in std::iter::once(&args.result_dir).chain(&args.compare) {
         if !dir.is_dir() {
             error!("{}: not a directory", dir.display());
             return 1;
         }
+    }
+    // reports are written into --result-dir: it must be a tree (a --compare tree that holds nothing is warned of)
+    if let Some(why) = not_a_tree(&args.result_dir) {
+        error!("{why}");
+        return 1;
     }
     // the system file only matters for its link peaks (a busbw above them is flagged)
     let peaks = match args

@@ -115,7 +115,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     info!("Test Scenario Name: {}", scenario.name);
     info!("Checking if workloads components are installed.");
     info!("Test Scenario: {}", scenario.name);
-    log::print(&format!("\n{}", describe(&scenario)));
+    log::print_info(&format!("\n{}", describe(&scenario)));
     info!(
         "Initializing Runner [{}] mode",
         if dry_run { "DRY-RUN" } else { "RUN" }

@@ -283,7 +283,10 @@ pub fn run(s: Single, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                     exit_code: Some(code),
                     ..Default::default()
                 };
-                let v = run.workload.grade(&run.test, dir, &outcome);
+                let v = run
+                    .workload
+                    .grade(&run.test, dir, &outcome)
+                    .with_stderr(dir, &outcome);
                 let st = if !s.scenario.job_status_check || v.passed {
                     Status::Passed
                 } else {

@@ -19,6 +19,9 @@ pub struct VerifyArgs {
     /// Hook directory [default: a `hook` directory under CONFIGS, else conf/hook under the working directory]
     #[arg(long)]
     hook_dir: Option<PathBuf>,
+    /// Print the result as JSON on stdout (one entry per file: kind, status, problems) instead of log lines
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,8 +86,17 @@ fn canonical(p: &Path) -> PathBuf {
 }
 
 pub fn verify(args: &VerifyArgs) -> i32 {
+    if args.json {
+        crate::log::console_off();
+    }
     if !args.configs.exists() {
         error!("{}: no such file or directory", args.configs.display());
+        if args.json {
+            crate::log::print(
+                &serde_json::json!({ "error": format!("{}: no such file or directory", args.configs.display()) })
+                    .to_string(),
+            );
+        }
         return 1;
     }
     let hook_root = args
@@ -125,6 +137,9 @@ pub fn verify(args: &VerifyArgs) -> i32 {
 
     let mut total = 0usize;
     let mut failed = 0usize;
+    let mut results: Vec<serde_json::Value> = Vec::new();
+    // files using a template this version does not run: one line per template at the end, not one per file
+    let mut unsupported: indexmap::IndexMap<String, Vec<PathBuf>> = Default::default();
     let mut check = |label: &str,
                      what: &str,
                      items: &[&PathBuf],
@@ -134,14 +149,25 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         }
         let mut bad = 0;
         for p in items {
-            match f(p) {
-                Ok(()) => {}
-                Err(e) if test::is_unsupported(&e) => e.report(),
+            let (status, problems) = match f(p) {
+                Ok(()) => ("ok", Vec::new()),
+                Err(e) if test::is_unsupported(&e) => {
+                    let t = test::unsupported_template(&e).unwrap_or_else(|| "?".into());
+                    unsupported.entry(t).or_default().push(p.to_path_buf());
+                    ("unsupported", e.to_json())
+                }
                 Err(e) => {
                     e.report();
                     bad += 1;
+                    ("error", e.to_json())
                 }
-            }
+            };
+            results.push(serde_json::json!({
+                "file": p.display().to_string(),
+                "kind": label,
+                "status": status,
+                "problems": problems,
+            }));
         }
         total += items.len();
         failed += bad;
@@ -232,6 +258,28 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         total += 1;
         failed += 1;
         error!("Unknown configuration file '{}': could not classify as system, test, scenario, or hook.", p.display());
+        results.push(serde_json::json!({
+            "file": p.display().to_string(),
+            "kind": "unknown",
+            "status": "error",
+            "problems": [{"file": p.display().to_string(), "message":
+                "could not classify as system, test, scenario, or hook"}],
+        }));
+    }
+    for (t, files) in &unsupported {
+        let mut uniq = files.clone();
+        uniq.dedup();
+        warn!(
+            "unsupported test template {t}: {} file(s) use it (first: {}); they are checked but cannot run with this \
+             version, which runs {}",
+            uniq.len(),
+            uniq[0].display(),
+            crate::workloads::names().join(", ")
+        );
+    }
+    if args.json {
+        let doc = serde_json::json!({ "checked": total, "failed": failed, "files": results });
+        crate::log::print(&serde_json::to_string_pretty(&doc).unwrap_or_default());
     }
     if failed == 0 {
         info!("Checked {total} configuration files, all passed");

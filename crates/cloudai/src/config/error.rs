@@ -77,6 +77,26 @@ pub struct ConfigErrors(pub Vec<ConfigError>);
 
 impl ConfigErrors {
     /// Prints every error (and warning) once, in order.
+    /// Each problem as JSON (`file`, `line`, `column`, `field`, `message`, `hint`, `warning`), once each.
+    pub fn to_json(&self) -> Vec<serde_json::Value> {
+        let mut seen = std::collections::HashSet::new();
+        self.0
+            .iter()
+            .filter(|e| seen.insert((e.loc.file.clone(), e.loc.line, e.loc.col, e.message.clone())))
+            .map(|e| {
+                serde_json::json!({
+                    "file": e.loc.file.display().to_string(),
+                    "line": e.has_position.then_some(e.loc.line),
+                    "column": e.has_position.then_some(e.loc.col),
+                    "field": e.field,
+                    "message": e.message,
+                    "hint": e.hint,
+                    "warning": e.warning,
+                })
+            })
+            .collect()
+    }
+
     pub fn report(&self) {
         // a value checked both where it is written and in the merged test it lands in is reported once
         let mut seen = std::collections::HashSet::new();

@@ -200,6 +200,19 @@ pub fn is_unsupported(errs: &ConfigErrors) -> bool {
     !errs.0.is_empty() && errs.0.iter().all(|e| e.warning)
 }
 
+/// The template that this version does not run, when that is all these errors say.
+pub fn unsupported_template(errs: &ConfigErrors) -> Option<String> {
+    if !is_unsupported(errs) {
+        return None;
+    }
+    errs.0.iter().find_map(|e| {
+        e.message
+            .split_once("unsupported test template ")
+            .and_then(|(_, t)| t.split_whitespace().next())
+            .map(str::to_string)
+    })
+}
+
 /// What decoding a test needs to know of its template: the `cmd_args` schema and the template's own checks.
 /// Workloads implement it and hand their registry to [`decode`], so config never depends on workloads.
 pub trait TemplateSchema {

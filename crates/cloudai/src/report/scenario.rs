@@ -186,6 +186,38 @@ fn stored_test(dir: &Path) -> Option<(String, u64, u64, tdef::TestDefinition)> {
     Some((id, int("current_iteration"), int("iterations").max(1), def))
 }
 
+/// What CloudAI's `slurm-job.toml` says of a job: its id (0: none, as a dry-run writes it), state, times and
+/// exit code.
+fn foreign_job(dir: &Path, r: &mut IterationRecord) {
+    let Ok(root) = node::load(&dir.join("slurm-job.toml"), "slurm-job.toml") else {
+        return;
+    };
+    let Some(t) = root.as_table() else { return };
+    let text = |k: &str| match t.get(k).map(|n| &n.kind) {
+        Some(node::Kind::Str(s)) if !s.is_empty() && s != "UNKNOWN" && s != "unknown" => {
+            Some(s.clone())
+        }
+        _ => None,
+    };
+    if let Some(node::Kind::Int(id)) = t.get("job_id").map(|n| &n.kind) {
+        if *id > 0 {
+            r.job_id = Some(id.to_string());
+        }
+    }
+    r.scheduler_state = text("state");
+    r.started_at = text("start_time");
+    r.ended_at = text("end_time");
+    // Slurm's `exit:signal` ("0:0", "1:0", "0:9")
+    if let Some(code) = text("exit_code") {
+        let (e, sig) = code.split_once(':').unwrap_or((&code, "0"));
+        r.exit_code = e.trim().parse().ok();
+        r.signal = sig.trim().parse().ok().filter(|s: &i32| *s != 0);
+    }
+    if r.job_id.is_some() {
+        r.scheduler = "slurm".into();
+    }
+}
+
 /// Builds the entry of one iteration: writes its report files, and re-grades when asked.
 fn entry(
     root: &Path,
@@ -200,15 +232,27 @@ fn entry(
     let mut report = workload.report(&def, dir, &title);
     let mut record = known
         .or_else(|| IterationRecord::read(dir).ok())
-        .unwrap_or_else(|| IterationRecord {
-            test_id: id.clone(),
-            test_name: def.name.clone(),
-            template: def.test_template_name.clone(),
-            iteration,
-            iterations,
-            output_path: dir.display().to_string(),
-            message: "no run record in this directory".into(),
-            ..Default::default()
+        .unwrap_or_else(|| {
+            // a tree another tool wrote (CloudAI's): what its slurm-job.toml says, graded from the output if any
+            let mut r = IterationRecord {
+                test_id: id.clone(),
+                test_name: def.name.clone(),
+                template: def.test_template_name.clone(),
+                iteration,
+                iterations,
+                output_path: dir.display().to_string(),
+                ..Default::default()
+            };
+            foreign_job(dir, &mut r);
+            if dir.join("stdout.txt").is_file() {
+                r.end_reason = EndReason::Exited;
+            } else if !opts.dry_run {
+                // (our own dry-run trees hold no record either: they stay dry-run below)
+                r.end_reason = EndReason::Unknown;
+                r.message = "no stdout.txt in this directory: the job did not run, or its output was not kept"
+                    .into();
+            }
+            r
         });
     // a dry-run writes no record into iteration directories (they hold exactly CloudAI's files); its summary
     // says it was a dry-run, and an iteration that has no output since is still one
@@ -229,6 +273,11 @@ fn entry(
     );
     if opts.regrade && gradable {
         if let Some(v) = report.as_ref().and_then(|r| r.verdict.clone()) {
+            let outcome = workloads::JobOutcome {
+                exit_code: record.exit_code,
+                ..Default::default()
+            };
+            let v = v.with_stderr(dir, &outcome);
             record.status = if v.passed {
                 Status::Passed
             } else {

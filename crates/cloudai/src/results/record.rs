@@ -119,6 +119,8 @@ pub enum EndReason {
     NotStarted,
     /// cloudai itself stopped (killed) while the job was queued or running; what became of the job is unknown.
     Interrupted,
+    /// A tree another tool wrote (CloudAI's): it records no end for the job and holds no output of it.
+    Unknown,
 }
 
 impl EndReason {

@@ -444,7 +444,10 @@ impl Runner {
                 let Verdict {
                     passed,
                     mut message,
-                } = run.workload.grade(&run.test, &a.dir, &outcome);
+                } = run
+                    .workload
+                    .grade(&run.test, &a.dir, &outcome)
+                    .with_stderr(&a.dir, &outcome);
                 if let (false, Some(why)) = (passed, &outcome.log_incomplete) {
                     message = format!(
                         "its output is incomplete ({why}), so it could not be graded whole: {message}"

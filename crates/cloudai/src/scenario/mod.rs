@@ -401,6 +401,61 @@ pub struct Inputs<'a> {
     pub hook_dir: Option<&'a Path>,
 }
 
+/// Which of the three schemas a TOML file is, by the key only that schema has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileKind {
+    System,
+    Scenario,
+    Test,
+}
+
+impl FileKind {
+    fn describe(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            FileKind::System => ("a system file", "`scheduler`", "--system-config"),
+            FileKind::Scenario => ("a test scenario", "[[Tests]]", "--test-scenario"),
+            FileKind::Test => (
+                "a test definition",
+                "`test_template_name`",
+                "a file in --tests-dir",
+            ),
+        }
+    }
+}
+
+/// An error when `path` is plainly another kind of file than the flag it was given to wants.
+fn wrong_kind(path: &Path, want: FileKind) -> Option<ConfigError> {
+    let node = crate::config::node::load(path, "config").ok()?;
+    let t = node.as_table()?;
+    let is = if t.get("scheduler").is_some() {
+        FileKind::System
+    } else if t.get("Tests").is_some() {
+        FileKind::Scenario
+    } else if t.get("test_template_name").is_some() {
+        FileKind::Test
+    } else {
+        return None;
+    };
+    if is == want {
+        return None;
+    }
+    let (what, key, flag) = is.describe();
+    let (_, _, wanted_flag) = want.describe();
+    Some(
+        ConfigError::file(
+            path,
+            format!("this is {what} (it has {key}), but it was given as {wanted_flag}"),
+        )
+        .with_hint(format!("pass it as {flag}")),
+    )
+}
+
+/// Whether the system config path came from CLOUDAI_SYSTEM_CONFIG rather than the command line.
+fn system_from_env(p: &Path) -> bool {
+    std::env::var_os("CLOUDAI_SYSTEM_CONFIG").is_some_and(|v| Path::new(&v) == p)
+        && !std::env::args().any(|a| a == "--system-config" || a.starts_with("--system-config="))
+}
+
 pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigErrors> {
     let mut errors = ConfigErrors::default();
     if let Some(d) = inputs.hook_dir.filter(|d| !d.is_dir()) {
@@ -416,8 +471,31 @@ pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigError
             .with_hint("give the directory holding hook scenarios (and their tests in test/), like conf/hook"),
         );
     }
+    // a file given in the other's place: one error that says so, instead of its every missing field
+    let swapped: Vec<ConfigError> = [
+        inputs.system.map(|p| (p, FileKind::System)),
+        Some((inputs.scenario, FileKind::Scenario)),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|(p, want)| wrong_kind(p, want))
+    .collect();
+    if !swapped.is_empty() {
+        return Err(ConfigErrors(swapped));
+    }
     let system = match inputs.system {
-        Some(p) => crate::config::system::load(p),
+        Some(p) => crate::config::system::load(p).map_err(|mut e| {
+            if system_from_env(p) {
+                for err in &mut e.0 {
+                    err.hint = Some(format!(
+                        "this path comes from the environment variable CLOUDAI_SYSTEM_CONFIG (no --system-config was \
+                         given); fix or unset it{}",
+                        err.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default()
+                    ));
+                }
+            }
+            e
+        }),
         None => crate::config::system::builtin_standalone(),
     };
     let system = system.map_err(|e| errors.0.extend(e.0)).ok();

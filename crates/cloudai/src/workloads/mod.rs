@@ -66,6 +66,39 @@ impl Verdict {
             (None, None) => Self::fail("the command's exit status is unknown"),
         }
     }
+
+    /// A failure quotes what the job last said on stderr (`all_reduce_perf_mpi: command not found`) and its exit
+    /// status, unless the message already does: the first thing to read when a run failed.
+    pub fn with_stderr(mut self, dir: &Path, out: &JobOutcome) -> Self {
+        if self.passed {
+            return self;
+        }
+        if let Some(last) = last_stderr_line(dir) {
+            if !self.message.contains(&last) {
+                self.message = format!("{}; stderr.txt ends: {last}", self.message);
+            }
+        }
+        if let Some(c) = out.exit_code.filter(|c| *c != 0) {
+            if !self.message.contains(&format!("status {c}")) {
+                self.message = format!("{} (exit status {c})", self.message);
+            }
+        }
+        self
+    }
+}
+
+/// The last non-blank line of an iteration's `stderr.txt` (read from its end: it may be large), cut to 300
+/// characters.
+pub fn last_stderr_line(dir: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(dir.join("stderr.txt")).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(8192))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let line = text.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    Some(line.chars().take(300).collect())
 }
 
 /// A launcher file of CloudAI's that a workload runs (it is CloudAI's code, not ours: found where the user's CloudAI
