@@ -1,5 +1,5 @@
 //! The process's exit codes and the environment it reads, each defined once: the code returns these constants,
-//! `cloudai --help` lists them (generated from [`ALL`] and [`ENVIRONMENT`]), and the README's table says the same
+//! `cloudai --help` lists them (generated from [`ALL`] and [`ENVIRONMENT`]), and docs/usage.md's table says the same
 //! (a test holds the two together).
 
 /// Everything asked was done and every iteration passed (or was stopped on purpose; a dry run's `DRY-RUN`).

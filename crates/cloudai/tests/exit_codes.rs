@@ -356,7 +356,7 @@ fn help_lists_every_exit_code_and_variable_the_readme_documents() {
     let out = w.cloudai().arg("--help").output().unwrap();
     let help = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{help}");
-    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(common::repo().join("docs/usage.md")).unwrap();
     for (code, what) in cloudai::exit_codes::ALL {
         assert!(
             help.contains(&format!("{code:>3}  {what}")),
@@ -364,7 +364,7 @@ fn help_lists_every_exit_code_and_variable_the_readme_documents() {
         );
         assert!(
             readme.contains(&format!("| `{code}` |")),
-            "the README's exit-code table lacks {code}"
+            "the exit-code table of docs/usage.md lacks {code}"
         );
     }
     for (var, _) in cloudai::exit_codes::ENVIRONMENT {

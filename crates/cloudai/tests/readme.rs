@@ -1,4 +1,5 @@
-//! Every runnable command of the README works from a plain clone: each ```sh block runs in a fresh clone of HEAD
+//! Every runnable command of the README and of docs/*.md works from a plain clone: each ```sh block runs in a fresh
+//! clone of HEAD
 //! with the binaries under test on PATH (`cargo run [--release] -p X --` stands for X; `cargo install` and
 //! `cargo test` lines are the build and this very run). ```sh slurm blocks need the local Slurm cluster.
 //! ```text blocks are synopses with placeholders; ```console ones need root (CI's .ci/run runs them).
@@ -85,34 +86,45 @@ fn every_readme_command_works_from_a_plain_clone() {
     let cloudai = assert_cmd::cargo::cargo_bin("cloudai");
     link(&bin, "cloudai", &cloudai);
     link(&bin, "runai-mock", &cloudai.with_file_name("runai-mock"));
-    let readme = std::fs::read_to_string(clone.join("README.md")).unwrap();
+    let mut pages = vec![clone.join("README.md")];
+    let mut docs: Vec<_> = std::fs::read_dir(clone.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
     let mut ran = 0;
-    for (info, line, lines) in blocks(&readme) {
-        let runs = match info.as_str() {
-            "sh" => true,
-            "sh slurm" => common::slurm::cluster_up(),
-            _ => false,
-        };
-        if !runs {
-            continue;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let name = page.strip_prefix(&clone).unwrap().display().to_string();
+        for (info, line, lines) in blocks(&text) {
+            let runs = match info.as_str() {
+                "sh" => true,
+                "sh slurm" => common::slurm::cluster_up(),
+                _ => false,
+            };
+            if !runs {
+                continue;
+            }
+            let s = script(&lines);
+            let out = std::process::Command::new("timeout")
+                .arg(Duration::from_secs(240).as_secs().to_string())
+                .args(["bash", "-c", &s])
+                .current_dir(&clone)
+                .env(
+                    "PATH",
+                    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+                )
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{name}:{line} ({info}) failed:\n{s}\n---\n{}",
+                stdout_of(&out)
+            );
+            ran += 1;
         }
-        let s = script(&lines);
-        let out = std::process::Command::new("timeout")
-            .arg(Duration::from_secs(240).as_secs().to_string())
-            .args(["bash", "-c", &s])
-            .current_dir(&clone)
-            .env(
-                "PATH",
-                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-            )
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "README.md:{line} ({info}) failed:\n{s}\n---\n{}",
-            stdout_of(&out)
-        );
-        ran += 1;
     }
-    assert!(ran >= 3, "only {ran} README blocks ran");
+    assert!(ran >= 3, "only {ran} README and docs blocks ran");
 }

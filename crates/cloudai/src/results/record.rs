@@ -48,7 +48,7 @@ impl Status {
 }
 
 /// Exit code of a scenario that ran to its end (not interrupted): 0 when every iteration succeeded, else
-/// [`EXIT_TEST_FAILURES`]. Documented in the README; other tools build on it.
+/// [`EXIT_TEST_FAILURES`]. Documented in docs/usage.md; other tools build on it.
 pub fn exit_code(records: &[IterationRecord]) -> i32 {
     if records.iter().all(|r| r.status.is_success()) {
         0
