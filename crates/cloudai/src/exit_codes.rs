@@ -37,7 +37,7 @@ pub const ALL: [(i32, &str); 6] = [
 ];
 
 /// Every environment variable cloudai reads, with what it does.
-pub const ENVIRONMENT: [(&str, &str); 12] = [
+pub const ENVIRONMENT: [(&str, &str); 13] = [
     (
         "CLOUDAI_SYSTEM_CONFIG",
         "the system TOML when --system-config is not given",
@@ -78,6 +78,10 @@ pub const ENVIRONMENT: [(&str, &str); 12] = [
     (
         crate::config::test::NEMORUN_SCRIPT_ENV,
         "CloudAI's cloudai_nemorun.py, which `install` copies for NeMoRun tests",
+    ),
+    (
+        "NO_COLOR",
+        "no colour on the console when set (as --color never)",
     ),
     (
         "PATH",

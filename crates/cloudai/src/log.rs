@@ -112,7 +112,14 @@ pub fn log(level: Level, msg: &str) {
         if status.is_some() {
             let _ = write!(out, "\r\x1b[2K");
         }
-        let _ = writeln!(out, "[{}] {msg}", level.name());
+        let tag = match level {
+            Level::Error => crate::util::color::paint(level.name(), crate::util::color::Paint::Red),
+            Level::Warning => {
+                crate::util::color::paint(level.name(), crate::util::color::Paint::Yellow)
+            }
+            _ => level.name().to_string(),
+        };
+        let _ = writeln!(out, "[{tag}] {msg}");
         if let Some(s) = status {
             let _ = write!(out, "{s}");
             let _ = out.flush();

@@ -123,3 +123,89 @@ fn charts_engineers_can_trust() {
     assert_eq!((pw, ph), (1400, 1000));
     assert!(png.len() > 20_000, "an empty page? {} bytes", png.len());
 }
+
+/// The NCCL page in Chromium: what ran at the top (collective, type, op, version, ranks, command), the table's
+/// out-of-place / in-place groups, a size with wrong results highlighted in the table and marked on the busbw
+/// chart, sizes in one format; a run without rows shows the output's error lines instead of zeros and charts.
+#[test]
+fn the_nccl_page_shows_what_ran_and_what_failed() {
+    let Some(b) = common::chromium() else { return };
+    let w = Work::new();
+    let text: String = std::fs::read_to_string(
+        data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+    )
+    .unwrap()
+    .lines()
+    .map(|l| {
+        let mut t: Vec<&str> = l.split_whitespace().collect();
+        if t.first() == Some(&"1048576") && t.len() == 13 {
+            t[8] = "5";
+            format!("  {}\n", t.join("  "))
+        } else {
+            format!("{l}\n")
+        }
+    })
+    .collect();
+    let out = cloudai::workloads::nccl::parse::parse(&text);
+    let m = grade::metrics(&out);
+    let cmd =
+        "all_reduce_perf_mpi --nthreads 1 --ngpus 1 --minbytes 8 --maxbytes 8G --op sum --iters 20";
+    let html = cloudai::workloads::nccl::report::html_with(
+        "t",
+        &out,
+        &m,
+        "FAILED",
+        false,
+        None,
+        Some(cmd),
+    );
+    let page = w.file("page.html", &html);
+    let dom = String::from_utf8_lossy(
+        &browser(b, &w.path().join("p1"), &["--dump-dom".into()], &page).stdout,
+    )
+    .into_owned();
+    assert!(
+        dom.contains("<th colspan=\"4\" class=\"group\">out-of-place</th>")
+            && dom.contains("<th colspan=\"4\" class=\"group\">in-place</th>"),
+        "no super-headers"
+    );
+    let flagged: Vec<&str> = dom.split("<tr class=\"flag\">").skip(1).collect();
+    assert_eq!(flagged.len(), 1, "one flagged row");
+    assert!(
+        flagged[0].starts_with("<td>1 MiB</td>") && flagged[0].contains("wrong results"),
+        "{}",
+        &flagged[0][..200.min(flagged[0].len())]
+    );
+    assert!(
+        dom.contains("data-series=\"failing sizes\""),
+        "the failing size is marked on the chart"
+    );
+    for fact in [
+        "all_reduce_perf",
+        "float / sum",
+        "<code>all_reduce_perf_mpi --nthreads 1",
+    ] {
+        assert!(dom.contains(fact), "{fact} missing from the facts");
+    }
+    assert!(
+        !dom.contains("<td>1MB</td>") && dom.contains("<td>8 B</td>"),
+        "one size format"
+    );
+
+    // nothing but an error: its words, no charts, no "0.00 GB/s at 0B"
+    let broken = "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n\
+                  #\n# Using devices\nnode1: Test NCCL failure common.cu:1008 'unhandled cuda error (run with NCCL_DEBUG=INFO for details)'\n";
+    let out = cloudai::workloads::nccl::parse::parse(broken);
+    let m = grade::metrics(&out);
+    let html = cloudai::workloads::nccl::report::html("t", &out, &m, "FAILED", false, None);
+    let page = w.file("broken.html", &html);
+    let dom = String::from_utf8_lossy(
+        &browser(b, &w.path().join("p2"), &["--dump-dom".into()], &page).stdout,
+    )
+    .into_owned();
+    assert!(
+        dom.contains("No result rows") && dom.contains("unhandled cuda error"),
+        "{dom}"
+    );
+    assert!(!dom.contains("<svg") && !dom.contains("0.00 GB/s"), "{dom}");
+}

@@ -36,7 +36,7 @@ fn all_passed_exits_0_and_any_failure_exits_3() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     // not a terminal: the status line is printed when what it says changes
     assert!(
-        text.contains("[INFO] Status: 0 pending, 1 running, 1 done"),
+        text.contains("[INFO] Status: 1/2 done, 0 pending, 1 running; 00:00:0"),
         "{text}"
     );
 
@@ -481,4 +481,98 @@ fn warning_level_keeps_only_the_result() {
         "{text}"
     );
     assert!(text.contains("║ a    │ PASSED"), "{text}");
+}
+
+/// Under a pseudo-terminal of 80 columns the final table never exceeds 80 columns, even for a 60-character test
+/// id, and shows the results path relative to the working directory.
+#[test]
+fn the_final_table_fits_an_80_column_terminal() {
+    let w = Work::new();
+    let id = "nccl_all_reduce_perf_mpi_sixteen_nodes_sharp_enabled_ring_01";
+    assert_eq!(id.len(), 60);
+    let scenario = format!(
+        "name = \"narrow\"\n{}",
+        case(id, "echo no such thing >&2; exit 4", "")
+    );
+    w.standalone();
+    w.file("tests/bash.toml", TESTS);
+    w.file("s.toml", &scenario);
+    let bin = assert_cmd::cargo::cargo_bin("cloudai");
+    let cmd = format!(
+        "stty cols 80 rows 50; {} run --system-config system.toml --tests-dir tests --test-scenario s.toml",
+        bin.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    let coloured = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert_eq!(out.status.code(), Some(3), "{coloured}");
+    // a terminal gets colour: the status word in red
+    assert!(coloured.contains("\x1b[31mFAILED\x1b[0m"), "{coloured}");
+    let text = strip_ansi(&coloured);
+    let table: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with('║') || l.starts_with('╔') || l.starts_with('╚') || l.starts_with('╟')
+        })
+        .collect();
+    assert!(table.len() > 4, "{text}");
+    for l in &table {
+        assert!(l.chars().count() <= 80, "wider than 80: {l}\n{text}");
+    }
+    assert!(
+        table.iter().any(|l| l.contains("│ out/narrow_")),
+        "the path is relative to the working directory:\n{text}"
+    );
+    let root = w.path().display().to_string();
+    assert!(table.iter().all(|l| !l.contains(&root)), "{text}");
+
+    // NO_COLOR and --color never turn it off on a terminal; --color always turns it on in a pipe
+    for (env, flag) in [(Some("1"), ""), (None, " --color never")] {
+        let mut c = std::process::Command::new("script");
+        c.args(["-qec", &format!("{cmd}{flag}"), "/dev/null"])
+            .current_dir(w.path());
+        if let Some(v) = env {
+            c.env("NO_COLOR", v);
+        }
+        let out = c.output().unwrap();
+        let t = String::from_utf8_lossy(&out.stdout);
+        assert!(!t.contains("\x1b[31m"), "{env:?}{flag}: {t}");
+    }
+    let piped = w
+        .cloudai()
+        .args([
+            "run",
+            "--system-config",
+            "system.toml",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+        ])
+        .args(["--color", "always"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("\x1b[31mFAILED"));
+}
+
+/// Text without its ANSI escape sequences (`ESC [ … letter`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }

@@ -38,7 +38,10 @@ fn run_writes_cloudai_csv_html_and_summary() {
         !html.contains("src=") && !html.contains("<link") && !html.contains("https://"),
         "the page must work offline"
     );
-    assert!(html.contains("182.90 GB/s at 128MB"), "peak busbw summary");
+    assert!(
+        html.contains("182.90 GB/s at 128 MiB"),
+        "peak busbw summary"
+    );
     let s = summary(&root);
     assert_eq!(s["scenario"], "nccl-local");
     assert_eq!(s["counts"]["PASSED"], 1);
@@ -314,4 +317,43 @@ fn trees_we_did_not_write() {
         1,
         "nothing written into conf/"
     );
+}
+
+/// A `--compare` drop beyond `--tolerance` shows in the test's row of the table (informational: exit 0), and with
+/// `--compare-fail` fails the iteration (exit 3).
+#[test]
+fn compare_drops_show_in_the_table_and_can_fail() {
+    let good_w = Work::new();
+    let good = nccl_run(&good_w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 1);
+    let slow_w = Work::new();
+    let text = std::fs::read_to_string(
+        data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+    )
+    .unwrap();
+    let out = common::nccl_standalone(&slow_w, &common::scaled(&text, 1 << 27, 0.8), 1, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let slow = slow_w.results_root();
+    let report = |extra: &[&str]| {
+        slow_w
+            .cloudai()
+            .args(["generate-report", "--result-dir"])
+            .arg(&slow)
+            .arg("--compare")
+            .arg(&good)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let info = report(&[]);
+    let text = stdout_of(&info);
+    assert_eq!(info.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("│ PASSED │") && text.contains("--compare: "),
+        "{text}"
+    );
+    assert!(text.contains("128 MiB -20.0%"), "{text}");
+    let fail = report(&["--compare-fail"]);
+    let text = stdout_of(&fail);
+    assert_eq!(fail.status.code(), Some(3), "{text}");
+    assert!(text.contains("│ FAILED │"), "{text}");
 }

@@ -63,7 +63,7 @@ fn a_real_output_is_graded_and_reported() {
     let page =
         std::fs::read_to_string(root.join("a2a/0/cloudai_ucc_test_bokeh_report.html")).unwrap();
     assert!(
-        page.contains("44.70 GB/s at 32MB") && page.contains("Alltoall"),
+        page.contains("44.70 GB/s at 32 MiB") && page.contains("Alltoall"),
         "peak card"
     );
     let summary: Value =

@@ -37,6 +37,9 @@ pub struct Cli {
     /// Console log level: DEBUG, INFO, WARNING or ERROR
     #[arg(long, default_value = "INFO", global = true, value_parser = parse_level)]
     log_level: Level,
+    /// Colour on the console: auto (a terminal, unless NO_COLOR is set), always or never
+    #[arg(long, value_enum, default_value = "auto", global = true)]
+    color: crate::util::color::When,
     #[command(subcommand)]
     command: Command,
 }
@@ -187,6 +190,7 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
+    crate::util::color::init(cli.color);
     match cli.command {
         Command::List(args) => list::list(&args),
         Command::Completions { shell } => {

@@ -12,9 +12,13 @@ pub struct ReportArgs {
     /// Scenario results directory (`<output>/<scenario>_<timestamp>`)
     #[arg(long)]
     result_dir: PathBuf,
-    /// Other results trees to compare against; busbw drops beyond --tolerance are flagged per size
+    /// Other results trees to compare against; busbw drops beyond --tolerance are flagged per size (in the table,
+    /// the page and summary.json; informational unless --compare-fail)
     #[arg(long, num_args = 1..)]
     compare: Vec<PathBuf>,
+    /// A --compare drop beyond --tolerance fails its iteration (exit code 3)
+    #[arg(long, requires = "compare")]
+    compare_fail: bool,
     #[command(flatten)]
     baseline: super::BaselineArgs,
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
@@ -32,6 +36,52 @@ pub struct ReportArgs {
     /// Accepted for CloudAI compatibility (hook outputs are read from the tree itself)
     #[arg(long)]
     hook_dir: Option<PathBuf>,
+}
+
+/// Each test's `--compare` drops in its row of the table (and JUnit): the sizes and how far they fell; with
+/// `--compare-fail` a passed iteration of such a test fails.
+fn note_drops(
+    records: &mut [crate::results::IterationRecord],
+    drops: &[crate::report::scenario::Flag],
+    fail: bool,
+) {
+    for r in records.iter_mut() {
+        let mine: Vec<&crate::report::scenario::Flag> =
+            drops.iter().filter(|f| f.test_id == r.test_id).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = mine
+            .iter()
+            .take(4)
+            .map(|f| {
+                format!(
+                    "{} -{:.1}% vs {}",
+                    crate::html::size_iec(f.size),
+                    f.drop_pct.abs(),
+                    f.baseline
+                )
+            })
+            .collect();
+        let more = if mine.len() > shown.len() {
+            format!(" and {} more", mine.len() - shown.len())
+        } else {
+            String::new()
+        };
+        let note = format!(
+            "--compare: {} size(s) dropped: {}{more}",
+            mine.len(),
+            shown.join(", ")
+        );
+        r.message = if r.message.is_empty() {
+            note
+        } else {
+            format!("{}; {note}", r.message)
+        };
+        if fail && r.status == crate::results::Status::Passed {
+            r.status = crate::results::Status::Failed;
+        }
+    }
 }
 
 /// Why `dir` is not a results tree (nothing is written into it then), naming the trees below it if any.
@@ -149,7 +199,8 @@ pub fn generate(args: &ReportArgs) -> i32 {
                     f.baseline
                 );
             }
-            let records: Vec<_> = summary.tests.iter().map(|e| e.record.clone()).collect();
+            let mut records: Vec<_> = summary.tests.iter().map(|e| e.record.clone()).collect();
+            note_drops(&mut records, &summary.drops, args.compare_fail);
             info!("Scenario results");
             log::print(&crate::report::status_table::render(&records));
             if !super::write_junit(args.junit.as_deref(), &summary.scenario, &records) {

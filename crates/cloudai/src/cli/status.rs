@@ -237,23 +237,48 @@ pub fn status(args: &StatusArgs) -> i32 {
         )),
         _ => log::print(&format!("{}: no cloudai process owns it", root.display())),
     }
-    let mut t = String::from("test\titeration\tstate\tjob\tnodes\telapsed\treason\n");
-    for r in &rows {
-        t.push_str(&format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
-            r.test_id,
-            r.iteration,
-            r.state,
-            r.job_id.as_deref().unwrap_or("-"),
-            if r.nodes.is_empty() {
-                "-".into()
-            } else {
-                r.nodes.join(",")
-            },
-            r.elapsed_s
-                .map_or("-".into(), crate::config::time_limit::format_signed),
-            if r.reason.is_empty() { "-" } else { &r.reason },
-        ));
+    // columns aligned like squeue's (the reason, last, is not padded)
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.test_id.clone(),
+                r.iteration.to_string(),
+                r.state.clone(),
+                r.job_id.clone().unwrap_or_else(|| "-".into()),
+                if r.nodes.is_empty() {
+                    "-".into()
+                } else {
+                    r.nodes.join(",")
+                },
+                r.elapsed_s
+                    .map_or("-".into(), crate::config::time_limit::format_signed),
+                if r.reason.is_empty() {
+                    "-".into()
+                } else {
+                    r.reason.clone()
+                },
+            ]
+        })
+        .collect();
+    let head = ["TEST", "ITER", "STATE", "JOB", "NODES", "ELAPSED", "REASON"].map(String::from);
+    let mut width = [0usize; 6];
+    for row in std::iter::once(&head).chain(&cells) {
+        for (w, c) in width.iter_mut().zip(row.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut t = String::new();
+    for row in std::iter::once(&head).chain(&cells) {
+        let mut line = String::new();
+        for (i, c) in row.iter().enumerate() {
+            match width.get(i) {
+                Some(w) => line.push_str(&format!("{c:<w$}  ")),
+                None => line.push_str(c),
+            }
+        }
+        t.push_str(line.trim_end());
+        t.push('\n');
     }
     log::print(t.trim_end());
     0

@@ -78,6 +78,20 @@ pub fn series(name: &str, points: &[(u64, f64)], dashed: bool) -> serde_json::Va
     serde_json::json!({ "name": name, "points": pts, "dashed": dashed })
 }
 
+/// `8 B`, `1 KiB`, `1.5 MiB`: the size format of every page (the charts' axes use the same); CSV files keep
+/// CloudAI's [`human_size`].
+pub fn size_iec(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    let n = (v * 100.0).round() / 100.0;
+    format!("{n} {}", UNITS[i])
+}
+
 /// `8B`, `1KB`, `1.5MB`: binary units, as CloudAI's "Size Human-readable" column.
 pub fn human_size(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];

@@ -132,6 +132,7 @@ impl Runner {
     }
 
     pub async fn run(&self) -> RunOutcome {
+        let began = Instant::now();
         let mut slots: Vec<Slot> = self
             .scenario
             .test_runs
@@ -188,7 +189,7 @@ impl Runner {
                 break;
             }
             if !self.dry_run {
-                progress::show(&slots);
+                progress::show(&slots, began);
             }
             if self.dry_run {
                 continue;

@@ -1,3 +1,4 @@
+pub mod color;
 pub mod fsx;
 pub mod nodelist;
 pub mod pytoml;

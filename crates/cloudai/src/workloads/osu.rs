@@ -12,7 +12,7 @@ use super::{
 };
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
-use crate::html::{chart, chart_spec, esc, human_size, page, series};
+use crate::html::{chart, chart_spec, esc, page, series};
 use crate::util::pytoml::py_float;
 use crate::util::shell::quote;
 
@@ -502,10 +502,13 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
         }
     };
     let headline = match out.kind {
-        Kind::Latency => out
-            .rows
-            .first()
-            .and_then(|r| Some(format!("{:.2} us at {}", r.avg_lat_us?, human_size(r.size)))),
+        Kind::Latency => out.rows.first().and_then(|r| {
+            Some(format!(
+                "{:.2} us at {}",
+                r.avg_lat_us?,
+                crate::html::size_iec(r.size)
+            ))
+        }),
         _ => out
             .rows
             .iter()
@@ -515,7 +518,7 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
                 format!(
                     "{:.2} MB/s at {}",
                     r.mb_s.unwrap_or(0.0),
-                    human_size(r.size)
+                    crate::html::size_iec(r.size)
                 )
             }),
     };
@@ -548,7 +551,7 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
     for r in &out.rows {
         body.push_str(&format!(
             "<tr><td>{}</td>{}{}{}{}{}{}</tr>\n",
-            esc(&human_size(r.size)),
+            esc(&crate::html::size_iec(r.size)),
             f(r.avg_lat_us),
             f(r.min_lat_us),
             f(r.max_lat_us),

@@ -422,7 +422,7 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
         ]),
     }});
     let peak = out.peak().map_or("-".to_string(), |p| {
-        format!("{:.2} GB/s at {}", p.bw_avg, human_size(p.size))
+        format!("{:.2} GB/s at {}", p.bw_avg, crate::html::size_iec(p.size))
     });
     let mut body = format!(
         "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">\
@@ -452,7 +452,7 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
         body.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             r.count,
-            esc(&human_size(r.size)),
+            esc(&crate::html::size_iec(r.size)),
             f(r.time_avg),
             f(r.time_min),
             f(r.time_max),

@@ -166,7 +166,7 @@
       legend.addEventListener("click", function () { self.hidden[s.name] = !self.hidden[s.name]; self.draw(); });
       if (!o.on) return;
       var p = s.points.filter(ok);
-      el("polyline", { points: p.map(function (q) { return sx(q[0]) + "," + sy(q[1]); }).join(" "), fill: "none", stroke: c, "stroke-width": 2, "class": "series", "data-name": s.name, "stroke-dasharray": s.dashed ? "6 4" : "" }, plot);
+      if (!s.pointsOnly) el("polyline", { points: p.map(function (q) { return sx(q[0]) + "," + sy(q[1]); }).join(" "), fill: "none", stroke: c, "stroke-width": 2, "class": "series", "data-name": s.name, "stroke-dasharray": s.dashed ? "6 4" : "" }, plot);
       if (p.length <= 600) p.forEach(function (q) { marker(plot, sx(q[0]), sy(q[1]), s, c); });
     });
     this.tip = el("g", { "class": "tip", visibility: "hidden" }, svg);

@@ -309,13 +309,14 @@ impl Workload for NcclTest {
         }
         files.extend([(
             report::HTML_FILE.to_string(),
-            report::html(
+            report::html_with(
                 title,
                 &out,
                 &m,
                 &status,
                 v.passed,
                 test.cmd_args.get("min_busbw").and_then(ArgValue::as_float),
+                recorded_command(dir).as_deref(),
             ),
         )]);
         let mut metrics = serde_json::Map::new();
@@ -382,6 +383,15 @@ fn points(out: &parse::Output, test: &TestDefinition) -> Vec<crate::workloads::P
         }
     }
     pts
+}
+
+/// The command the iteration ran, as its test-run.toml records it (`test_cmd`).
+fn recorded_command(dir: &Path) -> Option<String> {
+    let root = crate::config::node::load(&dir.join("test-run.toml"), "test-run.toml").ok()?;
+    match &root.as_table()?.get("test_cmd")?.kind {
+        crate::config::node::Kind::Str(s) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    }
 }
 
 /// The grade of parsed output, with CloudAI's `min_busbw` threshold when set.

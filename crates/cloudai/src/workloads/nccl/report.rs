@@ -3,7 +3,7 @@
 
 use super::grade::Metrics;
 use super::parse::{Output, Row, Side};
-use crate::html::{chart, chart_spec, esc, human_size, page, rich_series, with_refs};
+use crate::html::{chart, chart_spec, esc, human_size, page, rich_series, size_iec, with_refs};
 use crate::util::pytoml::py_float;
 
 pub const CSV_FILE: &str = "cloudai_nccl_test_csv_report.csv";
@@ -112,7 +112,24 @@ fn side(r: &Row, in_place: bool) -> Option<&Side> {
 /// holds every row. Pages stay small and fast however long the log.
 pub const REPORT_ROW_CAP: usize = 5000;
 
-/// The page for one iteration: summary cards, bus bandwidth and latency charts, and the table.
+/// Why a row is flagged on the page: wrong results on either side, or the peak that fell below `min_busbw`.
+fn row_problem(r: &Row, m: &Metrics, min_busbw: Option<f64>) -> Option<&'static str> {
+    let wrong = |s: &Side| {
+        let t = s.wrong_text.trim();
+        !(t.is_empty() || t == "0" || t == "N/A")
+    };
+    if wrong(&r.out_of_place) || r.in_place.as_ref().is_some_and(wrong) {
+        return Some("wrong results (#wrong)");
+    }
+    match min_busbw {
+        Some(min) if m.peak_busbw < min && r.size == m.peak_size => Some("peak below min_busbw"),
+        _ => None,
+    }
+}
+
+/// The page for one iteration: what ran (collective, type, op, versions, ranks, command), summary cards, bus
+/// bandwidth, latency and algorithm-bandwidth charts with the failing sizes marked, and the table with
+/// out-of-place / in-place groups and its failing rows highlighted. A run without rows shows why instead.
 pub fn html(
     title: &str,
     out: &Output,
@@ -120,6 +137,19 @@ pub fn html(
     verdict: &str,
     passed: bool,
     min_busbw: Option<f64>,
+) -> String {
+    html_with(title, out, m, verdict, passed, min_busbw, None)
+}
+
+/// [`html`], with the command line that ran.
+pub fn html_with(
+    title: &str,
+    out: &Output,
+    m: &Metrics,
+    verdict: &str,
+    passed: bool,
+    min_busbw: Option<f64>,
+    command: Option<&str>,
 ) -> String {
     let (gpu, per_node, ranks) = device_facts(out);
     let total = out
@@ -151,11 +181,103 @@ pub fn html(
     let refs: Vec<(&str, f64)> = min_busbw
         .map(|m| vec![("min_busbw", m)])
         .unwrap_or_default();
+    let failing: Vec<(u64, f64, serde_json::Value)> = rows
+        .iter()
+        .filter_map(|r| {
+            row_problem(r, m, min_busbw).map(|why| {
+                (
+                    r.size,
+                    r.out_of_place.busbw,
+                    serde_json::json!({ "problem": why }),
+                )
+            })
+        })
+        .collect();
+    let mut busbw_series = pair(|s| s.busbw, bw_extra);
+    if !failing.is_empty() {
+        let mut f = rich_series("failing sizes", failing, false);
+        f["pointsOnly"] = true.into();
+        f["color"] = "#cf222e".into();
+        f["marker"] = "square".into();
+        busbw_series.push(f);
+    }
     let data = serde_json::json!({ "charts": {
-        "busbw": with_refs(chart_spec("Bus bandwidth", "busbw (GB/s)", "GB/s", false, pair(|s| s.busbw, bw_extra)), &refs),
+        "busbw": with_refs(chart_spec("Bus bandwidth", "busbw (GB/s)", "GB/s", false, busbw_series), &refs),
         "latency": chart_spec("Latency", "time (us, log)", "us", true, pair(|s| s.time_us, t_extra)),
         "algbw": chart_spec("Algorithm bandwidth", "algbw (GB/s)", "GB/s", false, pair(|s| s.algbw, alg_extra)),
     }});
+    let mut body = format!(
+        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n",
+        esc(title),
+        if passed { "pass" } else { "fail" },
+        esc(verdict)
+    );
+    // what ran, at the top
+    let run = out
+        .runs
+        .iter()
+        .find(|r| !r.rows.is_empty())
+        .or(out.runs.first());
+    let first = rows.first();
+    let mut facts: Vec<(String, String)> = Vec::new();
+    if let Some(t) = run.and_then(|r| r.test.clone()) {
+        facts.push(("collective".into(), t));
+    }
+    if let Some(r) = first {
+        facts.push(("type / op".into(), format!("{} / {}", r.dtype, r.redop)));
+    }
+    if let Some(v) = run.and_then(|r| r.version.clone()) {
+        facts.push(("nccl-tests".into(), v));
+    }
+    facts.push((
+        "ranks".into(),
+        format!(
+            "{ranks} ({} node{} × {per_node} GPU{}{})",
+            m.nodes,
+            if m.nodes == 1 { "" } else { "s" },
+            if per_node == 1 { "" } else { "s" },
+            if gpu.is_empty() {
+                String::new()
+            } else {
+                format!(", {gpu}")
+            }
+        ),
+    ));
+    if let Some(c) = command {
+        facts.push(("command".into(), c.to_string()));
+    }
+    body.push_str("<table class=\"facts\">\n");
+    for (k, v) in &facts {
+        let v = if k == "command" {
+            format!("<code>{}</code>", esc(v))
+        } else {
+            esc(v)
+        };
+        body.push_str(&format!(
+            "<tr><th class=\"l\">{}</th><td class=\"l\">{v}</td></tr>\n",
+            esc(k)
+        ));
+    }
+    body.push_str("</table>\n");
+    if rows.is_empty() {
+        // no result row: why, in the output's own words, instead of zeros and empty charts
+        body.push_str("<h2>No result rows</h2>\n<p>The output holds no nccl-tests result row. What it said:</p>\n<pre class=\"excerpt\">");
+        let mut lines: Vec<String> = out
+            .errors
+            .iter()
+            .take(20)
+            .map(|e| format!("stdout.txt:{}: {}", e.line, e.text))
+            .collect();
+        if lines.is_empty() {
+            lines.push(
+                "(no error line either: the program printed nothing recognisable; see stderr.txt)"
+                    .into(),
+            );
+        }
+        body.push_str(&esc(&lines.join("\n")));
+        body.push_str("</pre>\n");
+        return page(title, &body, &serde_json::json!({ "charts": {} }));
+    }
     let card = |label: &str, value: String| {
         format!(
             "<div class=\"card\"><span class=\"muted\">{}</span><b>{}</b></div>",
@@ -163,28 +285,21 @@ pub fn html(
             esc(&value)
         )
     };
-    let mut body = format!(
-        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">",
-        esc(title),
-        if passed { "pass" } else { "fail" },
-        esc(verdict)
-    );
+    body.push_str("<div class=\"cards\">");
     body.push_str(&card(
         "peak bus bandwidth",
-        format!("{:.2} GB/s at {}", m.peak_busbw, human_size(m.peak_size)),
+        format!("{:.2} GB/s at {}", m.peak_busbw, size_iec(m.peak_size)),
     ));
     body.push_str(&card(
         "average bus bandwidth",
-        m.avg_busbw.map_or("-".into(), |v| format!("{v} GB/s")),
+        m.avg_busbw.map_or("-".into(), |v| format!("{v:.2} GB/s")),
     ));
     if let (Some(t), Some(s)) = (m.small_latency_us, m.small_size) {
         body.push_str(&card(
             "small-message latency",
-            format!("{t} us at {}", human_size(s)),
+            format!("{t:.2} us at {}", size_iec(s)),
         ));
     }
-    body.push_str(&card("ranks / nodes", format!("{ranks} / {}", m.nodes)));
-    body.push_str(&card("GPU", format!("{gpu} ({per_node} per node)")));
     body.push_str("</div>\n");
     body.push_str(&chart("busbw"));
     body.push_str(&chart("latency"));
@@ -196,25 +311,28 @@ pub fn html(
             rows.len()
         ));
     }
-    body.push_str("<table>\n<tr><th>size</th><th>count</th><th class=\"l\">type</th><th class=\"l\">redop</th><th>root</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th><th>time (us)</th><th>algbw</th><th>busbw</th><th>#wrong</th></tr>\n");
+    body.push_str("<table class=\"results\">\n<tr><th colspan=\"5\"></th><th colspan=\"4\" class=\"group\">out-of-place</th><th colspan=\"4\" class=\"group\">in-place</th><th></th></tr>\n<tr><th>size</th><th>count</th><th class=\"l\">type</th><th class=\"l\">redop</th><th>root</th><th>time (us)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th>time (us)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th class=\"l\">problem</th></tr>\n");
     for r in &rows {
         let ip = r.in_place.as_ref();
         let cell = |v: Option<String>| format!("<td>{}</td>", esc(&v.unwrap_or_default()));
+        let problem = row_problem(r, m, min_busbw);
         body.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>{}{}{}{}{}{}{}{}{}</tr>\n",
-            human_size(r.size),
+            "<tr{}><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>{}{}{}{}{}{}{}{}{}<td class=\"l\">{}</td></tr>\n",
+            if problem.is_some() { " class=\"flag\"" } else { "" },
+            size_iec(r.size),
             r.count,
             esc(&r.dtype),
             esc(&r.redop),
             cell(r.root.map(|x| x.to_string())),
-                        cell(Some(r.out_of_place.time_us.to_string())),
+            cell(Some(format!("{:.2}", r.out_of_place.time_us))),
             cell(Some(format!("{:.2}", r.out_of_place.algbw))),
             cell(Some(format!("{:.2}", r.out_of_place.busbw))),
-                        cell(Some(r.out_of_place.wrong_text.to_string())),
-            cell(ip.map(|s| s.time_us.to_string())),
+            cell(Some(r.out_of_place.wrong_text.to_string())),
+            cell(ip.map(|s| format!("{:.2}", s.time_us))),
             cell(ip.map(|s| format!("{:.2}", s.algbw))),
             cell(ip.map(|s| format!("{:.2}", s.busbw))),
-                        cell(ip.map(|s| s.wrong_text.to_string())),
+            cell(ip.map(|s| s.wrong_text.to_string())),
+            esc(problem.unwrap_or("")),
         ));
     }
     body.push_str("</table>\n");
