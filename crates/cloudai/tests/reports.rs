@@ -357,3 +357,60 @@ fn compare_drops_show_in_the_table_and_can_fail() {
     assert_eq!(fail.status.code(), Some(3), "{text}");
     assert!(text.contains("│ FAILED │"), "{text}");
 }
+
+/// CloudAI's comparison report inside the scenario page: two tests of one collective side by side, latency and
+/// bandwidth per size, out-of-place and in-place each, the difference from the first test (no `-0.0%`); the page
+/// names its tree, not an absolute path, and its time to the second.
+#[test]
+fn the_scenario_page_compares_tests_of_one_collective() {
+    let w = Work::new();
+    let text = std::fs::read_to_string(
+        data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+    )
+    .unwrap();
+    let printed = w.file("nccl-stdout.txt", &text);
+    w.script(
+        "bin/all_reduce_perf_mpi",
+        &format!("#!/bin/bash\ncat {}\n", printed.display()),
+    );
+    w.standalone();
+    w.file(
+        "tests/nccl.toml",
+        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"two\"\n[[Tests]]\nid = \"ring\"\ntest_name = \"nccl\"\n[[Tests]]\nid = \"tree\"\ntest_name = \"nccl\"\n",
+    );
+    let out = w
+        .cloudai_with_bin()
+        .args(common::RUN_S_TOML)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = w.results_root();
+    let page = std::fs::read_to_string(root.join("two.html")).unwrap();
+    assert!(
+        page.contains("<h2>Comparison: NcclTest all_reduce_perf (float)</h2>"),
+        "no comparison section"
+    );
+    assert!(page.contains("<h3>Latency</h3>") && page.contains("<h3>Bandwidth</h3>"));
+    assert!(
+        page.contains("<th colspan=\"2\" class=\"group\">ring</th><th colspan=\"3\" class=\"group\">tree</th>"),
+        "one column group per test"
+    );
+    assert!(page.contains("<td>128 MiB</td><td>1295.41</td><td>1284.21</td><td>1295.41</td><td>1284.21</td><td>0.0%</td>"));
+    assert!(!page.contains("-0.0%"));
+    assert!(
+        !page.contains(&w.path().display().to_string()),
+        "absolute paths on the page"
+    );
+    let stamp = page
+        .split("generated ")
+        .nth(1)
+        .unwrap()
+        .split('<')
+        .next()
+        .unwrap();
+    assert_eq!(stamp.len(), "2026-12-05 08:00:00+00:00".len(), "{stamp}");
+}

@@ -92,6 +92,16 @@ pub fn size_iec(b: u64) -> String {
     format!("{n} {}", UNITS[i])
 }
 
+/// A percentage with one decimal, never `-0.0%`.
+pub fn pct(v: f64) -> String {
+    let r = (v * 10.0).round() / 10.0;
+    if r == 0.0 {
+        "0.0%".into()
+    } else {
+        format!("{r:.1}%")
+    }
+}
+
 /// `8B`, `1KB`, `1.5MB`: binary units, as CloudAI's "Size Human-readable" column.
 pub fn human_size(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];

@@ -110,9 +110,9 @@ pub fn section(
                 });
                 let class = if st == "drop" { " class=\"flag\"" } else { "" };
                 out.push_str(&format!(
-                    "<tr{class}><td>{}</td><td>{b:.2}</td><td>{cur:.2}</td><td>{:.1}%</td><td class=\"l\">{}</td></tr>\n",
-                    human_size(size),
-                    (b - cur) / b * 100.0,
+                    "<tr{class}><td>{}</td><td>{b:.2}</td><td>{cur:.2}</td><td>{}</td><td class=\"l\">{}</td></tr>\n",
+                    crate::html::size_iec(size),
+                    crate::html::pct((b - cur) / b * 100.0),
                     esc(st)
                 ));
             }

@@ -11,8 +11,12 @@ pub(super) fn body(s: &Summary, sections: &str) -> String {
     let mut b = format!(
         "<h1>{}</h1>\n<p class=\"muted\">{} &middot; generated {}</p>\n<p>{}</p>\n",
         esc(&s.scenario),
-        esc(&s.results_root),
-        esc(&s.generated_at),
+        // the tree's own name: the page travels with the tree (a tarball, a copy), its absolute path does not
+        esc(Path::new(&s.results_root)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(&s.results_root)),
+        esc(&s.generated_at.replacen('T', " ", 1)),
         s.counts
             .iter()
             .map(|(k, v)| format!("{v} {k}"))

@@ -9,7 +9,7 @@ use serde::Serialize;
 pub use super::sanity::Peaks;
 use crate::config::node;
 use crate::config::test as tdef;
-use crate::html::{chart, chart_spec, esc, human_size, page, series};
+use crate::html::{chart, chart_spec, esc, page, series};
 use crate::results::{EndReason, IterationRecord, Status};
 use crate::util::fsx::write_atomic;
 use crate::workloads;
@@ -119,6 +119,119 @@ pub struct BaselineInfo {
 }
 
 pub const SUMMARY_FILE: &str = "summary.json";
+
+/// CloudAI's comparison report, inside the scenario page: the tests that measured the same collective and data type
+/// side by side, a latency and a bus-bandwidth table each, per size, out-of-place and in-place for every test, and
+/// each test's out-of-place difference from the first one (percent). One group per collective and type with two or
+/// more tests (each test's first iteration); at most eight tests a group.
+fn comparison_tables(entries: &[Entry]) -> String {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(String, String), Vec<&Entry>> = BTreeMap::new();
+    for e in entries.iter().filter(|e| !e.points.is_empty()) {
+        let p = &e.points[0];
+        let g = groups
+            .entry((
+                format!("{} {}", e.record.template, p.collective),
+                p.dtype.clone(),
+            ))
+            .or_default();
+        if !g.iter().any(|x| x.record.test_id == e.record.test_id) && g.len() < 8 {
+            g.push(e);
+        }
+    }
+    let mut out = String::new();
+    for ((what, dtype), members) in groups.iter().filter(|(_, m)| m.len() >= 2) {
+        out.push_str(&format!(
+            "<h2>Comparison: {} ({})</h2>\n",
+            esc(what),
+            esc(dtype)
+        ));
+        let sizes: std::collections::BTreeSet<u64> = members
+            .iter()
+            .flat_map(|e| e.points.iter().map(|p| p.size))
+            .collect();
+        let table = |title: &str,
+                     unit: &str,
+                     oop: fn(&workloads::Point) -> f64,
+                     ip: fn(&workloads::Point) -> Option<f64>| {
+            let mut t =
+                format!("<h3>{title}</h3>\n<table class=\"cmp\">\n<tr><th rowspan=\"2\">size</th>");
+            for (i, m) in members.iter().enumerate() {
+                let span = if i == 0 { 2 } else { 3 };
+                t.push_str(&format!(
+                    "<th colspan=\"{span}\" class=\"group\">{}</th>",
+                    esc(&m.record.test_id)
+                ));
+            }
+            t.push_str("</tr>\n<tr>");
+            for i in 0..members.len() {
+                t.push_str(&format!(
+                    "<th>out-of-place ({unit})</th><th>in-place ({unit})</th>"
+                ));
+                if i > 0 {
+                    t.push_str("<th>diff</th>");
+                }
+            }
+            t.push_str("</tr>\n");
+            for size in &sizes {
+                let at = |e: &Entry| e.points.iter().find(|p| p.size == *size).cloned();
+                let first = at(members[0]).map(|p| oop(&p));
+                t.push_str(&format!("<tr><td>{}</td>", crate::html::size_iec(*size)));
+                for (i, m) in members.iter().enumerate() {
+                    let p = at(m);
+                    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
+                    t.push_str(&format!(
+                        "<td>{}</td><td>{}</td>",
+                        f(p.as_ref().map(oop)),
+                        f(p.as_ref().and_then(ip))
+                    ));
+                    if i > 0 {
+                        let d = match (first, p.as_ref().map(oop)) {
+                            (Some(a), Some(b)) if a > 0.0 => crate::html::pct((b - a) / a * 100.0),
+                            _ => String::new(),
+                        };
+                        t.push_str(&format!("<td>{d}</td>"));
+                    }
+                }
+                t.push_str("</tr>\n");
+            }
+            t.push_str("</table>\n");
+            t
+        };
+        out.push_str(&table("Latency", "us", |p| p.time_oop_us, |p| p.time_ip_us));
+        out.push_str(&table("Bandwidth", "GB/s", |p| p.busbw_oop, |p| p.busbw_ip));
+    }
+    out
+}
+
+/// The scenario a tree is of, as the tree itself records it: its summary.json (ours), else the one scenario page
+/// in its root (`<scenario>.html`, CloudAI's), else its directory's name. A renamed copy of a tree stays the
+/// same scenario, and its one page is rewritten rather than a second one added.
+pub fn tree_scenario_name(root: &Path) -> String {
+    let from_summary = std::fs::read(root.join(SUMMARY_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["scenario"].as_str().map(str::to_string))
+        .filter(|s| !s.is_empty() && !s.contains(['/', '\\']));
+    if let Some(n) = from_summary {
+        return n;
+    }
+    let pages: Vec<String> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            (p.is_file() && p.extension().is_some_and(|x| x == "html"))
+                .then(|| p.file_stem()?.to_str().map(str::to_string))
+                .flatten()
+        })
+        .collect();
+    match pages.as_slice() {
+        [one] => one.clone(),
+        _ => scenario_name(root),
+    }
+}
 
 /// `<scenario>_<YYYY-MM-DD_HH-MM-SS>` (or with `_<n>` after it, for a second run in the same second) →
 /// `<scenario>`.
@@ -433,7 +546,7 @@ pub fn generate(
     records: Option<&[IterationRecord]>,
     opts: &Options,
 ) -> std::io::Result<Summary> {
-    let name = scenario_name(root);
+    let name = tree_scenario_name(root);
     let mut entries: Vec<Entry> = match records {
         Some(recs) => recs
             .iter()
@@ -541,13 +654,13 @@ pub fn generate(
             ));
             for f in mine_flags {
                 sections.push_str(&format!(
-                    "<tr class=\"flag\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}%</td></tr>\n",
+                    "<tr class=\"flag\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td></tr>\n",
                     esc(&f.label),
                     esc(&f.baseline),
-                    human_size(f.size),
+                    crate::html::size_iec(f.size),
                     f.baseline_busbw,
                     f.busbw,
-                    f.drop_pct
+                    crate::html::pct(f.drop_pct)
                 ));
             }
             sections.push_str("</table>\n");
@@ -576,6 +689,7 @@ pub fn generate(
         compare_notes.push(note);
     }
 
+    sections.push_str(&comparison_tables(&entries));
     let mut sizes = Vec::new();
     if let Some(g) = &opts.baseline {
         let (html, rows) = super::baseline::section(&entries, g, &mut charts);
@@ -593,7 +707,7 @@ pub fn generate(
         scenario: name.clone(),
         mode: if opts.dry_run { "dry-run" } else { "run" },
         results_root: abs_root.display().to_string(),
-        generated_at: chrono::Local::now().to_rfc3339(),
+        generated_at: chrono::Local::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, false),
         tolerance_pct: opts.tolerance * 100.0,
         counts,
         tests: entries,
@@ -640,6 +754,19 @@ mod tests {
             "nccl-test"
         );
         assert_eq!(scenario_name(Path::new("/x/run_12")), "run_12");
+        // a renamed copy keeps the name its summary records
+        let d = tempfile::tempdir().unwrap();
+        let copy = d.path().join("copy-for-the-vendor");
+        std::fs::create_dir_all(&copy).unwrap();
+        assert_eq!(tree_scenario_name(&copy), "copy-for-the-vendor");
+        std::fs::write(copy.join("nccl-test.html"), "<html>").unwrap();
+        assert_eq!(
+            tree_scenario_name(&copy),
+            "nccl-test",
+            "CloudAI's page names it"
+        );
+        std::fs::write(copy.join(SUMMARY_FILE), r#"{"scenario": "nccl-suite"}"#).unwrap();
+        assert_eq!(tree_scenario_name(&copy), "nccl-suite");
         let f = drops(
             "t",
             "a",
