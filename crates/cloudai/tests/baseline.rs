@@ -110,6 +110,22 @@ fn busbw_lowered_at_large_sizes_fails_naming_them() {
         html.contains("<h2>Baseline</h2>") && html.contains("out-of-place busbw vs baseline"),
         "no baseline section"
     );
+    // the iteration's page highlights those sizes too, and marks them on its busbw chart
+    let page =
+        std::fs::read_to_string(slow.join("ar/0/cloudai_nccl_test_bokeh_report.html")).unwrap();
+    let flagged: Vec<&str> = page
+        .split("<tr class=\"flag\">")
+        .skip(1)
+        .map(|r| r.split("</td>").next().unwrap())
+        .collect();
+    assert_eq!(
+        flagged,
+        ["<td>32 MiB", "<td>64 MiB", "<td>128 MiB"],
+        "{page}"
+    );
+    assert!(
+        page.contains("below baseline (-20.0% out-of-place)") && page.contains("failing sizes")
+    );
     // run --baseline grades the same way at the end of the run
     let w3 = Work::new();
     let out = nccl_standalone(

@@ -183,6 +183,7 @@ fn the_nccl_page_shows_what_ran_and_what_failed() {
     for fact in [
         "all_reduce_perf",
         "float / sum",
+        "2.19.4, NCCL 2.19.3",
         "<code>all_reduce_perf_mpi --nthreads 1",
     ] {
         assert!(dom.contains(fact), "{fact} missing from the facts");

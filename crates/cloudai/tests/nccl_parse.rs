@@ -26,7 +26,7 @@ fn a100_8gpu_v2_19_4() {
     let r = &out.runs[0];
     assert_eq!(
         (r.version.as_deref(), r.test.as_deref()),
-        (Some("2.19.4"), Some("all_reduce_perf"))
+        (Some("2.19.4, NCCL 2.19.3"), Some("all_reduce_perf"))
     );
     assert_eq!(
         (

@@ -428,6 +428,30 @@ fn entry(
             changed = true;
         }
     }
+    // the page highlights the sizes that fell below the baseline
+    if let (Some(c), Some(r)) = (&check, report.as_mut()) {
+        let marks: Vec<(u64, String)> = c
+            .rows
+            .iter()
+            .filter(|row| row.status == "drop")
+            .map(|row| {
+                (
+                    row.size,
+                    format!(
+                        "below baseline ({} {})",
+                        crate::html::pct(-row.drop_pct),
+                        row.side
+                    ),
+                )
+            })
+            .collect();
+        if !marks.is_empty() {
+            if let Some(again) = workload.report_marked(&def, dir, &title, &marks) {
+                r.files = again.files;
+                r.streamed = again.streamed;
+            }
+        }
+    }
     if changed && write && dir.join(crate::results::record::RECORD_FILE).exists() {
         let _ = record.write(dir);
     }

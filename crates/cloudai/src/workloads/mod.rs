@@ -202,6 +202,17 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn report(&self, _test: &TestDefinition, _dir: &Path, _title: &str) -> Option<IterationReport> {
         None
     }
+    /// [`Workload::report`] with sizes flagged by the caller (size, why: a baseline's drops), for pages that
+    /// highlight them; others ignore the marks.
+    fn report_marked(
+        &self,
+        test: &TestDefinition,
+        dir: &Path,
+        title: &str,
+        _marks: &[(u64, String)],
+    ) -> Option<IterationReport> {
+        self.report(test, dir, title)
+    }
 }
 
 /// The test's `extra_cmd_args` as written (CloudAI appends them unquoted): `key [value]` each.

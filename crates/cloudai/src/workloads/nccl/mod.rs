@@ -284,6 +284,16 @@ impl Workload for NcclTest {
     }
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        self.report_marked(test, dir, title, &[])
+    }
+
+    fn report_marked(
+        &self,
+        test: &TestDefinition,
+        dir: &Path,
+        title: &str,
+        marks: &[(u64, String)],
+    ) -> Option<IterationReport> {
         let path = dir.join("stdout.txt");
         let out = read::parse_file(&path).ok()?;
         let v = verdict(&out, &path, test);
@@ -309,7 +319,7 @@ impl Workload for NcclTest {
         }
         files.extend([(
             report::HTML_FILE.to_string(),
-            report::html_with(
+            report::html_marked(
                 title,
                 &out,
                 &m,
@@ -317,6 +327,7 @@ impl Workload for NcclTest {
                 v.passed,
                 test.cmd_args.get("min_busbw").and_then(ArgValue::as_float),
                 recorded_command(dir).as_deref(),
+                marks,
             ),
         )]);
         let mut metrics = serde_json::Map::new();

@@ -55,7 +55,7 @@ impl Output {
 /// One test (one `# nThread` header and its table).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Run {
-    /// `# nccl-tests version 2.19.4 …`
+    /// `# nccl-tests version 2.19.4 … nccl-library=21903` as `2.19.4, NCCL 2.19.3`
     pub version: Option<String>,
     /// `# Collective test starting: all_reduce_perf`
     pub test: Option<String>,

@@ -635,7 +635,7 @@ impl Parser {
         if hashed || matches!(first, b'n' | b'O' | b'A' | b'C' | b's') {
             if let Some(v) = body.strip_prefix("nccl-tests version ") {
                 finish(out, run);
-                *pending_version = Some(v.split_whitespace().next().unwrap_or("").to_string());
+                *pending_version = Some(version_text(v));
                 return;
             }
             if let Some(t) = body.strip_prefix("Collective test starting:") {
@@ -722,5 +722,28 @@ impl Parser {
             // `... on node x exited on` + `signal 9 (Killed).`: kept so the next line can complete it
             out.push_error(lineno, ErrorKind::Killed, line);
         }
+    }
+}
+
+/// `2.19.4 nccl-headers=21903 nccl-library=21903` → `2.19.4, NCCL 2.19.3`: nccl-tests' version and the NCCL
+/// library's, decoded from its `major*10000 + minor*100 + patch` code (older codes: `major*1000 + minor*100 +
+/// patch`).
+fn version_text(v: &str) -> String {
+    let mut words = v.split_whitespace();
+    let tests = words.next().unwrap_or("").to_string();
+    let lib = v
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("nccl-library="))
+        .and_then(|c| c.parse::<u32>().ok())
+        .map(|c| {
+            if c >= 10000 {
+                format!("{}.{}.{}", c / 10000, c % 10000 / 100, c % 100)
+            } else {
+                format!("{}.{}.{}", c / 1000, c % 1000 / 100, c % 100)
+            }
+        });
+    match lib {
+        Some(l) => format!("{tests}, NCCL {l}"),
+        None => tests,
     }
 }

@@ -112,17 +112,28 @@ fn side(r: &Row, in_place: bool) -> Option<&Side> {
 /// holds every row. Pages stay small and fast however long the log.
 pub const REPORT_ROW_CAP: usize = 5000;
 
-/// Why a row is flagged on the page: wrong results on either side, or the peak that fell below `min_busbw`.
-fn row_problem(r: &Row, m: &Metrics, min_busbw: Option<f64>) -> Option<&'static str> {
+/// Why a row is flagged on the page: wrong results on either side, the peak that fell below `min_busbw`, or what
+/// the caller marks for its size (below the baseline).
+fn row_problem(
+    r: &Row,
+    m: &Metrics,
+    min_busbw: Option<f64>,
+    marks: &[(u64, String)],
+) -> Option<String> {
     let wrong = |s: &Side| {
         let t = s.wrong_text.trim();
         !(t.is_empty() || t == "0" || t == "N/A")
     };
     if wrong(&r.out_of_place) || r.in_place.as_ref().is_some_and(wrong) {
-        return Some("wrong results (#wrong)");
+        return Some("wrong results (#wrong)".into());
+    }
+    if let Some((_, why)) = marks.iter().find(|(size, _)| *size == r.size) {
+        return Some(why.clone());
     }
     match min_busbw {
-        Some(min) if m.peak_busbw < min && r.size == m.peak_size => Some("peak below min_busbw"),
+        Some(min) if m.peak_busbw < min && r.size == m.peak_size => {
+            Some("peak below min_busbw".into())
+        }
         _ => None,
     }
 }
@@ -150,6 +161,21 @@ pub fn html_with(
     passed: bool,
     min_busbw: Option<f64>,
     command: Option<&str>,
+) -> String {
+    html_marked(title, out, m, verdict, passed, min_busbw, command, &[])
+}
+
+/// [`html_with`], with sizes the caller flags (size, why): a baseline's drops.
+#[allow(clippy::too_many_arguments)]
+pub fn html_marked(
+    title: &str,
+    out: &Output,
+    m: &Metrics,
+    verdict: &str,
+    passed: bool,
+    min_busbw: Option<f64>,
+    command: Option<&str>,
+    marks: &[(u64, String)],
 ) -> String {
     let (gpu, per_node, ranks) = device_facts(out);
     let total = out
@@ -184,7 +210,7 @@ pub fn html_with(
     let failing: Vec<(u64, f64, serde_json::Value)> = rows
         .iter()
         .filter_map(|r| {
-            row_problem(r, m, min_busbw).map(|why| {
+            row_problem(r, m, min_busbw, marks).map(|why| {
                 (
                     r.size,
                     r.out_of_place.busbw,
@@ -227,7 +253,7 @@ pub fn html_with(
         facts.push(("type / op".into(), format!("{} / {}", r.dtype, r.redop)));
     }
     if let Some(v) = run.and_then(|r| r.version.clone()) {
-        facts.push(("nccl-tests".into(), v));
+        facts.push(("nccl-tests / NCCL".into(), v));
     }
     facts.push((
         "ranks".into(),
@@ -315,7 +341,7 @@ pub fn html_with(
     for r in &rows {
         let ip = r.in_place.as_ref();
         let cell = |v: Option<String>| format!("<td>{}</td>", esc(&v.unwrap_or_default()));
-        let problem = row_problem(r, m, min_busbw);
+        let problem = row_problem(r, m, min_busbw, marks);
         body.push_str(&format!(
             "<tr{}><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>{}{}{}{}{}{}{}{}{}<td class=\"l\">{}</td></tr>\n",
             if problem.is_some() { " class=\"flag\"" } else { "" },
@@ -332,7 +358,7 @@ pub fn html_with(
             cell(ip.map(|s| format!("{:.2}", s.algbw))),
             cell(ip.map(|s| format!("{:.2}", s.busbw))),
             cell(ip.map(|s| s.wrong_text.to_string())),
-            esc(problem.unwrap_or("")),
+            esc(problem.as_deref().unwrap_or("")),
         ));
     }
     body.push_str("</table>\n");
