@@ -367,13 +367,7 @@ fn with_exports(env: &[(String, String)], cmd: &str) -> String {
     }
     let exports: Vec<String> = env
         .iter()
-        .map(|(k, v)| {
-            if crate::util::shell::dq_safe(v) {
-                format!("export {k}=\"{v}\"")
-            } else {
-                format!("export {k}={}", shell_quote(v))
-            }
-        })
+        .map(|(k, v)| crate::util::shell::export(k, v))
         .collect();
     format!("{}; {cmd}", exports.join("; "))
 }

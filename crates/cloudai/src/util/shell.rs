@@ -162,6 +162,16 @@ mod tests {
     }
 }
 
+/// `export K="V"` as CloudAI writes it (env_vars.sh, a command's prefix), or `export K='V…'` when the double
+/// quotes would not keep the value as is.
+pub fn export(k: &str, v: &str) -> String {
+    if dq_safe(v) {
+        format!("export {k}=\"{v}\"")
+    } else {
+        format!("export {k}={}", quote(v))
+    }
+}
+
 /// `$NAME` and `${NAME}` replaced by the environment's values (`$PWD` by the working directory when unset), as the
 /// job's shell would expand them in a path.
 pub fn expand_vars(s: &str) -> String {

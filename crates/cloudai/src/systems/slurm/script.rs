@@ -9,7 +9,7 @@ use crate::config::system::{SlurmConfig, SystemConfig};
 use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
-use crate::util::shell::{dq_safe, in_double_quotes, quote, quote_path};
+use crate::util::shell::{in_double_quotes, quote, quote_path};
 use crate::workloads::{Launch, Procs};
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
@@ -153,13 +153,7 @@ impl Ctx<'_> {
         let env: String = self
             .env(t.run)
             .iter()
-            .map(|(k, v)| {
-                if dq_safe(v) {
-                    format!("export {k}=\"{v}\"\n")
-                } else {
-                    format!("export {k}={}\n", quote(v))
-                }
-            })
+            .map(|(k, v)| format!("{}\n", crate::util::shell::export(k, v)))
             .collect();
         files.push((join_rel(&t.rel, "env_vars.sh"), env));
         let mut cmd = Vec::new();
