@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::system::{SystemConfig, SystemKind};
+use crate::config::system::SystemConfig;
 use crate::scenario::{Scenario, TestRun};
 
 /// The manifest of what `install` created, inside `install_path`.
@@ -107,10 +107,7 @@ fn absolute(p: &Path) -> PathBuf {
 
 /// The cached image of a test on this system, when images are cached.
 pub fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
-    let SystemKind::Slurm(s) = &sys.kind else {
-        return None;
-    };
-    if !s.cache_docker_images_locally {
+    if !sys.kind.caches_images() {
         return None;
     }
     let url = run.launch().image?;

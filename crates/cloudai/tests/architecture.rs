@@ -156,3 +156,117 @@ fn object_schedulers_share_one_step_machine_and_one_layout() {
     let machine = std::fs::read_to_string(systems.join("objects/machine.rs")).unwrap();
     assert!(machine.contains("current += 1") && machine.contains("fn await_gone"));
 }
+
+/// What names a scheduler in code: its `scheduler` value or commands as string literals, its config variant or
+/// type, its systems module.
+const SCHEDULER_NAMES: &[&str] = &[
+    "\"standalone\"",
+    "\"slurm\"",
+    "\"runai\"",
+    "\"kubernetes\"",
+    "\"sbatch\"",
+    "\"squeue\"",
+    "\"scancel\"",
+    "\"scontrol\"",
+    "\"sinfo\"",
+    "\"sacct\"",
+    "\"kubectl\"",
+    "SystemKind::",
+    "StandaloneConfig",
+    "SlurmConfig",
+    "RunAiConfig",
+    "KubernetesConfig",
+    "systems::standalone",
+    "systems::slurm",
+    "systems::runai",
+    "systems::kubernetes",
+];
+
+/// Each file's code lines (comments dropped, and everything from its `#[cfg(test)]` module on): path, line
+/// number, text.
+fn code_lines(dir: &Path) -> Vec<(PathBuf, usize, String)> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            if !line.trim_start().starts_with("//") {
+                out.push((f.clone(), i + 1, line.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// "Where is Slurm?" has one answer: only `systems/` and `config/system/` name a scheduler; everything else asks
+/// the `System` trait or the config's scheduler table.
+#[test]
+fn no_scheduler_is_named_outside_systems_and_their_configs() {
+    let root = src();
+    let allowed = [root.join("systems"), root.join("config").join("system")];
+    let mut named_inside = 0;
+    let mut offenders = Vec::new();
+    for (file, n, line) in code_lines(&root) {
+        let hits: Vec<&&str> = SCHEDULER_NAMES
+            .iter()
+            .filter(|s| line.contains(**s))
+            .collect();
+        if hits.is_empty() {
+            continue;
+        }
+        if allowed.iter().any(|a| file.starts_with(a)) {
+            named_inside += 1;
+        } else {
+            offenders.push(format!(
+                "{}:{n}: {} ({})",
+                file.strip_prefix(&root).unwrap().display(),
+                line.trim(),
+                hits.iter()
+                    .map(|h| h.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    // the scan sees what it looks for where it belongs
+    assert!(
+        named_inside > 20,
+        "only {named_inside} scheduler names found in systems/ and config/system/"
+    );
+    assert!(
+        offenders.is_empty(),
+        "scheduler knowledge outside systems/ and config/system/ (move it behind the System trait or the config's \
+         scheduler table):\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// docs/design/systems.md's list of what a new scheduler touches stays true: every source file it names exists,
+/// for every scheduler (`<name>` in a path is each scheduler's name).
+#[test]
+fn the_new_scheduler_checklist_names_files_that_exist() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(repo.join("docs/design/systems.md")).unwrap();
+    let paths: Vec<&str> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .filter(|p| p.starts_with("crates/"))
+        .collect();
+    assert!(paths.len() >= 5, "the checklist lost its table: {paths:?}");
+    let names = cloudai::config::system::scheduler_names();
+    for p in &paths {
+        for name in &names {
+            let path = repo.join(p.replace("<name>", name));
+            let exists = path.exists() || path.with_extension("rs").is_file();
+            assert!(
+                exists,
+                "docs/design/systems.md names {p}, but {} is missing",
+                path.display()
+            );
+        }
+    }
+}

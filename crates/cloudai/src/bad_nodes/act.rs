@@ -3,65 +3,7 @@
 //! when more than the allowed fraction of the checked nodes would be taken out (a broken test must not drain a
 //! cluster).
 
-use serde::Serialize;
-
-/// What was asked on the command line.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Wanted {
-    pub drain: bool,
-    pub cordon: bool,
-    pub label: bool,
-    /// At most this fraction of the checked nodes may be acted on.
-    pub max_fraction: f64,
-}
-
-impl Wanted {
-    pub fn any(&self) -> bool {
-        self.drain || self.cordon || self.label
-    }
-}
-
-/// One change made (or refused) to one node.
-#[derive(Clone, Debug, Serialize)]
-pub struct Action {
-    pub node: String,
-    /// `drain`, `cordon`, `label`.
-    pub action: &'static str,
-    /// What was run, as an operator would type it.
-    pub command: String,
-    /// What undoes it.
-    pub undo: String,
-    pub ok: bool,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub error: String,
-}
-
-/// The taint (and label) key cloudai puts on a node it judged bad.
-pub const TAINT_KEY: &str = "cloudai.io/bad-node";
-
-/// A label value (≤ 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends) that says why.
-pub fn label_value(reason: &str) -> String {
-    let mut v: String = reason
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    while v.contains("--") {
-        v = v.replace("--", "-");
-    }
-    let v: String = v.chars().take(63).collect();
-    let v = v.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    if v.is_empty() {
-        "bad".into()
-    } else {
-        v.to_string()
-    }
-}
+pub use crate::systems::fleet::{label_value, Action, Wanted, TAINT_KEY};
 
 /// Why acting is refused: too many nodes would be taken out.
 pub fn refusal(bad: usize, checked: usize, max_fraction: f64) -> Option<String> {
@@ -75,38 +17,4 @@ pub fn refusal(bad: usize, checked: usize, max_fraction: f64) -> Option<String> 
             max_fraction * 100.0
         )
     })
-}
-
-/// Drains each node on Slurm with the reason `cloudai: <why>`.
-pub fn slurm_drain(nodes: &[(String, String)]) -> Vec<Action> {
-    nodes
-        .iter()
-        .map(|(node, why)| {
-            let reason = format!("cloudai: {why}");
-            let out = std::process::Command::new("scontrol")
-                .args([
-                    "update",
-                    &format!("nodename={node}"),
-                    "state=drain",
-                    &format!("reason={reason}"),
-                ])
-                .output();
-            let (ok, error) = match out {
-                Ok(o) if o.status.success() => (true, String::new()),
-                Ok(o) => (false, String::from_utf8_lossy(&o.stderr).trim().to_string()),
-                Err(e) => (false, format!("cannot run scontrol: {e}")),
-            };
-            Action {
-                node: node.clone(),
-                action: "drain",
-                command: format!(
-                    "scontrol update nodename={node} state=drain reason={}",
-                    crate::util::shell::quote(&reason)
-                ),
-                undo: format!("scontrol update nodename={node} state=resume"),
-                ok,
-                error,
-            }
-        })
-        .collect()
 }

@@ -19,6 +19,7 @@ use crate::report::scenario::{generate, Options, Peaks};
 use crate::results::{Layout, Status};
 use crate::runner::Runner;
 use crate::scenario::{self, Inputs};
+use crate::systems::fleet;
 use crate::{error, info, warn};
 use plan::{Evidence, Plan, Verdict};
 
@@ -66,14 +67,11 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
     };
-    if !matches!(system.kind.scheduler(), "slurm" | "runai" | "kubernetes") {
-        error!(
-            "find-bad-nodes runs on Slurm (jobs pinned with --nodelist), Run:ai and Kubernetes (node affinity); {} cannot pin a job to nodes",
-            system.kind.scheduler()
-        );
+    if let Some(e) = fleet::unpinnable(&system) {
+        error!("{e}");
         return 1;
     }
-    if let Some(e) = act_refused_here(req.act, system.kind.scheduler()) {
+    if let Some(e) = fleet::refused(req.act, &system) {
         error!("{e}");
         return 1;
     }
@@ -84,7 +82,7 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
     };
-    let (mut nodes, unavailable) = match nodes_of(req.nodes, &system, &rt) {
+    let (mut nodes, unavailable) = match fleet::nodes(req.nodes, &system, &rt) {
         Ok(n) => n,
         Err(e) => {
             error!("{e}");
@@ -181,18 +179,21 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
         let sys_cfg = Arc::new(sys_cfg);
-        let sys = match crate::systems::build(&sys_cfg, req.dry_run) {
-            Ok(s) => s,
-            Err(e) => {
-                error!("{e}");
+        let sys = crate::systems::build(&sys_cfg);
+        let sys = if req.dry_run {
+            crate::systems::dry_run::DryRun::wrap(sys)
+        } else {
+            if let Err(e) = rt.block_on(sys.connect()) {
+                error!("Cannot use system '{}': {e}", sys_cfg.name);
                 return 1;
             }
+            sys
         };
         let layout = Layout {
             root: root.join(format!("round-{round}")),
             step: None,
         };
-        let runner = Runner::new(sys, &sys_cfg, scenario, layout, req.dry_run);
+        let runner = Runner::new(sys, scenario, layout);
         let outcome = rt.block_on(runner.run());
         if req.dry_run {
             return report::write_plan(&root, req.test, &plan, &pairs);
@@ -315,7 +316,9 @@ pub fn run(req: &Request) -> i32 {
         ),
     };
     let acted = act_on(req.act, &system, &plan, &rt);
-    let topology = topology_of(&system, req.topology_label, &rt);
+    let topology = fleet::topology(&system, req.topology_label, &rt)
+        .map(|(source, leaf)| topology::Topology { leaf, source })
+        .unwrap_or_default();
     report::write_reports(
         &root,
         report::Findings {
@@ -328,148 +331,6 @@ pub fn run(req: &Request) -> i32 {
     )
 }
 
-/// Where the nodes sit in the fabric, as far as the scheduler says: Slurm's topology plugin, a Kubernetes node
-/// label. Nothing otherwise, with a warning when the scheduler cannot be asked or no node carries an asked-for label.
-fn topology_of(
-    sys: &crate::config::system::SystemConfig,
-    label: Option<&str>,
-    rt: &tokio::runtime::Runtime,
-) -> topology::Topology {
-    use crate::config::system::SystemKind;
-    let (source, leaf) = match &sys.kind {
-        SystemKind::Slurm(_) => match rt.block_on(crate::systems::slurm::leaf_switches()) {
-            Ok(l) => ("Slurm topology (scontrol show topology)".to_string(), l),
-            Err(e) => {
-                warn!("Cannot read the switch topology: {e}");
-                return Default::default();
-            }
-        },
-        SystemKind::Kubernetes(k) => {
-            match rt.block_on(crate::systems::kubernetes::nodes::topology(k, label)) {
-                Ok((key, l)) => (format!("node label {key}"), l),
-                Err(e) => {
-                    warn!("Cannot read the nodes' topology labels: {e}");
-                    return Default::default();
-                }
-            }
-        }
-        _ => return Default::default(),
-    };
-    if leaf.is_empty() && label.is_some() {
-        warn!("No checked node carries the topology label: slow links are reported without their switches");
-    }
-    topology::Topology { leaf, source }
-}
-
-/// Nodes the scheduler holds out of service, with its reason.
-type OutOfService = Vec<(String, String)>;
-
-/// Nodes named on the command line (`node[001-016]`, comma lists); else every node of the Slurm system's default
-/// partition, or every usable GPU node of the Kubernetes or Run:ai cluster. Nodes the scheduler holds out of service
-/// (Slurm down/drained/failing; Kubernetes NotReady, cordoned or tainted; Run:ai not Ready) come back apart, with
-/// the scheduler's reason: they get no job.
-fn nodes_of(
-    spec: Option<&str>,
-    sys: &crate::config::system::SystemConfig,
-    rt: &tokio::runtime::Runtime,
-) -> Result<(Vec<String>, OutOfService), String> {
-    use crate::config::system::SystemKind;
-    let named = match spec {
-        Some(s) => Some(
-            crate::util::nodelist::expand(s)
-                .ok_or_else(|| format!("cannot parse node list '{s}'"))?,
-        ),
-        None => None,
-    };
-    let listed = match &sys.kind {
-        SystemKind::Kubernetes(k) => {
-            Some(rt.block_on(crate::systems::kubernetes::nodes::gpu_nodes(k)))
-        }
-        SystemKind::RunAi(_) => Some(rt.block_on(crate::systems::runai::nodes::gpu_nodes(sys))),
-        _ => None,
-    };
-    if let Some(listed) = listed {
-        let (ok, skipped) = match (listed, &named) {
-            (Ok(l), _) => l,
-            (Err(e), None) => return Err(format!("{e}; give --nodes")),
-            (Err(e), Some(n)) => {
-                warn!("Cannot tell which nodes are in service ({e}): testing every node named");
-                return Ok((n.clone(), Vec::new()));
-            }
-        };
-        let Some(named) = named else {
-            info!("{} usable GPU node(s) in the cluster", ok.len());
-            return Ok((ok, skipped));
-        };
-        let out: Vec<(String, String)> = skipped
-            .into_iter()
-            .filter(|(n, _)| named.contains(n))
-            .collect();
-        let usable = named
-            .into_iter()
-            .filter(|n| !out.iter().any(|(o, _)| o == n))
-            .collect();
-        return Ok((usable, out));
-    }
-    let SystemKind::Slurm(s) = &sys.kind else {
-        return Err("give --nodes (the system file lists no nodes)".into());
-    };
-    let all = match named {
-        Some(n) => n,
-        None => {
-            let mut out = Vec::new();
-            for p in s
-                .partitions
-                .iter()
-                .filter(|p| p.name == s.default_partition)
-            {
-                for g in &p.groups {
-                    for n in &g.nodes {
-                        out.extend(
-                            crate::util::nodelist::expand(n)
-                                .ok_or_else(|| format!("cannot parse node list '{n}'"))?,
-                        );
-                    }
-                }
-            }
-            if out.is_empty() {
-                return Err(format!(
-                    "partition '{}' has no node groups: give --nodes",
-                    s.default_partition
-                ));
-            }
-            out
-        }
-    };
-    let out = match rt.block_on(crate::systems::slurm::out_of_service(&all)) {
-        Ok(o) => o,
-        Err(e) => {
-            warn!("Cannot tell which nodes are in service ({e}): testing every node");
-            Vec::new()
-        }
-    };
-    let usable = all
-        .into_iter()
-        .filter(|n| !out.iter().any(|(o, _)| o == n))
-        .collect();
-    Ok((usable, out))
-}
-
-/// Why `--drain`/`--cordon`/`--label` cannot be done on this scheduler.
-fn act_refused_here(w: act::Wanted, scheduler: &str) -> Option<String> {
-    match (scheduler, w) {
-        ("slurm", act::Wanted { cordon: false, label: false, .. }) => None,
-        ("kubernetes", act::Wanted { drain: false, .. }) => None,
-        (_, w) if !w.any() => None,
-        ("slurm", _) => Some("--cordon and --label are for Kubernetes; on Slurm, --drain".into()),
-        ("kubernetes", _) => Some("--drain is for Slurm; on Kubernetes, --cordon or --label".into()),
-        (other, _) => Some(format!(
-            "{other} offers no way to take a node out of service through its API: act by hand on the nodes \
-             bad-nodes.json names (--drain is for Slurm, --cordon/--label for Kubernetes)"
-        )),
-    }
-}
-
 /// Acts on the nodes judged bad, as asked: each with the evidence as its reason; nothing when too many are bad.
 fn act_on(
     w: act::Wanted,
@@ -477,7 +338,6 @@ fn act_on(
     plan: &Plan,
     rt: &tokio::runtime::Runtime,
 ) -> (Vec<act::Action>, Option<String>) {
-    use crate::config::system::SystemKind;
     if !w.any() {
         return (Vec::new(), None);
     }
@@ -509,47 +369,5 @@ fn act_on(
         error!("{r}");
         return (Vec::new(), Some(r));
     }
-    match &sys.kind {
-        SystemKind::Slurm(_) => (act::slurm_drain(&bad), None),
-        SystemKind::Kubernetes(k) => {
-            use crate::systems::kubernetes::nodes::{mark, Mark};
-            let mut out = Vec::new();
-            for (node, why) in &bad {
-                let value = act::label_value(why);
-                for (wanted, how, verb) in [
-                    (w.cordon, Mark::Cordon, "cordon"),
-                    (w.label, Mark::Label, "label"),
-                ] {
-                    if !wanted {
-                        continue;
-                    }
-                    let r = rt.block_on(mark(k, node, how, act::TAINT_KEY, &value));
-                    let name = r.as_deref().unwrap_or(node).to_string();
-                    let (command, undo) = match how {
-                        Mark::Cordon => (
-                            format!(
-                                "kubectl cordon {name} && kubectl taint nodes {name} {}={value}:NoSchedule",
-                                act::TAINT_KEY
-                            ),
-                            format!("kubectl uncordon {name} && kubectl taint nodes {name} {}-", act::TAINT_KEY),
-                        ),
-                        Mark::Label => (
-                            format!("kubectl label node {name} {}={value}", act::TAINT_KEY),
-                            format!("kubectl label node {name} {}-", act::TAINT_KEY),
-                        ),
-                    };
-                    out.push(act::Action {
-                        node: node.clone(),
-                        action: verb,
-                        command,
-                        undo,
-                        ok: r.is_ok(),
-                        error: r.err().unwrap_or_default(),
-                    });
-                }
-            }
-            (out, None)
-        }
-        _ => (Vec::new(), None),
-    }
+    (crate::systems::fleet::take_out(w, sys, &bad, rt), None)
 }

@@ -6,7 +6,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::system::SystemConfig;
 use crate::results::Layout;
 use crate::runner::{RunOutcome, Runner};
 use crate::scenario::dse::{self, METRIC_FAILURE};
@@ -18,14 +17,13 @@ use crate::{error, info};
 
 pub struct Dse<'a> {
     pub sys: Arc<dyn System>,
-    pub cfg: &'a SystemConfig,
     pub scenario: Scenario,
     pub root: &'a Path,
-    pub dry_run: bool,
 }
 
 /// Runs every step of every sweep; the engine's outcome over all steps, and the runner to conclude with.
 pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
+    let dry_run = d.sys.settings().dry_run;
     let mut all = RunOutcome::ended(Vec::new());
     'tests: for run in &d.scenario.test_runs {
         let space = dse::space(run);
@@ -48,7 +46,7 @@ pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                 root: d.root.to_path_buf(),
                 step: Some(step),
             };
-            let runner = Runner::new(d.sys.clone(), d.cfg, scenario, layout, d.dry_run);
+            let runner = Runner::new(d.sys.clone(), scenario, layout);
             let outcome = rt.block_on(runner.run());
             all.records.extend(outcome.records);
             all.leftovers.extend(outcome.leftovers);
@@ -62,7 +60,7 @@ pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                 .agent_metrics
                 .iter()
                 .map(|m| {
-                    let v = (!d.dry_run)
+                    let v = (!dry_run)
                         .then(|| applied.workload.metric(&applied.test, &dir, m))
                         .flatten();
                     v.unwrap_or(METRIC_FAILURE)
@@ -83,19 +81,17 @@ pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                 best = Some((reward, applied));
             }
         }
-        if let (false, Some((_, b))) = (d.dry_run, best) {
+        if let (false, Some((_, b))) = (dry_run, best) {
             write_best(&iter_dir, run, &b);
         }
     }
     let runner = Runner::new(
         d.sys,
-        d.cfg,
         d.scenario,
         Layout {
             root: d.root.to_path_buf(),
             step: None,
         },
-        d.dry_run,
     );
     (runner, all)
 }

@@ -1,6 +1,6 @@
 use clap::{Args, ValueEnum};
 
-use crate::config::system::SCHEDULERS;
+use crate::config::system::scheduler_names;
 use crate::workloads;
 
 #[derive(Args, Debug)]
@@ -53,14 +53,15 @@ fn json(what: What) -> serde_json::Value {
             .map(|w| {
                 json!({
                     "name": w.template(),
-                    "schedulers": w.schedulers().iter().filter(|s| crate::systems::RUNNABLE.contains(s)).collect::<Vec<_>>(),
+                    "schedulers": w.schedulers(),
                     "cmd_args": w.args().iter().map(|a| a.name).collect::<Vec<_>>(),
                 })
             })
             .collect(),
-        What::Schedulers => SCHEDULERS
+        // every scheduler a system TOML can name runs (`systems::build` covers them all)
+        What::Schedulers => scheduler_names()
             .iter()
-            .map(|s| json!({ "name": s, "runnable": crate::systems::RUNNABLE.contains(s) }))
+            .map(|s| json!({ "name": s, "runnable": true }))
             .collect(),
     }
 }
@@ -99,15 +100,7 @@ pub fn list(args: &ListArgs) -> i32 {
         }
         What::Templates => {
             println!("Available test templates:");
-            // only what runs today
-            let runs_on = |w: &&dyn crate::workloads::Workload| {
-                w.schedulers()
-                    .iter()
-                    .filter(|s| crate::systems::RUNNABLE.contains(s))
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let runs_on = |w: &&dyn crate::workloads::Workload| w.schedulers().join(",");
             for (i, w) in workloads::all().iter().enumerate() {
                 if args.verbose {
                     let args: Vec<&str> = w.args().iter().map(|a| a.name).collect();
@@ -125,7 +118,7 @@ pub fn list(args: &ListArgs) -> i32 {
         }
         What::Schedulers => {
             println!("Available schedulers:");
-            for (i, s) in SCHEDULERS.iter().enumerate() {
+            for (i, s) in scheduler_names().iter().enumerate() {
                 println!("{}. \"{s}\"", i + 1);
             }
         }

@@ -8,7 +8,6 @@ mod list;
 mod report;
 mod resume;
 mod run;
-mod single_sbatch;
 mod status;
 mod verify;
 

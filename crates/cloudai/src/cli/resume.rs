@@ -32,7 +32,7 @@ pub fn resume_cmd(args: &ResumeArgs) -> i32 {
 }
 
 /// `test_cmd` / `full_cmd` of an iteration's test-run.toml and its batch script, as `prepare` made them.
-fn prepared_from(dir: &Path) -> Prepared {
+fn prepared_from(sys: &dyn System, dir: &Path) -> Prepared {
     let toml = std::fs::read_to_string(dir.join("test-run.toml")).unwrap_or_default();
     let field = |k: &str| {
         toml.lines()
@@ -41,11 +41,11 @@ fn prepared_from(dir: &Path) -> Prepared {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
     };
-    let mut files = Vec::new();
-    let script = crate::systems::slurm::script::SCRIPT;
-    if let Ok(text) = std::fs::read_to_string(dir.join(script)) {
-        files.push((script.to_string(), text));
-    }
+    let files = sys
+        .job_files()
+        .iter()
+        .filter_map(|f| Some((f.to_string(), std::fs::read_to_string(dir.join(f)).ok()?)))
+        .collect();
     Prepared {
         test_cmd: field("test_cmd"),
         full_cmd: field("full_cmd"),
@@ -99,7 +99,7 @@ async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
                 started,
             };
         };
-        let prepared = prepared_from(&dir);
+        let prepared = prepared_from(sys, &dir);
         if let Err(e) = sys.attach(run, &dir, &id, &prepared).await {
             warn!("{} #{i}: cannot re-attach to job {id}: {e}", run.id);
             let mut r = rec.clone();
@@ -230,13 +230,7 @@ fn resume_locked(
         }
     };
     let system = std::sync::Arc::new(system);
-    let sys = match crate::systems::build(&system, false) {
-        Ok(s) => s,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
+    let sys = crate::systems::build(&system);
     let rt = match crate::runner::runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -272,13 +266,11 @@ fn resume_locked(
     }
     let runner = Runner::new(
         sys,
-        &system,
         scenario,
         Layout {
             root: root.to_path_buf(),
             step: None,
         },
-        false,
     );
     *runner.plan.borrow_mut() = Some(plan);
     let outcome = rt.block_on(runner.run());

@@ -28,10 +28,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
             return 1;
         }
     };
-    if args.single_sbatch && system.kind.scheduler() != "slurm" {
-        error!("Single sbatch is only supported for Slurm systems.");
-        return 1;
-    }
+
     if args.single_sbatch && scenario.test_runs.iter().any(|r| r.is_dse()) {
         error!("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.");
         return 1;
@@ -44,13 +41,16 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         }
     };
     let system = Arc::new(system);
-    let sys = match crate::systems::build(&system, dry_run) {
-        Ok(s) => s,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
+    let sys = crate::systems::build(&system);
+    let sys = if dry_run {
+        crate::systems::dry_run::DryRun::wrap(sys)
+    } else {
+        sys
     };
+    if args.single_sbatch && !sys.settings().single_job {
+        error!("Single sbatch is only supported for Slurm systems.");
+        return 1;
+    }
     let problems = system_checks(sys.as_ref(), &scenario);
     if !problems.is_empty() {
         for p in &problems {
@@ -157,30 +157,19 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
     }
     let grading = if dry_run { None } else { grading };
     let (runner, outcome) = if args.single_sbatch {
-        super::single_sbatch::run(
-            super::single_sbatch::Single {
-                sys,
-                cfg: &system,
-                scenario,
-                layout,
-                dry_run,
-            },
-            &rt,
-        )
+        crate::runner::single::run(sys, scenario, layout, &rt)
     } else if scenario.test_runs.iter().any(|r| r.is_dse()) {
         let root = layout.root.clone();
         super::dse::run(
             super::dse::Dse {
                 sys,
-                cfg: &system,
                 scenario,
                 root: &root,
-                dry_run,
             },
             &rt,
         )
     } else {
-        let mut runner = Runner::new(sys, &system, scenario, layout, dry_run);
+        let mut runner = Runner::new(sys, scenario, layout);
         runner.detach = args.detach && !dry_run;
         let outcome = rt.block_on(runner.run());
         (runner, outcome)

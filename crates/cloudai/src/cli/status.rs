@@ -1,6 +1,6 @@
 //! `cloudai status RESULTS_DIR [--json]`: every iteration of a tree from its journal records, with one query to
-//! the scheduler for the jobs still unfinished (Slurm: one squeue; Standalone: whether the process group lives;
-//! Run:ai: one workload list with the recorded system). Works while another process owns the tree.
+//! each scheduler for the jobs still unfinished (`systems::live`: one query per scheduler). Works while another
+//! process owns the tree.
 
 use std::path::{Path, PathBuf};
 
@@ -8,8 +8,11 @@ use chrono::Local;
 use clap::Args;
 use serde::Serialize;
 
+use std::collections::HashMap;
+
 use crate::results::state;
 use crate::results::IterationRecord;
+use crate::systems::live::Live;
 use crate::{error, log};
 
 #[derive(Args, Debug)]
@@ -73,64 +76,35 @@ fn records(root: &Path) -> Vec<IterationRecord> {
     out
 }
 
-/// Live Slurm states of the unfinished jobs, with one squeue: id → (state, reason, nodes).
-fn squeue(ids: &[&str]) -> std::collections::HashMap<String, (String, String, String)> {
-    let mut out = std::collections::HashMap::new();
-    if ids.is_empty() {
-        return out;
-    }
-    let o = std::process::Command::new("squeue")
-        .args([
-            "-h",
-            "-o",
-            "%i|%T|%r|%N",
-            &format!("--jobs={}", ids.join(",")),
-        ])
-        .output();
-    if let Ok(o) = o {
-        for l in String::from_utf8_lossy(&o.stdout).lines() {
-            let f: Vec<&str> = l.split('|').collect();
-            if f.len() == 4 {
-                out.insert(
-                    f[0].to_string(),
-                    (f[1].to_string(), f[2].to_string(), f[3].to_string()),
-                );
-            }
-        }
-    }
-    out
-}
-
-/// The phases of the tree's Run:ai workloads or Kubernetes objects (list requests, not one per job), when some
-/// are unfinished.
-fn remote_phases(
-    root: &Path,
-    recs: &[IterationRecord],
-    scheduler: &str,
-) -> Result<std::collections::HashMap<String, (String, String)>, String> {
-    if !recs
-        .iter()
-        .any(|r| r.is_unfinished() && r.scheduler == scheduler)
-    {
-        return Ok(Default::default());
-    }
+/// The tree's recorded system, secret restored (for schedulers asked through their API).
+fn recorded_system(root: &Path) -> Result<crate::config::system::SystemConfig, String> {
     let info = state::read_info(root).map_err(|e| e.to_string())?;
     let sys = info.system.as_ref().ok_or("no system recorded")?;
     let mut cfg = crate::config::system::load(&state::state_dir(root).join(sys))
         .map_err(|_| "the recorded system file does not load".to_string())?;
     state::restore_secret(&mut cfg, &info)?;
-    let rt = crate::runner::runtime()?;
-    if scheduler == "kubernetes" {
-        rt.block_on(crate::systems::kubernetes::phases(&cfg))
-    } else {
-        rt.block_on(crate::systems::runai::phases(&cfg))
-    }
+    Ok(cfg)
 }
 
-fn group_alive(pid: &str) -> bool {
-    // SAFETY: signal 0 only checks that the process group exists
-    pid.parse::<i32>()
-        .is_ok_and(|p| unsafe { libc::killpg(p, 0) == 0 })
+/// What each scheduler says now of the tree's unfinished jobs: one query per scheduler.
+fn live(
+    root: &Path,
+    recs: &[IterationRecord],
+) -> HashMap<String, Result<HashMap<String, Live>, String>> {
+    let mut by_scheduler: HashMap<&str, Vec<&str>> = HashMap::new();
+    for r in recs.iter().filter(|r| r.is_unfinished()) {
+        by_scheduler
+            .entry(r.scheduler.as_str())
+            .or_default()
+            .extend(r.job_id.as_deref());
+    }
+    by_scheduler
+        .into_iter()
+        .map(|(sched, ids)| {
+            let seen = crate::systems::live::observe(sched, &ids, || recorded_system(root));
+            (sched.to_string(), seen)
+        })
+        .collect()
 }
 
 pub fn status(args: &StatusArgs) -> i32 {
@@ -140,14 +114,7 @@ pub fn status(args: &StatusArgs) -> i32 {
         return 1;
     }
     let recs = records(root);
-    let unfinished: Vec<&str> = recs
-        .iter()
-        .filter(|r| r.is_unfinished() && r.scheduler == "slurm")
-        .filter_map(|r| r.job_id.as_deref())
-        .collect();
-    let live = squeue(&unfinished);
-    let runai = remote_phases(root, &recs, "runai");
-    let k8s = remote_phases(root, &recs, "kubernetes");
+    let live = live(root, &recs);
     let now = Local::now();
     let rows: Vec<Row> = recs
         .iter()
@@ -175,41 +142,26 @@ pub fn status(args: &StatusArgs) -> i32 {
                     (Some(_), Some(_)) => "running".into(),
                 };
                 let id = r.job_id.as_deref().unwrap_or("");
-                match r.scheduler.as_str() {
-                    "slurm" => match live.get(id) {
-                        Some((st, reason, nodes)) => {
-                            row.state = st.to_lowercase();
-                            row.reason = reason.clone();
+                match live.get(&r.scheduler) {
+                    Some(Ok(seen)) => match seen.get(id) {
+                        Some(Live::Seen {
+                            state,
+                            reason,
+                            nodes,
+                        }) => {
+                            row.state = state.clone();
+                            if !reason.is_empty() {
+                                row.reason = reason.clone();
+                            }
                             if !nodes.is_empty() {
-                                row.nodes =
-                                    crate::util::nodelist::expand(nodes).unwrap_or_default();
+                                row.nodes = nodes.clone();
                             }
                         }
-                        None if !id.is_empty() => row.state = "ended (not collected)".into(),
+                        Some(Live::Gone(what)) => row.state = what.to_string(),
                         None => {}
                     },
-                    "standalone" if !id.is_empty() && !group_alive(id) => {
-                        row.state = "ended (not collected)".into()
-                    }
-                    sched @ ("runai" | "kubernetes") => {
-                        match if sched == "runai" { &runai } else { &k8s } {
-                            Ok(p) => match p.get(id) {
-                                Some((phase, reason)) => {
-                                    row.state = phase.to_lowercase();
-                                    if !reason.is_empty() {
-                                        row.reason = reason.clone();
-                                    }
-                                }
-                                None if !id.is_empty() => {
-                                    row.state =
-                                        "not found (a hook may run, or it was deleted)".into()
-                                }
-                                None => {}
-                            },
-                            Err(e) => row.reason = format!("{sched} not asked: {e}"),
-                        }
-                    }
-                    _ => {}
+                    Some(Err(e)) => row.reason = format!("{} not asked: {e}", r.scheduler),
+                    None => {}
                 }
             }
             row

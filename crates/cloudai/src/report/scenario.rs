@@ -299,38 +299,6 @@ fn stored_test(dir: &Path) -> Option<(String, u64, u64, tdef::TestDefinition)> {
     Some((id, int("current_iteration"), int("iterations").max(1), def))
 }
 
-/// What CloudAI's `slurm-job.toml` says of a job: its id (0: none, as a dry-run writes it), state, times and
-/// exit code.
-fn foreign_job(dir: &Path, r: &mut IterationRecord) {
-    let Ok(root) = node::load(&dir.join("slurm-job.toml"), "slurm-job.toml") else {
-        return;
-    };
-    let Some(t) = root.as_table() else { return };
-    let text = |k: &str| match t.get(k).map(|n| &n.kind) {
-        Some(node::Kind::Str(s)) if !s.is_empty() && s != "UNKNOWN" && s != "unknown" => {
-            Some(s.clone())
-        }
-        _ => None,
-    };
-    if let Some(node::Kind::Int(id)) = t.get("job_id").map(|n| &n.kind) {
-        if *id > 0 {
-            r.job_id = Some(id.to_string());
-        }
-    }
-    r.scheduler_state = text("state");
-    r.started_at = text("start_time");
-    r.ended_at = text("end_time");
-    // Slurm's `exit:signal` ("0:0", "1:0", "0:9")
-    if let Some(code) = text("exit_code") {
-        let (e, sig) = code.split_once(':').unwrap_or((&code, "0"));
-        r.exit_code = e.trim().parse().ok();
-        r.signal = sig.trim().parse().ok().filter(|s: &i32| *s != 0);
-    }
-    if r.job_id.is_some() {
-        r.scheduler = "slurm".into();
-    }
-}
-
 /// Builds the entry of one iteration: writes its report files, and re-grades when asked.
 fn entry(
     root: &Path,
@@ -356,7 +324,7 @@ fn entry(
                 output_path: dir.display().to_string(),
                 ..Default::default()
             };
-            foreign_job(dir, &mut r);
+            crate::systems::foreign_job(dir, &mut r);
             if dir.join("stdout.txt").is_file() {
                 r.end_reason = EndReason::Exited;
             } else if !opts.dry_run {

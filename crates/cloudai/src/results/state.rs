@@ -143,20 +143,19 @@ pub fn restore_secret(
     cfg: &mut crate::config::system::SystemConfig,
     info: &RunInfo,
 ) -> Result<(), String> {
-    use crate::config::system::SystemKind;
-    let SystemKind::RunAi(r) = &mut cfg.kind else {
+    let Some(slot) = cfg.kind.app_secret_mut() else {
         return Ok(());
     };
-    if r.app_secret.is_none() {
+    if slot.is_none() {
         let original = info
             .system_from
             .as_deref()
             .and_then(|p| crate::config::system::load(p).ok());
-        if let Some(SystemKind::RunAi(o)) = original.map(|c| c.kind) {
-            r.app_secret = o.app_secret;
+        if let Some(mut o) = original {
+            *slot = o.kind.app_secret_mut().and_then(Option::take);
         }
     }
-    if r.secret().is_some() {
+    if cfg.kind.app_secret().flatten().is_some() {
         return Ok(());
     }
     Err(format!(

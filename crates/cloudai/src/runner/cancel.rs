@@ -2,7 +2,8 @@
 //! did not (jobs that never started are recorded as not started). What did not confirm it stopped is returned
 //! as a leftover, so nobody is told "every job was cancelled" while one may still hold nodes.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::{Phase, Runner, Slot, CANCEL_WAIT};
 use crate::results::record::Leftover;
@@ -21,7 +22,7 @@ impl Runner {
             .iter()
             .filter(|s| matches!(s.phase, Phase::Active(_)))
             .count();
-        let first = signals::count();
+        let first = self.stop.count();
         warn!(
             "Interrupted ({}): cancelling {n} running job(s); interrupt again to stop waiting for them",
             signals::last()
@@ -53,9 +54,9 @@ impl Runner {
                     self.poll(slots, records).await;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 } => {}
-                _ = signals::after(first) => {}
+                _ = self.stop.after(first) => {}
             }
-            if signals::count() > first {
+            if self.stop.count() > first {
                 warn!("A second interrupt: not waiting for the cancelled jobs any longer");
                 cut_short = true;
                 break;

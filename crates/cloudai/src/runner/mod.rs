@@ -10,21 +10,26 @@ mod journal;
 mod progress;
 mod queue;
 pub mod resume;
+pub mod single;
+#[cfg(test)]
+mod tests;
+pub mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use crate::util::signals;
 use chrono::{DateTime, Local};
 
 use crate::config::scenario::DepKind;
 use crate::config::time_limit;
-use crate::results::{EndReason, IterationRecord, Layout, Status};
+use crate::results::{EndReason, IterationRecord, Layout};
 use crate::scenario::{Scenario, TestRun};
 use crate::systems::{JobId, JobState, Prepared, System};
 use crate::util::fsx::write_atomic;
-use crate::workloads::{JobOutcome, Verdict};
+use crate::workloads::JobOutcome;
 use crate::{error, info, warn};
 
 /// How long cancelled jobs get to disappear before we stop waiting for them.
@@ -35,6 +40,8 @@ pub struct Runner {
     pub scenario: Arc<Scenario>,
     pub layout: Layout,
     pub scheduler: &'static str,
+    /// The system is a dry-run ([`crate::systems::dry_run`]): nothing of the engine's own is written beyond
+    /// CloudAI's files, and iterations end `DRY-RUN`.
     pub dry_run: bool,
     pub interval: Duration,
     /// The system's `max_pending_time` (a test's own value wins), seconds.
@@ -45,6 +52,8 @@ pub struct Runner {
     pub plan: std::cell::RefCell<Option<Vec<resume::SlotPlan>>>,
     /// Submit what can be submitted, then stop watching (`run --detach`); `resume` finishes.
     pub detach: bool,
+    /// Ending signals (and requests to stop this engine).
+    pub stop: signals::Stop,
 }
 
 pub struct RunOutcome {
@@ -78,7 +87,6 @@ struct Active {
     pending_since: Option<Instant>,
     /// Every queue state seen, with the scheduler's reason.
     queue: Vec<crate::results::record::QueueState>,
-    dry_polls: u8,
 }
 
 enum Phase {
@@ -104,30 +112,21 @@ impl Slot {
 }
 
 impl Runner {
-    /// The engine for a scenario on a system: polls every `monitor_interval` (every second in a dry-run, where jobs
-    /// complete at once).
-    pub fn new(
-        system: Arc<dyn System>,
-        cfg: &crate::config::system::SystemConfig,
-        scenario: Scenario,
-        layout: Layout,
-        dry_run: bool,
-    ) -> Self {
+    /// The engine for a scenario on a system, with the system's own settings (monitor interval, max pending time).
+    pub fn new(system: Arc<dyn System>, scenario: Scenario, layout: Layout) -> Self {
+        let settings = system.settings();
         Runner {
             system,
             scenario: Arc::new(scenario),
             layout,
-            scheduler: cfg.kind.scheduler(),
-            dry_run,
-            interval: Duration::from_secs(if dry_run {
-                1
-            } else {
-                cfg.monitor_interval.max(1)
-            }),
-            max_pending_time: cfg.max_pending_time,
+            scheduler: settings.scheduler,
+            dry_run: settings.dry_run,
+            interval: settings.monitor_interval,
+            max_pending_time: settings.max_pending_time,
             submissions: Default::default(),
             plan: Default::default(),
             detach: false,
+            stop: signals::Stop::default(),
         }
     }
 
@@ -161,7 +160,7 @@ impl Runner {
         let mut interrupted = false;
         loop {
             // a signal that came before (while connecting, between sweep steps or rounds) submits nothing more
-            if signals::interrupted() {
+            if self.stop.requested() {
                 interrupted = true;
                 break;
             }
@@ -203,7 +202,7 @@ impl Runner {
             tokio::select! {
                 _ = tokio::time::sleep(self.interval) => {}
                 _ = notified => {}
-                _ = signals::after(0) => { interrupted = true; }
+                _ = self.stop.after(0) => { interrupted = true; }
             }
             if interrupted {
                 break;
@@ -250,7 +249,7 @@ impl Runner {
     /// tried (a refused submission never drops the iterations after it).
     async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
         while !self.submit_one(slot, records).await {
-            if slot.iteration + 1 >= slot.run.iterations || crate::util::signals::interrupted() {
+            if slot.iteration + 1 >= slot.run.iterations || self.stop.requested() {
                 slot.phase = Phase::Done;
                 return;
             }
@@ -285,11 +284,7 @@ impl Runner {
         let submitted_at = Local::now();
         self.submissions.set(self.submissions.get() + 1);
         self.journal(&run, slot.iteration, &dir, &prepared, None, submitted_at);
-        match self
-            .system
-            .submit(&run, &dir, &prepared, self.dry_run)
-            .await
-        {
+        match self.system.submit(&run, &dir, &prepared).await {
             Ok(id) => {
                 self.journal(
                     &run,
@@ -309,7 +304,6 @@ impl Runner {
                     kill_msg: None,
                     pending_since: Some(Instant::now()),
                     queue: Vec::new(),
-                    dry_polls: 0,
                 }));
                 true
             }
@@ -327,35 +321,15 @@ impl Runner {
         if active.is_empty() {
             return;
         }
-        let states: Vec<JobState> = if self.dry_run {
-            active
-                .iter()
-                .map(|&i| {
-                    let Phase::Active(a) = &mut slots[i].phase else {
-                        unreachable!()
-                    };
-                    a.dry_polls += 1;
-                    if a.dry_polls == 1 {
-                        JobState::Running
-                    } else {
-                        JobState::Finished(JobOutcome {
-                            exit_code: Some(0),
-                            ..Default::default()
-                        })
-                    }
-                })
-                .collect()
-        } else {
-            let ids: Vec<JobId> = active
-                .iter()
-                .map(|&i| match &slots[i].phase {
-                    Phase::Active(a) => a.id.clone(),
-                    _ => unreachable!(),
-                })
-                .collect();
-            crate::debug!("Poll: {} active job(s)", ids.len());
-            self.system.poll(&ids).await
-        };
+        let ids: Vec<JobId> = active
+            .iter()
+            .map(|&i| match &slots[i].phase {
+                Phase::Active(a) => a.id.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        crate::debug!("Poll: {} active job(s)", ids.len());
+        let states = self.system.poll(&ids).await;
         for (&i, state) in active.iter().zip(states) {
             let slot = &mut slots[i];
             let Phase::Active(a) = &mut slot.phase else {
@@ -395,80 +369,24 @@ impl Runner {
             return;
         };
         let run = slot.run.clone();
-        let end_reason = match (a.kill, outcome.end) {
-            (Some(k), _) => k,
-            // the job says cancelled, and we did not ask for it
-            (None, Some(EndReason::Cancelled)) => EndReason::CancelledByScheduler,
-            (None, Some(e)) => e,
-            (None, None) if self.dry_run => EndReason::DryRun,
-            (None, None) => EndReason::Exited,
+        let end_reason = verdict::end_reason(a.kill, outcome.end);
+        self.system.collect(&a.id).await;
+        let graded = verdict::Graded {
+            end_reason,
+            outcome: &outcome,
+            kill_msg: a.kill_msg.as_deref(),
+            stopped_by: slot.stopped_by.as_deref(),
+            time_limit: run.effective_time_limit(),
+            job_status_check: self.scenario.job_status_check,
         };
-        if !self.dry_run {
-            self.system.collect(&a.id).await;
-        }
-        let limit = run
-            .effective_time_limit()
-            .map(time_limit::format)
-            .unwrap_or_default();
-        let verdict = match end_reason {
-            EndReason::TimeLimit => (
-                Status::Timeout,
-                format!("killed at its time limit of {limit}"),
-            ),
-            EndReason::CancelledByScheduler => (
-                Status::Cancelled,
-                outcome
-                    .failure
-                    .clone()
-                    .unwrap_or_else(|| "cancelled outside cloudai".into()),
-            ),
-            EndReason::Unschedulable | EndReason::PendingTooLong => {
-                (Status::Failed, a.kill_msg.clone().unwrap_or_default())
-            }
-            EndReason::PreflightFailed => {
-                (Status::Failed, outcome.failure.clone().unwrap_or_default())
-            }
-            EndReason::DryRun => (
-                Status::DryRun,
-                "dry-run: files written, nothing ran".to_string(),
-            ),
-            EndReason::Cancelled => (Status::Cancelled, "cancelled by the user".to_string()),
-            EndReason::StoppedByDependency => (
-                Status::Stopped,
-                format!(
-                    "stopped when {} completed (end_post_comp)",
-                    slot.stopped_by.as_deref().unwrap_or("?")
-                ),
-            ),
-            _ if !self.scenario.job_status_check => (Status::Passed, String::new()),
-            _ => {
-                let Verdict {
-                    passed,
-                    mut message,
-                } = run
-                    .workload
-                    .grade(&run.test, &a.dir, &outcome)
-                    .with_stderr(&a.dir, &outcome);
-                if let (false, Some(why)) = (passed, &outcome.log_incomplete) {
-                    message = format!(
-                        "its output is incomplete ({why}), so it could not be graded whole: {message}"
-                    );
-                }
-                match (&outcome.failure, passed) {
-                    (Some(f), true) => (Status::Failed, f.clone()),
-                    (Some(f), false) => (Status::Failed, format!("{f}; {message}")),
-                    (None, true) => (Status::Passed, message),
-                    (None, false) => (Status::Failed, message),
-                }
-            }
-        };
+        let verdict = graded.verdict(|| {
+            run.workload
+                .grade(&run.test, &a.dir, &outcome)
+                .with_stderr(&a.dir, &outcome)
+        });
         let mut rec = self.record(&run, slot.iteration, &a.dir, &a.prepared);
         rec.job_id = Some(a.id.clone());
-        rec.nodes = if self.dry_run {
-            Vec::new()
-        } else {
-            self.system.nodes(&a.id)
-        };
+        rec.nodes = self.system.nodes(&a.id);
         rec.submitted_at = Some(a.submitted_at.to_rfc3339());
         rec.started_at = a.started.map(|(t, _)| t.to_rfc3339());
         rec.ended_at = Some(Local::now().to_rfc3339());
@@ -478,11 +396,7 @@ impl Runner {
         rec.scheduler_state = outcome.state.clone();
         rec.queue_states = a.queue.clone();
         rec.log_incomplete = outcome.log_incomplete.clone();
-        rec.attempts = if self.dry_run {
-            Vec::new()
-        } else {
-            self.system.attempts(&a.id)
-        };
+        rec.attempts = self.system.attempts(&a.id);
         (rec.status, rec.message) = verdict;
         if !self.dry_run && crate::util::fsx::is_full(&a.dir) {
             crate::error!(
@@ -508,20 +422,15 @@ impl Runner {
             slot.iteration + 1,
             run.iterations
         );
-        let more = slot.iteration + 1 < run.iterations
-            && !matches!(
-                end_reason,
-                EndReason::Cancelled | EndReason::StoppedByDependency
-            );
-        if end_reason == EndReason::Unschedulable && more {
+        let more = slot.iteration + 1 < run.iterations;
+        if more && end_reason == EndReason::Unschedulable {
             // the next iteration asks for the same resources: it cannot start either
             info!(
                 "Skipping the remaining iterations of {}: the scheduler cannot start them either",
                 run.id
             );
         }
-        let more = more && end_reason != EndReason::Unschedulable;
-        if more {
+        if more && !verdict::ends_test(end_reason) {
             slot.iteration += 1;
             self.submit(slot, records).await;
         } else {
@@ -570,7 +479,7 @@ impl Runner {
                 continue;
             };
             let allowed = Duration::from_secs(limit) + self.system.time_limit_grace();
-            if a.kill.is_some() || self.dry_run || since.elapsed() < allowed {
+            if a.kill.is_some() || since.elapsed() < allowed {
                 continue;
             }
             warn!(

@@ -5,7 +5,7 @@
 use super::{Phase, Slot};
 
 /// Shows the status line for the current slots (redrawn on a terminal, a line per change otherwise).
-pub(super) fn show(slots: &[Slot], began: std::time::Instant) {
+pub(super) fn show(slots: &[Slot], began: tokio::time::Instant) {
     let (mut waiting, mut pending, mut running, mut done) = (0, 0, 0, 0);
     let total: u64 = slots.iter().map(|s| s.run.iterations.max(1)).sum();
     let mut longest: Option<(std::time::Duration, String)> = None;

@@ -2,7 +2,8 @@
 //! never start (or waited past `max_pending_time`) is cancelled with the scheduler's reason instead of waiting
 //! forever.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use chrono::Local;
 
@@ -34,7 +35,7 @@ impl Runner {
                 q.state.to_lowercase()
             );
         }
-        if a.kill.is_some() || self.dry_run {
+        if a.kill.is_some() {
             return;
         }
         let since = *a.pending_since.get_or_insert_with(Instant::now);

@@ -2,7 +2,7 @@
 //! takes over (their time limits count from when they really started).
 
 use std::path::PathBuf;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use chrono::{DateTime, Local};
 
@@ -62,7 +62,6 @@ pub(super) fn apply(slots: &mut [Slot], plan: Vec<SlotPlan>) {
                     kill: None,
                     kill_msg: None,
                     queue: a.queue,
-                    dry_polls: 0,
                 }))
             }
         };

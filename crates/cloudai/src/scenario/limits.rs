@@ -4,7 +4,7 @@
 
 use crate::config::args::ArgValue;
 use crate::config::scenario::TestEntry;
-use crate::config::system::{SystemConfig, SystemKind};
+use crate::config::system::{GroupSpec, SystemConfig};
 use crate::config::test::TestDefinition;
 use crate::config::{ConfigError, ConfigErrors};
 use crate::util::nodelist;
@@ -107,58 +107,10 @@ pub fn check(
                 continue;
             };
             listed += n;
-            if let Some(SystemKind::Slurm(s)) = system.map(|s| &s.kind) {
-                match s.partitions.iter().find(|p| p.name == *part) {
-                    None if !s.partitions.is_empty() => errors.push(err(
-                        entry,
-                        &field,
-                        format!("{spec:?}: the system has no partition {part:?}"),
-                        &format!(
-                            "partitions: {}",
-                            s.partitions
-                                .iter()
-                                .map(|p| p.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )),
-                    Some(p) if !p.groups.is_empty() => {
-                        match p.groups.iter().find(|g| g.name == *group) {
-                            None => errors.push(err(
-                                entry,
-                                &field,
-                                format!("{spec:?}: partition {part:?} has no group {group:?}"),
-                                &format!(
-                                    "groups: {}",
-                                    p.groups
-                                        .iter()
-                                        .map(|g| g.name.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ),
-                            )),
-                            Some(g) => {
-                                let have = g
-                                    .nodes
-                                    .iter()
-                                    .filter_map(|n| nodelist::expand(n))
-                                    .map(|v| v.len() as u64)
-                                    .sum::<u64>();
-                                if !g.nodes.is_empty() && n > have {
-                                    errors.push(err(
-                                        entry,
-                                        &field,
-                                        format!(
-                                            "{spec:?} asks {n} nodes; group {group:?} has {have}"
-                                        ),
-                                        "lower the count",
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                    _ => known = false,
-                }
+            match system.map_or(GroupSpec::Fits, |s| s.kind.group_spec(spec, part, group, n)) {
+                GroupSpec::Fits => {}
+                GroupSpec::Unknown => known = false,
+                GroupSpec::Problem { msg, hint } => errors.push(err(entry, &field, msg, &hint)),
             }
         } else {
             match nodelist::expand(spec) {
@@ -187,18 +139,7 @@ pub fn check(
         );
     }
     // the system's own size, when its file lists nodes
-    if let Some(SystemKind::Slurm(s)) = system.map(|s| &s.kind) {
-        let part = s.partitions.iter().find(|p| p.name == s.default_partition);
-        let size: u64 = part
-            .map(|p| {
-                p.groups
-                    .iter()
-                    .flat_map(|g| &g.nodes)
-                    .filter_map(|n| nodelist::expand(n))
-                    .map(|v| v.len() as u64)
-                    .sum()
-            })
-            .unwrap_or(0);
+    if let Some((size, partition)) = system.and_then(|s| s.kind.listed_size()) {
         let want = if entry.nodes.is_empty() {
             entry.num_nodes.iter().copied().max().unwrap_or(1)
         } else {
@@ -212,7 +153,7 @@ pub fn check(
                 format!(
                     "test '{}' asks {want} nodes; the system file lists {size} in partition {:?} (Slurm decides; \
                      a job it can never start ends `unschedulable`)",
-                    entry.id, s.default_partition
+                    entry.id, partition
                 ),
             );
         }

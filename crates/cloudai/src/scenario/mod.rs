@@ -46,12 +46,8 @@ impl Scenario {
                 _ => None,
             }
         };
-        let sys = match &system.kind {
-            crate::config::system::SystemKind::Slurm(s) => s.reports.as_ref(),
-            _ => None,
-        };
         from(self.reports.as_ref())
-            .or_else(|| from(sys))
+            .or_else(|| from(system.kind.reports()))
             .unwrap_or(true)
     }
 }

@@ -1,7 +1,10 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
+pub mod dry_run;
+pub mod fleet;
 pub mod kubernetes;
+pub mod live;
 pub mod objects;
 pub mod runai;
 pub mod slurm;
@@ -65,30 +68,60 @@ impl Queued {
     }
 }
 
+/// What the engine needs of a system beside its jobs: its own settings, from its config.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The scheduler's name in the system TOML (`slurm`, …), recorded with every iteration.
+    pub scheduler: &'static str,
+    /// How often jobs are polled (a system with a [`System::wakeup`] is also polled when it signals).
+    pub monitor_interval: Duration,
+    /// How long a job may wait in the queue (a test's own value wins), seconds.
+    pub max_pending_time: Option<u64>,
+    /// Nothing is submitted: jobs "complete" at once ([`dry_run::DryRun`]).
+    pub dry_run: bool,
+    /// It can run a whole scenario as one job ([`System::single_job`], `run --single-sbatch`).
+    pub single_job: bool,
+}
+
+impl Settings {
+    /// A system config's settings (polled at least every second).
+    pub fn of(cfg: &SystemConfig) -> Self {
+        Self {
+            scheduler: cfg.kind.scheduler(),
+            monitor_interval: Duration::from_secs(cfg.monitor_interval.max(1)),
+            max_pending_time: cfg.max_pending_time,
+            dry_run: false,
+            single_job: false,
+        }
+    }
+}
+
 #[async_trait]
 pub trait System: Send + Sync {
     /// CloudAI's runner class name, printed as `Creating <name>`.
     fn runner_name(&self) -> &'static str;
+    /// Its settings: scheduler name, monitor interval, max pending time.
+    fn settings(&self) -> Settings;
     /// What this system cannot run of a test (more GPUs than a node has, an image it cannot pull), checked for
     /// every test and hook before anything is created; each entry is one complete sentence.
     fn check(&self, _run: &TestRun) -> Vec<String> {
         Vec::new()
     }
     /// Proves the scheduler is reachable and accepts us (credentials, certificates) before the results
-    /// directory exists; not called in dry-run.
+    /// directory exists. Until then a system takes its facts from its config only (a dry-run never connects).
     async fn connect(&self) -> Result<(), String> {
         Ok(())
     }
     /// Builds the iteration's commands and files; an error (a node spec that cannot be met) fails the iteration.
     fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, String>;
-    /// Submits the job; in dry-run only logs what it would do and returns a fake id.
-    async fn submit(
-        &self,
-        run: &TestRun,
-        dir: &Path,
-        job: &Prepared,
-        dry_run: bool,
-    ) -> Result<JobId, String>;
+    /// Submits the job.
+    async fn submit(&self, run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String>;
+    /// What [`System::submit`] would do, said in the scheduler's words instead of done (a dry-run), and the id it
+    /// stands for.
+    fn would_submit(&self, run: &TestRun, _dir: &Path, _job: &Prepared) -> JobId {
+        crate::info!("Would submit test {}", run.id);
+        "0".into()
+    }
     /// The state of each job, in the order given. One call per poll for all jobs.
     async fn poll(&self, ids: &[JobId]) -> Vec<JobState>;
     /// Takes over a job an earlier cloudai process submitted (`resume`): from now on it is polled, cancelled and
@@ -101,6 +134,10 @@ pub trait System: Send + Sync {
         _job: &Prepared,
     ) -> Result<(), String> {
         Err("this scheduler cannot re-attach to jobs".into())
+    }
+    /// Files of `prepare` the job needs again when it is taken over (`attach`), read back from its directory.
+    fn job_files(&self) -> &'static [&'static str] {
+        &[]
     }
     /// The job an earlier process submitted for this iteration but never recorded (killed in between), if the
     /// scheduler still knows it.
@@ -129,11 +166,29 @@ pub trait System: Send + Sync {
     fn leftovers(&self) -> Vec<crate::results::record::Leftover> {
         Vec::new()
     }
+    /// One job that runs the given iterations (run, iteration, directory, prepared files) one after another, for a
+    /// system whose [`Settings::single_job`] says it can: its files, to write at the results `root`. Each
+    /// iteration's exit status lands in [`SINGLE_EXIT_FILE`] in its directory.
+    fn single_job(
+        &self,
+        _scenario: &str,
+        _root: &Path,
+        _items: &[(&TestRun, u64, &Path, &Prepared)],
+    ) -> Option<Prepared> {
+        None
+    }
     /// Signalled when a job's state may have changed, so the runner need not wait a full monitor interval.
     fn wakeup(&self) -> Option<Arc<Notify>> {
         None
     }
 }
+
+/// What CloudAI's own runner recorded of an iteration's job in a tree it wrote (its Slurm `slurm-job.toml`), for
+/// `generate-report` on CloudAI's trees.
+pub use slurm::foreign_job;
+
+/// Where a [`System::single_job`] leaves each iteration's exit status.
+pub const SINGLE_EXIT_FILE: &str = ".cloudai-exit";
 
 /// CloudAI's pre-test guard: each hook command followed by `SUCCESS_<i>=$(<its check>)`, then
 /// `PRE_TEST_SUCCESS` = 1 only when every check printed 1.
@@ -211,15 +266,12 @@ pub fn container_checks(
     out
 }
 
-/// Schedulers `build` runs today (the others' configs are read and validated).
-pub const RUNNABLE: &[&str] = &["standalone", "slurm", "runai", "kubernetes"];
-
-/// The system for a config, or why it cannot run.
-pub fn build(cfg: &Arc<SystemConfig>, dry_run: bool) -> Result<Arc<dyn System>, String> {
+/// The system for a config: one line per scheduler of `config::system::SCHEDULERS`. A dry-run wraps it: `dry_run::DryRun::wrap(build(cfg))`.
+pub fn build(cfg: &Arc<SystemConfig>) -> Arc<dyn System> {
     match &cfg.kind {
-        SystemKind::Standalone(_) => Ok(Arc::new(standalone::Standalone::new(cfg.clone()))),
-        SystemKind::Slurm(_) => Ok(Arc::new(slurm::Slurm::new(cfg.clone(), dry_run))),
-        SystemKind::RunAi(_) => Ok(Arc::new(runai::system(cfg.clone(), dry_run)?)),
-        SystemKind::Kubernetes(_) => Ok(Arc::new(kubernetes::system(cfg.clone()))),
+        SystemKind::Standalone(_) => Arc::new(standalone::Standalone::new(cfg.clone())),
+        SystemKind::Slurm(_) => Arc::new(slurm::Slurm::new(cfg.clone())),
+        SystemKind::RunAi(_) => Arc::new(runai::system(cfg.clone())),
+        SystemKind::Kubernetes(_) => Arc::new(kubernetes::system(cfg.clone())),
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-use super::{JobId, JobState, Prepared, System};
+use super::{JobId, JobState, Prepared, Settings, System};
 use crate::config::system::{SystemConfig, SystemKind};
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
@@ -80,6 +80,11 @@ fn group_alive(pgid: i32) -> bool {
     unsafe { libc::killpg(pgid, 0) == 0 }
 }
 
+/// Whether the process group a record names (its job id) still lives.
+pub fn recorded_alive(id: &str) -> bool {
+    id.parse().is_ok_and(group_alive)
+}
+
 fn killpg(pgid: i32, sig: i32) {
     // SAFETY: plain syscall on a process group we created; errors (already gone) are irrelevant.
     unsafe {
@@ -128,17 +133,17 @@ impl System for Standalone {
         })
     }
 
-    async fn submit(
-        &self,
-        run: &TestRun,
-        dir: &Path,
-        job: &Prepared,
-        dry_run: bool,
-    ) -> Result<JobId, String> {
+    fn settings(&self) -> Settings {
+        Settings::of(&self.cfg)
+    }
+
+    fn would_submit(&self, run: &TestRun, _dir: &Path, job: &Prepared) -> JobId {
         crate::info!("Executing command for test {}: {}", run.id, job.full_cmd);
-        if dry_run {
-            return Ok("0".into());
-        }
+        "0".into()
+    }
+
+    async fn submit(&self, run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String> {
+        crate::info!("Executing command for test {}: {}", run.id, job.full_cmd);
         let open = |name: &str| {
             std::fs::File::create(dir.join(name))
                 .map_err(|e| format!("cannot create {}: {e}", dir.join(name).display()))

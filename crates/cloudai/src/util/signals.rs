@@ -66,3 +66,31 @@ pub async fn after(seen: u32) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Where an engine learns that it must stop: the process's ending signals, plus its own requests (a test's, or
+/// a caller stopping one engine without signalling the process). Clones share the requests.
+#[derive(Clone, Debug, Default)]
+pub struct Stop(std::sync::Arc<AtomicU32>);
+
+impl Stop {
+    /// Counts as one more ending signal, for this engine only.
+    pub fn request(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Ending signals and requests so far.
+    pub fn count(&self) -> u32 {
+        count() + self.0.load(Ordering::SeqCst)
+    }
+
+    pub fn requested(&self) -> bool {
+        self.count() > 0
+    }
+
+    /// Resolves once more than `seen` signals or requests arrived.
+    pub async fn after(&self, seen: u32) {
+        while self.count() <= seen {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -122,8 +122,9 @@ fn option(name: &str, v: &ArgValue, out: &mut Vec<String>) {
 }
 
 impl Workload for Fio {
-    fn schedulers(&self) -> &'static [&'static str] {
-        &["standalone", "slurm"]
+    /// fio reads and writes the hosts' own file systems.
+    fn needs(&self) -> super::Needs {
+        super::Needs::Hosts
     }
 
     fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {

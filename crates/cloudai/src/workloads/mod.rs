@@ -17,6 +17,7 @@ use crate::config::error::ConfigErrors;
 use crate::config::node::Node;
 use crate::config::test::{TemplateSchema, TestDefinition};
 
+pub use crate::config::system::Needs;
 pub use launch::{Launch, Procs, Success};
 pub use nccl::NcclTest;
 
@@ -172,10 +173,18 @@ pub struct Point {
 /// A test template: its config schema ([`TemplateSchema`]), what it runs ([`Launch`], rendered by every
 /// scheduler) and how it is graded and reported.
 pub trait Workload: TemplateSchema + Send + Sync {
-    /// Schedulers this workload runs on (every scheduler renders any [`Launch`]; a workload narrows this only
-    /// when it depends on one scheduler's features).
-    fn schedulers(&self) -> &'static [&'static str] {
+    /// What it needs of a scheduler beyond a [`Launch`], which every scheduler renders: most need nothing more;
+    /// a workload that depends on a scheduler's features says which, and runs where they are given.
+    fn needs(&self) -> Needs {
+        Needs::Launch
+    }
+    /// The schedulers it runs on: those that give what it needs.
+    fn schedulers(&self) -> Vec<&'static str> {
         crate::config::system::SCHEDULERS
+            .iter()
+            .filter(|s| s.gives.contains(&self.needs()))
+            .map(|s| s.name)
+            .collect()
     }
     /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
     /// measured (the agent observes -1 then, as CloudAI does).

@@ -155,8 +155,9 @@ fn env_is(test: &TestDefinition, name: &str, value: &str) -> bool {
 }
 
 impl Workload for NeMoRun {
-    fn schedulers(&self) -> &'static [&'static str] {
-        &["slurm"]
+    /// NeMo-Run's recipe launches its tasks with srun.
+    fn needs(&self) -> super::Needs {
+        super::Needs::Srun
     }
 
     fn script(&self) -> Option<Script> {

@@ -48,8 +48,9 @@ impl TemplateSchema for SlurmContainer {
 }
 
 impl Workload for SlurmContainer {
-    fn schedulers(&self) -> &'static [&'static str] {
-        &["slurm"]
+    /// Its command runs under srun with the test's own srun arguments.
+    fn needs(&self) -> super::Needs {
+        super::Needs::Srun
     }
 
     fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 pub use hooks::StepKind;
 
-use super::{JobId, JobState, Prepared, Queued, System};
+use super::{JobId, JobState, Prepared, Queued, Settings, System};
 use crate::config::system::SystemConfig;
 use crate::info;
 use crate::results::record::{Attempt, Leftover};
@@ -394,24 +394,26 @@ impl<B: Backend> System for Stepped<B> {
         })
     }
 
-    async fn submit(
-        &self,
-        run: &TestRun,
-        dir: &Path,
-        _job: &Prepared,
-        dry_run: bool,
-    ) -> Result<JobId, String> {
+    fn settings(&self) -> Settings {
+        Settings::of(self.backend.config())
+    }
+
+    fn would_submit(&self, run: &TestRun, dir: &Path, _job: &Prepared) -> JobId {
         let planned = self.planned.lock().unwrap().remove(dir);
         let steps = planned.unwrap_or_else(|| plan(&self.backend, run, dir));
         let main = steps[main_of(&steps)].name.clone();
-        if dry_run {
-            info!(
-                "Would create {} {main} ({} with hooks)",
-                B::RUNNER.trim_end_matches("Runner"),
-                steps.len()
-            );
-            return Ok(main);
-        }
+        info!(
+            "Would create {} {main} ({} with hooks)",
+            B::RUNNER.trim_end_matches("Runner"),
+            steps.len()
+        );
+        main
+    }
+
+    async fn submit(&self, run: &TestRun, dir: &Path, _job: &Prepared) -> Result<JobId, String> {
+        let planned = self.planned.lock().unwrap().remove(dir);
+        let steps = planned.unwrap_or_else(|| plan(&self.backend, run, dir));
+        let main = steps[main_of(&steps)].name.clone();
         let handle = self.backend.create(&steps[0]).await?;
         self.track(&main, Job::new(steps, 0, Some(handle)));
         Ok(main)

@@ -36,20 +36,17 @@ pub const PAYLOAD_FILE: &str = "runai-workload.json";
 /// The workloads of one iteration whose results go to `dir`, in order, as creation requests (and whether each is
 /// a distributed workload), as they are written to `runai-workload.json` and sent.
 pub fn payloads(cfg: &Arc<SystemConfig>, run: &TestRun, dir: &Path) -> Vec<(Value, bool)> {
-    RunAi::new(cfg.clone(), true)
-        .map(|r| {
-            objects::plan(&r, run, dir)
-                .into_iter()
-                .map(|s| (s.spec.payload, s.spec.distributed))
-                .collect()
-        })
-        .unwrap_or_default()
+    objects::plan(&RunAi::new(cfg.clone()), run, dir)
+        .into_iter()
+        .map(|s| (s.spec.payload, s.spec.distributed))
+        .collect()
 }
 
 /// The Run:ai side of the step machine: a project's trainings and distributed workloads.
 pub struct RunAi {
     cfg: Arc<SystemConfig>,
-    client: Option<Arc<Client>>,
+    /// Made by `connect`.
+    client: std::sync::OnceLock<Arc<Client>>,
     /// The cluster's and the project's facts, read once per run.
     facts: tokio::sync::OnceCell<Facts>,
     /// The project's workloads by id from this poll's list, each taken by the first look at it.
@@ -66,34 +63,39 @@ struct Facts {
     project: String,
 }
 
-/// The system for a Run:ai config; without a client in dry-run.
-pub fn system(cfg: Arc<SystemConfig>, dry_run: bool) -> Result<objects::Stepped<RunAi>, String> {
-    Ok(objects::Stepped::new(RunAi::new(cfg, dry_run)?))
+/// The system for a Run:ai config: its client is made by `connect` (a dry-run never connects, so it needs no
+/// secret).
+pub fn system(cfg: Arc<SystemConfig>) -> objects::Stepped<RunAi> {
+    objects::Stepped::new(RunAi::new(cfg))
 }
 
 impl RunAi {
-    pub fn new(cfg: Arc<SystemConfig>, dry_run: bool) -> Result<Self, String> {
-        let r = Self::conf(&cfg).clone();
-        // The environment wins over the file, so the secret need not be written into a config.
-        let client = if dry_run {
-            None
-        } else {
-            let secret = r.secret().ok_or_else(|| {
-                format!(
-                    "no Run:ai secret for app_id {}: set RUNAI_APP_SECRET, or app_secret in {}",
-                    r.app_id,
-                    cfg.file.display()
-                )
-            })?;
-            let tls = client::tls_config(r.ca_bundle.as_deref())?;
-            Some(Arc::new(Client::new(&r.base_url, &r.app_id, secret, tls)?))
-        };
-        Ok(Self {
+    pub fn new(cfg: Arc<SystemConfig>) -> Self {
+        Self {
             cfg,
-            client,
+            client: std::sync::OnceLock::new(),
             facts: tokio::sync::OnceCell::new(),
             listed: std::sync::Mutex::default(),
-        })
+        }
+    }
+
+    /// The REST client, made once from the config (the environment's secret wins over the file's, so the secret
+    /// need not be written into a config).
+    fn make_client(&self) -> Result<&Arc<Client>, String> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let r = self.r();
+        let secret = r.secret().ok_or_else(|| {
+            format!(
+                "no Run:ai secret for app_id {}: set RUNAI_APP_SECRET, or app_secret in {}",
+                r.app_id,
+                self.cfg.file.display()
+            )
+        })?;
+        let tls = client::tls_config(r.ca_bundle.as_deref())?;
+        let c = Arc::new(Client::new(&r.base_url, &r.app_id, secret, tls)?);
+        Ok(self.client.get_or_init(|| c))
     }
 
     fn conf(cfg: &SystemConfig) -> &RunAiConfig {
@@ -109,8 +111,8 @@ impl RunAi {
 
     fn client(&self) -> Result<&Arc<Client>, String> {
         self.client
-            .as_ref()
-            .ok_or_else(|| "no Run:ai client in dry-run".to_string())
+            .get()
+            .ok_or_else(|| "not connected to the Run:ai control plane".to_string())
     }
 
     /// The cluster's domain and the project's name, read once (and proving both exist and belong together).
@@ -251,6 +253,7 @@ impl Backend for RunAi {
     /// The credentials, then the configured cluster and project (a placeholder `cluster_id` is named here, not at
     /// the first submission).
     async fn connect(&self) -> Result<(), String> {
+        let client = self.make_client()?;
         let r = self.r();
         if !facts::is_uuid(&r.cluster_id) {
             return Err(format!(
@@ -260,7 +263,7 @@ impl Backend for RunAi {
                 self.cfg.file.display()
             ));
         }
-        self.client()?.token().await.map_err(|e| e.to_string())?;
+        client.token().await.map_err(|e| e.to_string())?;
         self.facts().await.map(|_| ())
     }
 

@@ -1,20 +1,24 @@
 //! Slurm: sbatch scripts as CloudAI writes them, submitted with `sbatch --parsable`, watched with one `squeue`
 //! call per poll for all our jobs (then `sacct` for the final state), cancelled with `scancel`.
 
+mod foreign;
 mod nodes;
 pub mod script;
+mod single;
 mod state;
+pub use foreign::foreign_job;
 mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobId, JobState, Prepared, Queued, System};
+use super::{JobId, JobState, Prepared, Queued, Settings, System};
 use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
 use crate::results::record::Attempt;
 use crate::results::EndReason;
@@ -33,7 +37,8 @@ const SACCT_PATIENCE: u32 = 30;
 pub struct Slurm {
     cfg: Arc<SystemConfig>,
     install: PathBuf,
-    dry_run: bool,
+    /// Set by `connect`: before it (a dry-run), facts come from the config alone.
+    connected: AtomicBool,
     gpu_directives: OnceLock<bool>,
     jobs: Mutex<HashMap<JobId, Tracked>>,
 }
@@ -233,13 +238,13 @@ fn job_name_of(job: &Prepared) -> String {
 const METADATA_SCRIPT: &str = include_str!("slurm-metadata.sh");
 
 impl Slurm {
-    pub fn new(cfg: Arc<SystemConfig>, dry_run: bool) -> Self {
+    pub fn new(cfg: Arc<SystemConfig>) -> Self {
         let install =
             std::path::absolute(&cfg.install_path).unwrap_or_else(|_| cfg.install_path.clone());
         Self {
             cfg,
             install,
-            dry_run,
+            connected: AtomicBool::new(false),
             gpu_directives: OnceLock::new(),
             jobs: Mutex::default(),
         }
@@ -262,8 +267,8 @@ impl Slurm {
             if self.slurm().gpus_per_node.is_none() {
                 return false;
             }
-            // A dry-run takes its facts from the system TOML only: it must not wait on a controller.
-            if self.dry_run {
+            // Unconnected (a dry-run), facts come from the system TOML only: it must not wait on a controller.
+            if !self.connected.load(Ordering::Relaxed) {
                 return true;
             }
             let out = run_blocking("scontrol", &["show", "config"], GRES_CHECK_TIMEOUT);
@@ -282,7 +287,7 @@ impl Slurm {
             return Ok(Vec::new());
         }
         let needs_states = run.nodes.iter().any(|n| n.contains(':'));
-        let states = if needs_states && !self.dry_run {
+        let states = if needs_states && self.connected.load(Ordering::Relaxed) {
             let out = run_blocking(
                 "sinfo",
                 &["-h", "-N", "-o", "%N|%t"],
@@ -354,17 +359,39 @@ impl System for Slurm {
         })
     }
 
-    async fn submit(
-        &self,
-        _run: &TestRun,
-        dir: &Path,
-        job: &Prepared,
-        dry_run: bool,
-    ) -> Result<JobId, String> {
-        if dry_run {
-            info!("Submitted slurm job: 0");
-            return Ok("0".into());
+    fn settings(&self) -> Settings {
+        Settings {
+            single_job: true,
+            ..Settings::of(&self.cfg)
         }
+    }
+
+    /// The batch script (`attach` reads the job name from it).
+    fn job_files(&self) -> &'static [&'static str] {
+        &[script::SCRIPT]
+    }
+
+    fn single_job(
+        &self,
+        scenario: &str,
+        root: &Path,
+        items: &[(&TestRun, u64, &Path, &Prepared)],
+    ) -> Option<Prepared> {
+        Some(single::script(self.slurm(), scenario, root, items))
+    }
+
+    /// Slurm is asked for facts (GPU directives, node states) only from here on.
+    async fn connect(&self) -> Result<(), String> {
+        self.connected.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn would_submit(&self, _run: &TestRun, _dir: &Path, _job: &Prepared) -> JobId {
+        info!("Submitted slurm job: 0");
+        "0".into()
+    }
+
+    async fn submit(&self, _run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String> {
         self.install_metadata_script()
             .and_then(|_| std::fs::create_dir_all(dir.join("metadata")))
             .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
@@ -646,6 +673,41 @@ impl System for Slurm {
         // Slurm enforces --time itself (rounded up to whole minutes); we step in only if it did not.
         Duration::from_secs(5)
     }
+}
+
+/// What squeue says now of recorded jobs (`cloudai status`), with one call; a job it no longer lists has ended
+/// without anyone collecting it.
+pub fn live(ids: &[&str]) -> HashMap<String, super::live::Live> {
+    use super::live::Live;
+    let mut out: HashMap<String, Live> = ids
+        .iter()
+        .map(|id| (id.to_string(), Live::Gone("ended (not collected)")))
+        .collect();
+    let o = std::process::Command::new("squeue")
+        .args([
+            "-h",
+            "-o",
+            "%i|%T|%r|%N",
+            &format!("--jobs={}", ids.join(",")),
+        ])
+        .output();
+    let Ok(o) = o else {
+        return out;
+    };
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let f: Vec<&str> = l.split('|').collect();
+        if f.len() == 4 {
+            out.insert(
+                f[0].to_string(),
+                Live::Seen {
+                    state: f[1].to_lowercase(),
+                    reason: f[2].to_string(),
+                    nodes: crate::util::nodelist::expand(f[3]).unwrap_or_default(),
+                },
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]
