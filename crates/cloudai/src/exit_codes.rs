@@ -101,3 +101,56 @@ pub fn long_help() -> String {
     }
     s
 }
+
+/// How a command ended short of [`OK`]: every command returns `Result<(), Failure>` and `cli::main` turns it into
+/// the process's exit code, printing what was not yet said exactly once.
+#[derive(Debug, PartialEq)]
+pub enum Failure {
+    /// Bad input or an environment that cannot run it: the one message to print (exit code 1).
+    Error(String),
+    /// Already reported where it was found (a config error with its file and line, a list of problems): exit
+    /// code 1, nothing more to say.
+    Reported,
+    /// The command ran and its outcome has this code ([`TEST_FAILURES`], [`LEFTOVERS`], [`INTERRUPTED`], or
+    /// [`ERROR`] for results that could not be written), already explained.
+    Outcome(i32),
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Failure::Error(_) | Failure::Reported => ERROR,
+            Failure::Outcome(c) => *c,
+        }
+    }
+
+    /// What `cli::main` still has to print.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            Failure::Error(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// A command's exit code as a result (0 is success).
+    pub fn of_code(code: i32) -> Result<(), Failure> {
+        match code {
+            OK => Ok(()),
+            c => Err(Failure::Outcome(c)),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Error(message)
+    }
+}
+
+impl From<crate::config::ConfigErrors> for Failure {
+    /// Config errors are reported with their locations as they are turned into a failure.
+    fn from(e: crate::config::ConfigErrors) -> Self {
+        e.report();
+        Failure::Reported
+    }
+}

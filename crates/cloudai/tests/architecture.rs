@@ -270,3 +270,63 @@ fn the_new_scheduler_checklist_names_files_that_exist() {
         }
     }
 }
+
+/// Within one folder, sibling files (`mod.rs` aside: it owns them) name each other in one direction only: a cycle
+/// there (run ↔ resume, error ↔ node, scenario ↔ page) means one of them holds what both need.
+#[test]
+fn sibling_files_have_no_import_cycle() {
+    let root = src();
+    let mut dirs = vec![root.clone()];
+    let mut cycles = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        let mut siblings = BTreeSet::new();
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p.clone());
+                siblings.insert(p.file_name().unwrap().to_string_lossy().to_string());
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let stem = p.file_stem().unwrap().to_string_lossy().to_string();
+                if stem != "mod" && stem != "lib" && stem != "main" {
+                    siblings.insert(stem);
+                    files.push(p);
+                }
+            }
+        }
+        // a path to this folder from the crate root: `crate::a::b::`
+        let rel = dir.strip_prefix(&root).unwrap();
+        let crate_path: String = rel
+            .components()
+            .map(|c| format!("{}::", c.as_os_str().to_string_lossy()))
+            .collect();
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for f in &files {
+            let from = f.file_stem().unwrap().to_string_lossy().to_string();
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                let prefixes = ["super::".to_string(), format!("crate::{crate_path}")];
+                for prefix in prefixes.iter().filter(|p| p.as_str() != "crate::") {
+                    for (i, _) in line.match_indices(prefix.as_str()) {
+                        let name: String = line[i + prefix.len()..]
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        if name != from && siblings.contains(&name) {
+                            graph.entry(from.clone()).or_default().insert(name);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(c) = find_cycle(&graph) {
+            cycles.push(format!("{}: {}", rel.display(), c.join(" → ")));
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "import cycles between sibling files:\n{}",
+        cycles.join("\n")
+    );
+}

@@ -1,7 +1,7 @@
 //! Every kind of bad input gets one clear error: file:line:col, field path, what was expected and a hint;
 //! exit code 1; no results directory; no panic.
 
-mod common;
+use crate::common;
 
 use common::{stdout_of, Work};
 

@@ -1,7 +1,7 @@
 //! Baselines: built from known-good trees, then grading: the same results pass, busbw lowered 20% at large sizes
 //! fails naming those sizes, and a shape the baseline lacks is reported as such.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! graded by `generate-report` with a small peak RSS (measured with wait4 on that very process). Its own test
 //! binary, so nothing else runs beside it. `bench/bench.py` records the figure on a release build.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -2,7 +2,7 @@
 //! byte sizes), out-of-place and in-place told apart by marker and dash, the min_busbw reference line, algbw, the
 //! export buttons; and a screenshot of the page at a known size.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

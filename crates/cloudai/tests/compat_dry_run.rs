@@ -1,7 +1,7 @@
 //! `cloudai dry-run` writes the same results tree as CloudAI's for the reference cases in
 //! tests/data/compat/cloudai-dry-run, file for file and byte for byte after the same normalization.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

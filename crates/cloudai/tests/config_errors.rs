@@ -2,7 +2,7 @@
 //! and verify-configs alike), a directory given as a file, a test name that would leave the results tree, a
 //! Kubernetes image that is no image reference.
 
-mod common;
+use crate::common;
 
 use common::{stdout_of, Work};
 

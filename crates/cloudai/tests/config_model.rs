@@ -1,7 +1,7 @@
 //! The config model: CloudAI's example files load with the right values and defaults; overrides merge; hooks
 //! resolve; commands are built in CloudAI's order.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

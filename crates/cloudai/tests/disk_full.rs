@@ -2,7 +2,7 @@
 //! was written before still whole. Needs a small tmpfs (root); skipped with a visible line where mounting is not
 //! allowed, unless CLOUDAI_REQUIRE_TMPFS=1 (CI) makes that a failure.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! 2.17, and it carries the man page and completions. `.ci/run` builds it first (CLOUDAI_REQUIRE_DIST=1 makes a
 //! missing tarball a failure); elsewhere the test skips visibly without one.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! every grid point runs as its own step, trajectory.csv holds CloudAI's rows (inverse of the mean in-place time),
 //! and the best step's definition and a scenario that runs it are written.
 
-mod common;
+use crate::common;
 
 use common::{data, stdout_of, Work};
 

@@ -2,7 +2,7 @@
 //! on purpose), 3 when the scenario ran but an iteration failed, timed out or was skipped; `--junit FILE` writes
 //! one testcase per iteration that JUnit consumers (GitLab, Jenkins) read.
 
-mod common;
+use crate::common;
 
 use common::{stdout_of, Work};
 

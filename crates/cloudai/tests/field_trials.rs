@@ -1,7 +1,7 @@
 //! Field trials, round 2: no secret at rest, every ending signal cancels what we started, one owner per results
 //! tree, and `cmd_args` keys that cannot reach a shell as code.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -231,8 +231,7 @@ fn hangup_and_quit_cancel_every_job() {
         let w = Work::new();
         let mut child = start_sleep(&w);
         let jobs = wait_for_jobs(&w);
-        // SAFETY: signalling the child we spawned
-        unsafe { libc::kill(child.id() as i32, sig) };
+        common::signal(child.id() as i32, sig);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(130), "signal {sig}");
         for pg in jobs {
@@ -273,11 +272,10 @@ async fn a_second_interrupt_stops_waiting_and_names_the_leftovers() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pid = child.id() as i32;
-    // SAFETY: signalling the child we spawned
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let t = Instant::now();
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap();
@@ -325,8 +323,7 @@ fn two_resumes_at_once_one_is_refused() {
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(text.contains("is owned by cloudai pid"), "{text}");
     let mut owner = owner;
-    // SAFETY: ending the resume this test started
-    unsafe { libc::kill(owner.id() as i32, libc::SIGTERM) };
+    common::signal(owner.id() as i32, libc::SIGTERM);
     assert_eq!(owner.wait().unwrap().code(), Some(130));
 }
 
@@ -385,8 +382,7 @@ fn status_beside_a_live_run_leaves_its_log_alone() {
         after.starts_with(&before),
         "debug.log was rewritten by a read-only command"
     );
-    // SAFETY: ending the run this test started
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    common::signal(child.id() as i32, libc::SIGTERM);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let own = std::fs::read_to_string(root.join(".cloudai/run.log")).unwrap();
     assert!(
@@ -655,10 +651,9 @@ fn a_double_interrupt_leaves_no_job_on_standalone_or_slurm() {
     let mut child = start_sleep(&w);
     let jobs = wait_for_jobs(&w);
     let pid = child.id() as i32;
-    // SAFETY: signalling the child we spawned
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(200));
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     let code = child.wait().unwrap().code();
     assert!(matches!(code, Some(130) | Some(4)), "{code:?}");
     for pg in jobs {
@@ -672,9 +667,9 @@ fn a_double_interrupt_leaves_no_job_on_standalone_or_slurm() {
     let child = spawn(&w, &common::slurm::RUN_ARGS);
     let ids = common::slurm::queued_jobs(&w, 2);
     let pid = child.id() as i32;
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(100));
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    common::signal(pid, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let text = stdout_of(&out);
     assert!(matches!(out.status.code(), Some(130) | Some(4)), "{text}");

@@ -3,7 +3,7 @@
 //! the Slurm batch script (with stand-in `srun`/`scontrol`) and a Standalone run — with a stand-in NCCL binary
 //! that records what it received. A newline anywhere, raw pass-through fields included, is a config error.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

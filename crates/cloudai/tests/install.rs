@@ -2,7 +2,7 @@
 //! its pinned commit, a second install does nothing, run refuses while something is missing, scripts use the
 //! cached image, and uninstall removes exactly what install made.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! What a tree says after `cloudai run` is killed outright, and smaller input edges: summary.json paths relative
 //! to the results root, a missing --hook-dir, a symlink loop among the tests, a config file that is not UTF-8.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,7 @@ fn kill_9_then_generate_report_says_interrupted() {
     let rec = IterationRecord::read(&dir).unwrap();
     // the orphaned job (its own process group) is ours to clean up
     if let Some(pid) = rec.job_id.as_deref().and_then(|j| j.parse::<i32>().ok()) {
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        common::signal(-pid, libc::SIGKILL);
     }
     assert_eq!(
         (rec.status, rec.end_reason),

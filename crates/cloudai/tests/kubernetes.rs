@@ -2,7 +2,7 @@
 //! one node and as an MPIJob on two, logs through the API server's `pods/log` proxy, events, find-bad-nodes with
 //! pinned pairs, Ctrl-C, hooks, resume, and dry-run without any cluster. Faults: tests/kubernetes_faults.rs.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -262,7 +262,7 @@ async fn ctrl_c_deletes_everything_it_created() {
     c.wait_running().await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!c.objects().await.is_empty());
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::signal(child.id() as i32, libc::SIGINT);
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap();

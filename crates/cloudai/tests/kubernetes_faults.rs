@@ -2,7 +2,7 @@
 //! cannot be pulled, a container killed for memory, an evicted pod, a quota refusing the pods, an MPIJob no
 //! operator takes up, and a user whose role lacks watch, get or list.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! OpenAPI schemas with every option set, shapes a system cannot honour are refused before anything exists,
 //! and no scheduler module knows a workload. Objects read back from a real API server: tests/kubernetes.rs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

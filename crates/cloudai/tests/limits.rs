@@ -2,7 +2,7 @@
 //! iterations, tests and sweep steps; node specs that cannot be read or met; time limits that look like typos and
 //! `num_nodes` next to `nodes` are warnings.
 
-mod common;
+use crate::common;
 
 use common::{stdout_of, Work};
 

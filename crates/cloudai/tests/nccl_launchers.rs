@@ -4,7 +4,7 @@
 //! --timestamp-output`, `kubectl logs --timestamps`, and excerpts that start at the column header. Every row of
 //! the plain file must be found, and the verdict must not change.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! The nccl-tests parser and grading on every real sample (values written by hand from the files), on random
 //! tables printed in nccl-tests' layout, and on arbitrary bytes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

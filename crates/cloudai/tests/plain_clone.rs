@@ -1,7 +1,7 @@
 //! The repository tests itself: a plain `git clone` with no reference folder beside it passes a compat test.
 //! (Reference data lives in tests/data; nothing may read ../shared.)
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
@@ -22,9 +22,13 @@ fn a_plain_clone_passes_a_compat_test_without_the_shared_folder() {
             "-p",
             "cloudai",
             "--test",
-            "compat_dry_run",
+            "tests",
         ])
-        .args(["slurm_nccl_with_hooks_matches_cloudai", "--", "--exact"])
+        .args([
+            "compat_dry_run::slurm_nccl_with_hooks_matches_cloudai",
+            "--",
+            "--exact",
+        ])
         .env("CARGO_TARGET_DIR", &target)
         .env_remove("CLOUDAI_SHARED_DIR")
         .env_remove("RUSTFLAGS")

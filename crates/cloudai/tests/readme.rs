@@ -4,7 +4,7 @@
 //! `cargo test` lines are the build and this very run). ```sh slurm blocks need the local Slurm cluster.
 //! ```text blocks are synopses with placeholders; ```console ones need root (CI's .ci/run runs them).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

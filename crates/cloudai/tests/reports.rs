@@ -1,7 +1,7 @@
 //! Reports: per-iteration CSV/HTML, the scenario page and summary.json after a run; generate-report re-grading and
 //! comparing without re-running; the HTML rendered by a real headless Chromium.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! what ended unwatched, submits what never started, and nothing runs twice — on Standalone, the real Slurm
 //! cluster and the Run:ai mock. `status` reads the journal while the run goes on; the lock keeps one owner.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,49 +1,35 @@
 //! `cloudai run` on the Standalone system: dependencies, iterations, time limits, failures and Ctrl-C.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
 use common::{check_dependencies, record, stdout_of, t, Work, DEPENDENCY_SCENARIO};
 
-const SLEEP: &str = "name = \"sleep\"\ndescription = \"sleep test\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
-const BASH: &str = "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n";
+use common::scratch::{fixtures, Ran, Scratch};
 
-fn run(w: &Work, scenario: &str) -> std::process::Output {
-    let sys = w.standalone();
-    w.file("tests/sleep.toml", SLEEP);
-    w.file("tests/bash.toml", BASH);
-    let scen = w.file("scenario.toml", scenario);
-    w.cloudai()
-        .args(["run", "--system-config"])
-        .arg(sys)
-        .args(["--tests-dir", "tests", "--test-scenario"])
-        .arg(scen)
-        .output()
-        .unwrap()
+/// The scenario run on the Standalone system with the fixtures' sleep and bash tests.
+fn run(scenario: &str) -> Ran {
+    Scratch::standalone()
+        .test("sleep", fixtures::SLEEP)
+        .test("bash", fixtures::BASH)
+        .scenario(scenario)
+        .run()
 }
 
 #[test]
 fn dependencies_and_iterations_are_honoured() {
-    let w = Work::new();
-    let out = run(&w, DEPENDENCY_SCENARIO);
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    check_dependencies(&w.results_root(), |r| &r.started_at);
-    assert!(
-        text.contains("[INFO] Job completed: first (iteration 2 of 2)"),
-        "{text}"
-    );
-    assert!(text.contains("STOPPED"), "{text}");
+    let ran = run(DEPENDENCY_SCENARIO);
+    ran.exits(0)
+        .says("[INFO] Job completed: first (iteration 2 of 2)")
+        .says("STOPPED");
+    check_dependencies(&ran.root(), |r| &r.started_at);
 }
 
 #[test]
 fn output_exit_status_and_environment_are_captured() {
-    let w = Work::new();
-    let out = run(
-        &w,
-        r#"
+    let ran = run(r#"
 name = "outputs"
 [[Tests]]
 id = "ok"
@@ -57,41 +43,28 @@ id = "bad"
 test_name = "bash"
   [Tests.cmd_args]
   cmd = "exit 3"
-"#,
-    );
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    let root = w.results_root();
-    assert_eq!(
-        std::fs::read_to_string(root.join("ok/0/stdout.txt")).unwrap(),
-        "to-out from-config\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("ok/0/stderr.txt")).unwrap(),
-        "to-err\n"
-    );
-    assert_eq!(record(&root, "ok", 0).status, Status::Passed);
-    let bad = record(&root, "bad", 0);
-    assert_eq!((bad.status, bad.exit_code), (Status::Failed, Some(3)));
+"#);
+    ran.exits(3)
+        .iteration("ok", 0, Status::Passed)
+        .iteration("bad", 0, Status::Failed)
+        .says("FAILED")
+        .says("exited with status 3");
+    assert_eq!(ran.file("ok", 0, "stdout.txt"), "to-out from-config\n");
+    assert_eq!(ran.file("ok", 0, "stderr.txt"), "to-err\n");
+    let bad = ran.record("bad", 0);
+    assert_eq!(bad.exit_code, Some(3));
     assert!(
         bad.message.contains("exited with status 3"),
         "{}",
         bad.message
     );
-    assert!(
-        text.contains("FAILED") && text.contains("exited with status 3"),
-        "{text}"
-    );
-    assert!(w.path().join("debug.log").is_file());
+    assert!(ran.work.path().join("debug.log").is_file());
 }
 
 #[test]
 fn time_limit_kills_the_job() {
-    let w = Work::new();
     let started = Instant::now();
-    let out = run(
-        &w,
-        r#"
+    let ran = run(r#"
 name = "limits"
 [[Tests]]
 id = "slow"
@@ -99,24 +72,19 @@ test_name = "bash"
 time_limit = "2s"
   [Tests.cmd_args]
   cmd = "sleep 60"
-"#,
-    );
-    let text = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
+"#);
+    ran.exits(3).iteration("slow", 0, Status::Timeout);
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "the job was not killed at its limit"
     );
-    let r = record(&w.results_root(), "slow", 0);
-    assert_eq!(
-        (r.status, r.end_reason),
-        (Status::Timeout, EndReason::TimeLimit)
-    );
+    let r = ran.record("slow", 0);
+    assert_eq!(r.end_reason, EndReason::TimeLimit);
     assert!(r.message.contains("00:00:02"), "{}", r.message);
-    let ran = t(&r.ended_at) - t(&r.started_at);
+    let took = t(&r.ended_at) - t(&r.started_at);
     assert!(
-        ran >= chrono::Duration::seconds(2),
-        "killed too early: {ran}"
+        took >= chrono::Duration::seconds(2),
+        "killed too early: {took}"
     );
 }
 
@@ -137,7 +105,7 @@ fn alive(pid: i32) -> bool {
 fn sigint_cancels_every_job_and_leaves_no_process() {
     let w = Work::new();
     let sys = w.standalone();
-    w.file("tests/bash.toml", BASH);
+    w.file("tests/bash.toml", fixtures::BASH);
     let scen = w.file(
         "scenario.toml",
         r#"
@@ -184,7 +152,7 @@ test_name = "bash"
         .parse()
         .unwrap();
     assert!(alive(grandchild));
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::signal(child.id() as i32, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(130), "{text}");
@@ -232,7 +200,7 @@ fn hooks_run_around_the_test_and_a_failed_pre_test_skips_it() {
     w.file("hooks/test/bad.toml", "name = \"hook_bad\"\ndescription = \"h\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"exit 4\"\n");
     for (hook, expect) in [("ok", Status::Passed), ("bad", Status::Failed)] {
         let sys = w.standalone();
-        w.file("tests/bash.toml", BASH);
+        w.file("tests/bash.toml", fixtures::BASH);
         let scen = w.file(
             &format!("{hook}.toml"),
             &format!("name = \"{hook}\"\npre_test = \"{hook}\"\npost_test = \"ok\"\n[[Tests]]\nid = \"main\"\ntest_name = \"bash\"\n[Tests.cmd_args]\ncmd = \"echo main ran\"\n"),

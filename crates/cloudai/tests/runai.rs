@@ -1,7 +1,7 @@
 //! `cloudai run` against the Run:ai mock (crates/runai-mock, which validates every body against the official
 //! OpenAPI document): 1-node training and 2-node MPI workloads, logs, events, reports, hooks, faults, SIGINT.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -368,7 +368,7 @@ async fn sigint_deletes_every_workload() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_millis(600)).await;
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::signal(child.id() as i32, libc::SIGINT);
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap();

@@ -1,7 +1,7 @@
 //! Run:ai field trials against the mock: names that stay unique, partial output kept, nothing left holding GPUs,
 //! a control plane that is gone at Ctrl-C, a private CA, refused credentials and refused fields.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -187,7 +187,7 @@ async fn ctrl_c_with_the_control_plane_down_names_what_may_still_run() {
     m.stop();
     let wl = m.shared.data.lock().unwrap().workloads[0].clone();
     let t0 = Instant::now();
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::signal(child.id() as i32, libc::SIGINT);
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap();

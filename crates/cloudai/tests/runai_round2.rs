@@ -2,7 +2,7 @@
 //! projects, the scheduler's pending reasons, soft-deleted workloads, configuration refused before anything is
 //! created.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

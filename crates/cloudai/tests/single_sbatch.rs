@@ -1,7 +1,7 @@
 //! `--single-sbatch` on the real cluster: one sbatch for the whole scenario, every iteration graded from its own
 //! directory (the same files as a normal run), one job id on every record.
 
-mod common;
+use crate::common;
 
 use cloudai::results::Status;
 use common::{record, stdout_of};

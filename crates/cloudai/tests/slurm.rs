@@ -2,7 +2,7 @@
 //! Without a reachable cluster these tests are skipped, unless CLOUDAI_REQUIRE_SLURM=1 (as in CI) makes that a
 //! failure.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -211,7 +211,7 @@ fn interrupted_by(sig: i32) {
         .spawn()
         .unwrap();
     let ids = common::slurm::queued_jobs(&w, 2);
-    unsafe { libc::kill(child.id() as i32, sig) };
+    common::signal(child.id() as i32, sig);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(130), "signal {sig}: {text}");

@@ -2,21 +2,18 @@
 //! fails under a running job (Slurm requeues it), and a job cancelled by someone else. Tests here change node
 //! states, so they run one at a time.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cloudai::results::{EndReason, Status};
 use common::slurm::{cloudai_run, slurm_work};
 use common::{record, stdout_of, t, Work};
 
-/// Node states are shared by every test of this binary.
-static CLUSTER: Mutex<()> = Mutex::new(());
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+/// These tests change node states and fill the cluster: each has it alone.
+fn lock() -> common::slurm::Alone {
+    common::slurm::alone()
 }
 
 fn scontrol(args: &[&str]) {

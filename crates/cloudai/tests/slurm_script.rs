@@ -1,6 +1,6 @@
 //! Slurm batch scripts for the features the reference cases do not cover (dry-run, no cluster needed).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

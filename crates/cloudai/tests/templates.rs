@@ -1,7 +1,7 @@
 //! CloudAI's workloads beyond NCCL and UCC, each the whole way: fio, NeMo-Run, SlurmContainer and the OSU
 //! micro-benchmarks (their Slurm scripts against CloudAI's trees are in compat_dry_run.rs).
 
-mod common;
+use crate::common;
 
 use common::{data, stdout_of, Work};
 use serde_json::Value;

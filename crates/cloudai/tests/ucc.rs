@@ -1,7 +1,7 @@
 //! UCC's `ucc_perftest` (`UCCTest`) through the launch seam: graded and reported from a real output, rendered for
 //! Kubernetes and Run:ai like any MPI workload (the Slurm script is CloudAI's: compat_dry_run.rs).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -179,22 +179,22 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
         let sys_cfg = Arc::new(sys_cfg);
-        let sys = crate::systems::build(&sys_cfg);
-        let sys = if req.dry_run {
-            crate::systems::dry_run::DryRun::wrap(sys)
-        } else {
-            if let Err(e) = rt.block_on(sys.connect()) {
-                error!("Cannot use system '{}': {e}", sys_cfg.name);
-                return 1;
+        // each round's engine starts as `run`'s does: built, checked, connected (on its own runtime)
+        let started = match crate::runner::start::start(&sys_cfg, &scenario, req.dry_run) {
+            Ok(s) => s,
+            Err(f) => {
+                if let Some(m) = f.message() {
+                    error!("{m}");
+                }
+                return f.exit_code();
             }
-            sys
         };
         let layout = Layout {
             root: root.join(format!("round-{round}")),
             step: None,
         };
-        let runner = Runner::new(sys, scenario, layout);
-        let outcome = rt.block_on(runner.run());
+        let runner = Runner::new(started.system, scenario, layout);
+        let outcome = started.rt.block_on(runner.run());
         if req.dry_run {
             return report::write_plan(&root, req.test, &plan, &pairs);
         }

@@ -1,6 +1,7 @@
 //! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
 
 mod baseline;
+mod conclude;
 mod dse;
 mod find_bad_nodes;
 mod install;
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::exit_codes::Failure;
 use crate::log::{self, Level};
 
 /// `0.1.0 (3f2a9c1d0e4b 2026-12-05)`: the version and the commit it was built from.
@@ -232,18 +234,29 @@ pub fn main() -> i32 {
                     return 1;
                 }
             }
-            match command {
+            let code = Failure::of_code;
+            let result = match command {
                 Command::Run(args) => run::run(&args, false),
                 Command::DryRun(args) => run::run(&args, true),
-                Command::VerifyConfigs(args) => verify::verify(&args),
-                Command::GenerateReport(args) => report::generate(&args),
-                Command::Baseline(args) => baseline::baseline(&args),
-                Command::FindBadNodes(args) => find_bad_nodes::find(&args),
+                Command::VerifyConfigs(args) => code(verify::verify(&args)),
+                Command::GenerateReport(args) => code(report::generate(&args)),
+                Command::Baseline(args) => code(baseline::baseline(&args)),
+                Command::FindBadNodes(args) => code(find_bad_nodes::find(&args)),
                 Command::Resume(args) => resume::resume_cmd(&args),
-                Command::Install(args) => install::install(&args, false),
-                Command::Uninstall(args) => install::install(&args, true),
-                Command::Status(args) => status::status(&args),
+                Command::Install(args) => code(install::install(&args, false)),
+                Command::Uninstall(args) => code(install::install(&args, true)),
+                Command::Status(args) => code(status::status(&args)),
                 Command::List(_) | Command::Completions { .. } | Command::Man => unreachable!(),
+            };
+            // the one place a command's failure is printed and becomes the exit code
+            match result {
+                Ok(()) => crate::exit_codes::OK,
+                Err(f) => {
+                    if let Some(msg) = f.message() {
+                        crate::error!("{msg}");
+                    }
+                    f.exit_code()
+                }
             }
         }
     }

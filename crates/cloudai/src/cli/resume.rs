@@ -8,13 +8,15 @@ use chrono::Local;
 use clap::Args;
 
 use super::BaselineArgs;
+use crate::exit_codes::Failure;
 use crate::results::state::{self, RunInfo};
 use crate::results::{EndReason, IterationRecord, Layout};
 use crate::runner::resume::{Attached, PlanState, SlotPlan};
+use crate::runner::start::{start, Started};
 use crate::runner::Runner;
 use crate::scenario::{Inputs, TestRun};
 use crate::systems::{Prepared, System};
-use crate::{error, info, warn};
+use crate::{info, warn};
 
 #[derive(Args, Debug)]
 pub struct ResumeArgs {
@@ -27,7 +29,7 @@ pub struct ResumeArgs {
     baseline: BaselineArgs,
 }
 
-pub fn resume_cmd(args: &ResumeArgs) -> i32 {
+pub fn resume_cmd(args: &ResumeArgs) -> Result<(), Failure> {
     resume(&args.result_dir, args.junit.as_deref(), &args.baseline)
 }
 
@@ -146,42 +148,36 @@ fn inputs(
     )
 }
 
-pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> i32 {
+pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> Result<(), Failure> {
     if !root.is_dir() {
-        error!("{}: not a directory", root.display());
-        return 1;
+        return Err(Failure::Error(format!(
+            "{}: not a directory",
+            root.display()
+        )));
     }
     if crate::report::scenario::is_dry_run_tree(root) {
-        error!("{} is a dry-run tree: nothing ran, so there is nothing to resume (run the scenario instead)", root.display());
-        return 1;
+        return Err(Failure::Error(format!("{} is a dry-run tree: nothing ran, so there is nothing to resume (run the scenario instead)", root.display())));
     }
     if !state::state_dir(root).is_dir() {
-        error!(
+        return Err(Failure::Error(format!(
             "{} cannot be resumed: it has no {}/ (only trees written by `cloudai run` of this version can be)",
             root.display(),
             state::STATE_DIR
-        );
-        return 1;
+        )));
     }
     // one owner per tree, taken before anything of the tree is read: a second resume stops here
-    if let Err(e) = state::lock(root) {
-        error!("{e}");
-        return 1;
-    }
+    state::lock(root)?;
     crate::log::also_to(&state::log_path(root));
-    let code = match state::read_info(root) {
+    let result = match state::read_info(root) {
         Ok(info) => resume_locked(root, &info, junit, baseline),
-        Err(e) => {
-            error!(
-                "{} cannot be resumed: {}/run.json: {e} (only trees written by `cloudai run` of this version can be)",
-                root.display(),
-                state::STATE_DIR
-            );
-            1
-        }
+        Err(e) => Err(Failure::Error(format!(
+            "{} cannot be resumed: {}/run.json: {e} (only trees written by `cloudai run` of this version can be)",
+            root.display(),
+            state::STATE_DIR
+        ))),
     };
     state::unlock(root);
-    code
+    result
 }
 
 fn resume_locked(
@@ -189,7 +185,7 @@ fn resume_locked(
     info: &RunInfo,
     junit: Option<&Path>,
     baseline: &BaselineArgs,
-) -> i32 {
+) -> Result<(), Failure> {
     for f in state::changed_inputs(root, info) {
         warn!(
             "{} changed since the run started; resuming with the copy taken then (in {}/inputs)",
@@ -204,44 +200,17 @@ fn resume_locked(
         scenario: &scenario,
         hook_dir: hooks.as_deref(),
     });
-    let (mut system, scenario) = match loaded {
-        Ok(x) => x,
-        Err(e) => {
-            e.report();
-            return 1;
-        }
-    };
-    if let Err(why) = state::restore_secret(&mut system, info) {
-        error!("{why}");
-        return 1;
-    }
+    let (mut system, scenario) = loaded?;
+    state::restore_secret(&mut system, info)?;
     if scenario.test_runs.iter().any(|r| r.is_dse()) {
-        error!(
+        return Err(Failure::Error(format!(
             "{} is a design-space exploration: resuming a sweep is not supported by this version (run it again)",
             root.display()
-        );
-        return 1;
+        )));
     }
-    let grading = match baseline.load() {
-        Ok(g) => g,
-        Err(e) => {
-            e.report();
-            return 1;
-        }
-    };
+    let grading = baseline.load()?;
     let system = std::sync::Arc::new(system);
-    let sys = crate::systems::build(&system);
-    let rt = match crate::runner::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
-    if let Err(e) = rt.block_on(sys.connect()) {
-        error!("Cannot use system '{}': {e}", system.name);
-        return 1;
-    }
+    let Started { system: sys, rt } = start(&system, &scenario, false)?;
     let plan: Vec<SlotPlan> = rt.block_on(async {
         let mut out = Vec::new();
         for r in &scenario.test_runs {
@@ -274,16 +243,16 @@ fn resume_locked(
     );
     *runner.plan.borrow_mut() = Some(plan);
     let outcome = rt.block_on(runner.run());
-    super::run::conclude(
+    Failure::of_code(super::conclude::conclude(
         &runner,
         outcome,
         &system,
-        super::run::Conclusion {
+        super::conclude::Conclusion {
             junit,
             tolerance_pct: baseline.tolerance,
             grading,
             resumed: true,
             tarball: true,
         },
-    )
+    ))
 }

@@ -4,13 +4,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::RunArgs;
+use crate::exit_codes::Failure;
 use crate::log;
 use crate::results::Layout;
+use crate::runner::start::{start, Started};
 use crate::runner::Runner;
 use crate::scenario::{self, Inputs, Scenario};
 use crate::{error, info};
 
-pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
+pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
     if let Some(dir) = &args.resume {
         return super::resume::resume(dir, args.junit.as_deref(), &args.baseline);
     }
@@ -21,49 +23,13 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         scenario: scenario_path(args),
         hook_dir: c.hook_dir.as_deref(),
     };
-    let (system, scenario) = match scenario::load_all(&inputs) {
-        Ok(x) => x,
-        Err(e) => {
-            e.report();
-            return 1;
-        }
-    };
+    let (system, scenario) = scenario::load_all(&inputs)?;
 
     if args.single_sbatch && scenario.test_runs.iter().any(|r| r.is_dse()) {
-        error!("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.");
-        return 1;
+        return Err(Failure::Error("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.".into()));
     }
-    let grading = match args.baseline.load() {
-        Ok(g) => g,
-        Err(e) => {
-            e.report();
-            return 1;
-        }
-    };
+    let grading = args.baseline.load()?;
     let system = Arc::new(system);
-    let sys = crate::systems::build(&system);
-    let sys = if dry_run {
-        crate::systems::dry_run::DryRun::wrap(sys)
-    } else {
-        sys
-    };
-    if args.single_sbatch && !sys.settings().single_job {
-        error!("Single sbatch is only supported for Slurm systems.");
-        return 1;
-    }
-    let problems = system_checks(sys.as_ref(), &scenario);
-    if !problems.is_empty() {
-        for p in &problems {
-            error!("{p}");
-        }
-        error!(
-            "{} problem(s) with running scenario '{}' on system '{}'; nothing was submitted.",
-            problems.len(),
-            scenario.name,
-            system.name
-        );
-        return 1;
-    }
     if !dry_run && !args.enable_cache_without_check {
         let missing: Vec<_> = crate::install::installables(&system, &scenario)
             .into_iter()
@@ -77,38 +43,24 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
                     i.path().display()
                 );
             }
-            error!(
+            return Err(Failure::Error(format!(
                 "{} installable(s) missing: run `cloudai install` with the same --system-config, --tests-dir and \
                  --test-scenario first (or pass --enable-cache-without-check)",
                 missing.len()
-            );
-            return 1;
+            )));
         }
     }
-    let rt = match crate::runner::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
-    if !dry_run {
-        if let Err(e) = rt.block_on(sys.connect()) {
-            error!("Cannot use system '{}': {e}", system.name);
-            return 1;
-        }
+    let Started { system: sys, rt } = start(&system, &scenario, dry_run)?;
+    if args.single_sbatch && !sys.settings().single_job {
+        return Err(Failure::Error(
+            "Single sbatch is only supported for Slurm systems.".into(),
+        ));
     }
     let output = args
         .output_dir
         .clone()
         .unwrap_or_else(|| system.output_path.clone());
-    let output = match prepare_output_dir(&output) {
-        Ok(p) => p,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
+    let output = prepare_output_dir(&output)?;
 
     info!("System Name: {}", system.name);
     info!("Scheduler: {}", system.kind.scheduler());
@@ -121,13 +73,9 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         if dry_run { "DRY-RUN" } else { "RUN" }
     );
     info!("Creating {}", sys.runner_name());
-    let layout = match Layout::create(&output, &scenario.name, chrono::Local::now()) {
-        Ok(l) => l,
-        Err(e) => {
-            error!("Failed to create a results directory in '{}': {e}. Please check directory permissions and available disk space.", output.display());
-            return 1;
-        }
-    };
+    let layout = Layout::create(&output, &scenario.name, chrono::Local::now()).map_err(|e| {
+        format!("Failed to create a results directory in '{}': {e}. Please check directory permissions and available disk space.", output.display())
+    })?;
     info!(
         "Scenario results will be stored at: {}",
         layout.root.display()
@@ -147,11 +95,10 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         .map_err(|e| e.to_string())
         .and_then(|_| crate::results::state::lock(&layout.root));
         if let Err(e) = recorded {
-            error!(
+            return Err(Failure::Error(format!(
                 "Cannot record the run's inputs in {}: {e}",
                 layout.root.display()
-            );
-            return 1;
+            )));
         }
         crate::log::also_to(&crate::results::state::log_path(&layout.root));
     }
@@ -174,11 +121,11 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         let outcome = rt.block_on(runner.run());
         (runner, outcome)
     };
-    let code = conclude(
+    let code = super::conclude::conclude(
         &runner,
         outcome,
         &system,
-        Conclusion {
+        super::conclude::Conclusion {
             junit: args.junit.as_deref(),
             tolerance_pct: args.baseline.tolerance,
             grading,
@@ -187,7 +134,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> i32 {
         },
     );
     crate::results::state::unlock(&runner.layout.root);
-    code
+    Failure::of_code(code)
 }
 
 fn scenario_path(args: &RunArgs) -> &Path {
@@ -195,129 +142,6 @@ fn scenario_path(args: &RunArgs) -> &Path {
         .test_scenario
         .as_deref()
         .unwrap_or(Path::new("scenario.toml"))
-}
-
-/// How a run ends, beyond its outcome.
-pub(super) struct Conclusion<'a> {
-    pub junit: Option<&'a Path>,
-    pub tolerance_pct: f64,
-    pub grading: Option<crate::baseline::Grading>,
-    /// Earlier iterations of the tree count too (their records are read from it).
-    pub resumed: bool,
-    /// Write `<root>.tgz` when an iteration did not pass.
-    pub tarball: bool,
-}
-
-/// After the engine: reports (over the whole tree when resuming), the status table, JUnit, the tarball, and the
-/// exit code.
-pub(super) fn conclude(
-    runner: &Runner,
-    mut outcome: crate::runner::RunOutcome,
-    system: &crate::config::system::SystemConfig,
-    c: Conclusion,
-) -> i32 {
-    let Conclusion {
-        junit,
-        tolerance_pct,
-        grading,
-        resumed,
-        tarball,
-    } = c;
-    let opts = crate::report::scenario::Options {
-        compare: Vec::new(),
-        tolerance: tolerance_pct / 100.0,
-        regrade: false,
-        summary: true,
-        dry_run: runner.dry_run,
-        baseline: grading,
-        peaks: crate::report::scenario::Peaks::of(system),
-        per_test: runner.scenario.report_enabled(system, "per_test"),
-    };
-    let known = (!resumed).then_some(&outcome.records);
-    match crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts) {
-        Ok(summary) => {
-            info!(
-                "Generated scenario report at {}",
-                runner
-                    .layout
-                    .root
-                    .join(format!("{}.html", runner.scenario.name))
-                    .display()
-            );
-            // the report pass may grade further (a baseline), and a resumed tree's earlier iterations count too:
-            // its records are the final word
-            if opts.baseline.is_some() || resumed {
-                outcome.records = summary.tests.into_iter().map(|e| e.record).collect();
-            }
-        }
-        Err(e) => error!(
-            "Cannot write the scenario report in {}: {e}",
-            runner.layout.root.display()
-        ),
-    }
-    info!("Scenario results");
-    log::print(&crate::report::status_table::render(&outcome.records));
-    let junit_ok = super::write_junit(junit, &runner.scenario.name, &outcome.records);
-    let failed = outcome.records.iter().any(|r| !r.status.is_success());
-    let tarball = tarball && runner.scenario.report_enabled(system, "tarball");
-    if tarball && failed && !runner.dry_run && !runner.detach {
-        match crate::report::tarball::write(&runner.layout.root) {
-            Ok(p) => info!("Created tarball at {}", p.display()),
-            Err(e) => error!("Cannot write the results tarball: {e}"),
-        }
-    }
-    if !outcome.leftovers.is_empty() {
-        return crate::results::record::report_leftovers(&runner.layout.root, &outcome.leftovers);
-    }
-    if super::incomplete(&runner.layout.root) {
-        return 1;
-    }
-    if outcome.interrupted {
-        crate::warn!(
-            "Run interrupted: every submitted job was cancelled. Results so far are in {dir}; `cloudai resume {dir}` \
-             runs what never started (what was cancelled stays CANCELLED)",
-            dir = runner.layout.root.display()
-        );
-        return crate::exit_codes::INTERRUPTED;
-    }
-    if crate::util::signals::interrupted() {
-        // every job had ended; the signal came while the reports were written
-        crate::warn!(
-            "Interrupted ({}) after every job ended; if a report is incomplete, `cloudai generate-report \
-             --result-dir {}` rebuilds it",
-            crate::util::signals::last(),
-            runner.layout.root.display()
-        );
-        return crate::exit_codes::INTERRUPTED;
-    }
-    if runner.detach {
-        return 0;
-    }
-    info!("All jobs are complete.");
-    if !junit_ok {
-        return 1;
-    }
-    super::verdict(&outcome.records)
-}
-
-/// What the system cannot run of the scenario's tests and hooks, all at once.
-fn system_checks(sys: &dyn crate::systems::System, s: &Scenario) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for r in &s.test_runs {
-        let hooks = [&r.pre_test, &r.post_test]
-            .into_iter()
-            .flatten()
-            .flat_map(|h| h.test_runs.iter());
-        for run in std::iter::once(r).chain(hooks) {
-            for p in sys.check(run) {
-                if seen.insert(p.clone()) {
-                    out.push(p);
-                }
-            }
-        }
-    }
-    out
 }
 
 /// The scenario outline CloudAI prints before running.

@@ -4,7 +4,13 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::node::Loc;
+/// A place in a config file (1-based line and column).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub file: Arc<Path>,
+    pub line: u32,
+    pub col: u32,
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {

@@ -11,13 +11,7 @@ use indexmap::IndexMap;
 use toml_edit::{Item, Value};
 
 use super::error::ConfigError;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Loc {
-    pub file: Arc<Path>,
-    pub line: u32,
-    pub col: u32,
-}
+pub use super::error::Loc;
 
 #[derive(Clone, Debug)]
 pub struct Node {

@@ -3,22 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::scenario::Entry;
+use super::summary::Entry;
+pub use super::summary::SizeRow;
 use crate::baseline::Grading;
 use crate::html::{chart, chart_spec, esc, human_size, series};
-
-/// One size of one test against the baseline: the mean over the test's iterations.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct SizeRow {
-    pub test_id: String,
-    pub shape: String,
-    pub size: u64,
-    pub baseline_gbps: f64,
-    pub busbw_gbps: f64,
-    pub drop_pct: f64,
-    /// The worst verdict of the iterations: `drop`, `below min size` or `ok`.
-    pub status: String,
-}
 
 /// The page section, and the per-size rows for summary.json.
 pub fn section(

@@ -6,4 +6,5 @@ mod page;
 mod sanity;
 pub mod scenario;
 pub mod status_table;
+pub mod summary;
 pub mod tarball;

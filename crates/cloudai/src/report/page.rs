@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::scenario::{Entry, Summary};
+use super::summary::{Entry, Summary};
 use crate::html::esc;
 use crate::results::Status;
 

@@ -4,9 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 pub use super::sanity::Peaks;
+pub use super::summary::{BaselineInfo, Entry, Flag, Summary};
 use crate::config::node;
 use crate::config::test as tdef;
 use crate::html::{chart, chart_spec, esc, page, series};
@@ -35,38 +34,6 @@ pub struct Options {
     pub per_test: bool,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Entry {
-    #[serde(flatten)]
-    pub record: IterationRecord,
-    pub metrics: serde_json::Map<String, serde_json::Value>,
-    /// Report files, relative to the results root.
-    pub reports: Vec<String>,
-    #[serde(skip)]
-    pub curve: Vec<(u64, f64)>,
-    #[serde(skip)]
-    pub points: Vec<workloads::Point>,
-    /// The comparison with `--baseline`, per size.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<crate::baseline::Check>,
-    /// Why the numbers are physically implausible, when they are.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub suspect: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Flag {
-    pub test_id: String,
-    /// What is compared (`iteration 1`, or this tree).
-    pub label: String,
-    /// Against what (`iteration 0`, or another tree).
-    pub baseline: String,
-    pub size: u64,
-    pub baseline_busbw: f64,
-    pub busbw: f64,
-    pub drop_pct: f64,
-}
-
 /// Whether a tree's summary.json says a dry-run made it.
 pub fn is_dry_run_tree(root: &Path) -> bool {
     std::fs::read(root.join(SUMMARY_FILE))
@@ -87,35 +54,6 @@ fn summary_json(summary: &Summary, abs_root: &Path) -> std::io::Result<Vec<u8>> 
         }
     }
     serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)
-}
-
-#[derive(Debug, Serialize)]
-pub struct Summary {
-    pub scenario: String,
-    /// `run` or `dry-run`: what made this tree (kept by generate-report).
-    pub mode: &'static str,
-    pub results_root: String,
-    pub generated_at: String,
-    pub tolerance_pct: f64,
-    pub counts: std::collections::BTreeMap<String, usize>,
-    pub tests: Vec<Entry>,
-    pub compared_with: Vec<String>,
-    pub drops: Vec<Flag>,
-    /// `--compare` trees that matched nothing, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub compare_notes: Vec<String>,
-    /// The baseline graded against (`--baseline`), with its tolerance and minimum size.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<BaselineInfo>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct BaselineInfo {
-    pub file: String,
-    pub tolerance_pct: f64,
-    pub min_size_bytes: u64,
-    /// Per test and size: the mean busbw of its iterations against the baseline.
-    pub sizes: Vec<super::baseline::SizeRow>,
 }
 
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -365,6 +303,7 @@ fn entry(
                 Status::Failed
             };
             record.message = v.message;
+            record.baseline_noted = false;
             changed = true;
         }
     }
@@ -384,15 +323,17 @@ fn entry(
         if c.failed && record.status == Status::Passed {
             record.status = Status::Failed;
             record.message = c.message.clone();
+            record.baseline_noted = false;
             changed = true;
         }
-        if !c.not_in_baseline.is_empty() && !record.message.contains("not in baseline") {
+        if !c.not_in_baseline.is_empty() && !record.baseline_noted {
             let note = format!("not in baseline: {}", c.not_in_baseline.join("; "));
             record.message = if record.message.is_empty() {
                 note
             } else {
                 format!("{}; {note}", record.message)
             };
+            record.baseline_noted = true;
             changed = true;
         }
     }

@@ -154,6 +154,9 @@ pub struct IterationRecord {
     pub signal: Option<i32>,
     pub status: Status,
     pub message: String,
+    /// The message ends with the sizes the baseline does not have (`not in baseline: …`), added by the report.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub baseline_noted: bool,
     /// The scheduler's own final state (`COMPLETED`, `NODE_FAIL`, `CANCELLED by 1000`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_state: Option<String>,

@@ -36,12 +36,12 @@ impl Runner {
         }
         // every cancel goes out at once, under the one deadline below
         let answers =
-            futures_util::future::join_all(ids.iter().map(|id| self.system.cancel(id))).await;
+            futures_util::future::join_all(ids.iter().map(|id| self.cancel_job(id))).await;
         let mut refused = std::collections::HashMap::new();
         for (id, answer) in ids.into_iter().zip(answers) {
             if let Err(e) = answer {
                 error!("Cannot cancel job {id}: {e}");
-                refused.insert(id, e);
+                refused.insert(id, e.message);
             }
         }
         let deadline = Instant::now() + CANCEL_WAIT;

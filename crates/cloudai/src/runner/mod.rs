@@ -11,6 +11,7 @@ mod progress;
 mod queue;
 pub mod resume;
 pub mod single;
+pub mod start;
 #[cfg(test)]
 mod tests;
 pub mod verdict;
@@ -27,10 +28,14 @@ use crate::config::scenario::DepKind;
 use crate::config::time_limit;
 use crate::results::{EndReason, IterationRecord, Layout};
 use crate::scenario::{Scenario, TestRun};
-use crate::systems::{JobId, JobState, Prepared, System};
+use crate::systems::{ErrorKind, JobId, JobState, Prepared, System};
 use crate::util::fsx::write_atomic;
 use crate::workloads::JobOutcome;
 use crate::{error, info, warn};
+
+/// How many times a submission the scheduler could not take for now (its controller or API unreachable) is tried
+/// again, a monitor interval apart, before the iteration fails.
+const SUBMIT_RETRIES: u32 = 3;
 
 /// How long cancelled jobs get to disappear before we stop waiting for them.
 const CANCEL_WAIT: Duration = Duration::from_secs(15);
@@ -103,6 +108,17 @@ struct Slot {
     started: bool,
     /// Set by an `end_post_comp` dependency: the id that completed.
     stopped_by: Option<String>,
+    /// Submissions of the current iteration that failed for now (transient) and are tried again.
+    retries: u32,
+}
+
+/// What became of a submission.
+enum Submitted {
+    Yes,
+    /// Refused (or its files could not be written): recorded as failed.
+    Failed,
+    /// The scheduler could not take it for now: the slot waits and tries again next turn.
+    Later,
 }
 
 impl Slot {
@@ -142,6 +158,7 @@ impl Runner {
                 phase: Phase::Waiting,
                 started: false,
                 stopped_by: None,
+                retries: 0,
             })
             .collect();
         if let Some(plan) = self.plan.borrow_mut().take() {
@@ -248,7 +265,12 @@ impl Runner {
     /// Submits the slot's iteration; one that cannot be submitted is recorded as failed and the next iteration is
     /// tried (a refused submission never drops the iterations after it).
     async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
-        while !self.submit_one(slot, records).await {
+        loop {
+            match self.submit_one(slot, records).await {
+                Submitted::Yes | Submitted::Later => return,
+                Submitted::Failed => {}
+            }
+            slot.retries = 0;
             if slot.iteration + 1 >= slot.run.iterations || self.stop.requested() {
                 slot.phase = Phase::Done;
                 return;
@@ -257,17 +279,17 @@ impl Runner {
         }
     }
 
-    /// Whether the iteration was submitted; a failure is recorded.
-    async fn submit_one(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) -> bool {
+    /// Submits the slot's iteration; a failure is recorded, unless it is transient and retries are left.
+    async fn submit_one(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) -> Submitted {
         let run = slot.run.clone();
         let dir = self.layout.iteration_dir(&run.id, slot.iteration);
         info!("Starting test: {} (results at: {})", run.id, dir.display());
         let prepared = match self.system.prepare(&run, slot.iteration, &dir) {
             Ok(p) => p,
-            Err(msg) => {
+            Err(e) => {
                 let _ = std::fs::create_dir_all(&dir);
-                self.fail_submit(slot, records, &dir, &Prepared::default(), msg);
-                return false;
+                self.fail_submit(slot, records, &dir, &Prepared::default(), e.message);
+                return Submitted::Failed;
             }
         };
         if let Err(e) = write_inputs(&run, slot.iteration, &dir, &prepared) {
@@ -278,14 +300,15 @@ impl Runner {
                 &prepared,
                 format!("cannot write {}: {e}", dir.display()),
             );
-            return false;
+            return Submitted::Failed;
         }
         info!("Running test: {}", run.id);
         let submitted_at = Local::now();
-        self.submissions.set(self.submissions.get() + 1);
         self.journal(&run, slot.iteration, &dir, &prepared, None, submitted_at);
         match self.system.submit(&run, &dir, &prepared).await {
             Ok(id) => {
+                self.submissions.set(self.submissions.get() + 1);
+                slot.retries = 0;
                 self.journal(
                     &run,
                     slot.iteration,
@@ -305,11 +328,19 @@ impl Runner {
                     pending_since: Some(Instant::now()),
                     queue: Vec::new(),
                 }));
-                true
+                Submitted::Yes
             }
-            Err(msg) => {
-                self.fail_submit(slot, records, &dir, &prepared, msg);
-                false
+            Err(e) if e.kind == ErrorKind::Transient && slot.retries < SUBMIT_RETRIES => {
+                slot.retries += 1;
+                warn!(
+                    "Cannot submit {} #{} for now ({e}); trying again in {:?} ({} of {SUBMIT_RETRIES})",
+                    run.id, slot.iteration, self.interval, slot.retries
+                );
+                Submitted::Later
+            }
+            Err(e) => {
+                self.fail_submit(slot, records, &dir, &prepared, e.message);
+                Submitted::Failed
             }
         }
     }
@@ -438,6 +469,17 @@ impl Runner {
         }
     }
 
+    /// Asks the system to stop a job; one the scheduler no longer has needs no stopping (the next poll ends it).
+    async fn cancel_job(&self, id: &JobId) -> Result<(), crate::systems::SystemError> {
+        match self.system.cancel(id).await {
+            Err(e) if e.kind == ErrorKind::Gone => {
+                crate::debug!("Job {id} is already gone: {e}");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     async fn stop_dependents(&self, slots: &mut [Slot]) {
         for i in 0..slots.len() {
             let trigger = slots[i].run.dependencies.iter().find_map(|d| {
@@ -461,7 +503,7 @@ impl Runner {
                 continue;
             }
             a.kill = Some(EndReason::StoppedByDependency);
-            if let Err(e) = self.system.cancel(&a.id).await {
+            if let Err(e) = self.cancel_job(&a.id).await {
                 warn!("Cannot stop job {}: {e}", a.id);
             }
         }
@@ -489,7 +531,7 @@ impl Runner {
                 a.id
             );
             a.kill = Some(EndReason::TimeLimit);
-            if let Err(e) = self.system.cancel(&a.id).await {
+            if let Err(e) = self.cancel_job(&a.id).await {
                 warn!("Cannot cancel job {}: {e}", a.id);
             }
         }

@@ -76,7 +76,7 @@ impl Runner {
         error!("{}: {msg}; cancelling it", run.id);
         a.kill = Some(kill);
         a.kill_msg = Some(msg);
-        if let Err(e) = self.system.cancel(&a.id).await {
+        if let Err(e) = self.cancel_job(&a.id).await {
             warn!("Cannot cancel job {}: {e}", a.id);
         }
     }

@@ -60,11 +60,14 @@ pub fn run(
     for run in ordered(&scenario) {
         for it in 0..run.iterations {
             let dir = layout.iteration_dir(&run.id, it);
-            match sys.prepare(&run, it, &dir).and_then(|p| {
-                crate::runner::write_inputs(&run, it, &dir, &p)
-                    .map(|_| p)
-                    .map_err(|e| format!("cannot write {}: {e}", dir.display()))
-            }) {
+            match sys
+                .prepare(&run, it, &dir)
+                .map_err(String::from)
+                .and_then(|p| {
+                    crate::runner::write_inputs(&run, it, &dir, &p)
+                        .map(|_| p)
+                        .map_err(|e| format!("cannot write {}: {e}", dir.display()))
+                }) {
                 Ok(p) => items.push((run.clone(), it, dir, p)),
                 Err(e) => {
                     error!("Cannot prepare {} #{it}: {e}", run.id);
@@ -161,7 +164,7 @@ pub fn run(
                     dir,
                     Status::Failed,
                     EndReason::SubmitFailed,
-                    e.clone(),
+                    e.message.clone(),
                 ));
             }
             return (runner, RunOutcome::ended(records));

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::{RunOutcome, Runner};
 use crate::results::{EndReason, Layout, Status};
 use crate::scenario::TestRun;
-use crate::systems::{JobId, JobState, Prepared, Queued, Settings, System};
+use crate::systems::{ErrorKind, JobId, JobState, Prepared, Queued, Settings, System, SystemError};
 use crate::workloads::JobOutcome;
 
 /// How a test's jobs behave on the fake scheduler.
@@ -54,6 +54,8 @@ struct Event {
 
 struct Fake {
     behave: HashMap<String, Behave>,
+    /// Answers to a test's next submissions before they succeed (consumed in order).
+    refusals: Mutex<HashMap<String, Vec<ErrorKind>>>,
     jobs: Mutex<Vec<Job>>,
     events: Mutex<Vec<Event>>,
     t0: Instant,
@@ -64,11 +66,21 @@ impl Fake {
     fn new(behave: &[(&str, Behave)]) -> Arc<Self> {
         Arc::new(Self {
             behave: behave.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            refusals: Mutex::default(),
             jobs: Mutex::default(),
             events: Mutex::default(),
             t0: Instant::now(),
             interval: Duration::from_secs(1),
         })
+    }
+
+    /// The next submissions of `test` fail so, in order.
+    fn failing(self: Arc<Self>, test: &str, kinds: &[ErrorKind]) -> Arc<Self> {
+        self.refusals
+            .lock()
+            .unwrap()
+            .insert(test.to_string(), kinds.to_vec());
+        self
     }
 
     fn log(&self, what: &'static str, test: &str) {
@@ -115,11 +127,34 @@ impl System for Fake {
         }
     }
 
-    fn prepare(&self, _run: &TestRun, _iteration: u64, _dir: &Path) -> Result<Prepared, String> {
+    fn prepare(
+        &self,
+        _run: &TestRun,
+        _iteration: u64,
+        _dir: &Path,
+    ) -> Result<Prepared, SystemError> {
         Ok(Prepared::default())
     }
 
-    async fn submit(&self, run: &TestRun, _dir: &Path, _job: &Prepared) -> Result<JobId, String> {
+    async fn submit(
+        &self,
+        run: &TestRun,
+        _dir: &Path,
+        _job: &Prepared,
+    ) -> Result<JobId, SystemError> {
+        let refusal = {
+            let mut r = self.refusals.lock().unwrap();
+            r.get_mut(&run.id)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.remove(0))
+        };
+        if let Some(kind) = refusal {
+            self.log("refused", &run.id);
+            return Err(SystemError {
+                kind,
+                message: format!("{kind:?}"),
+            });
+        }
         self.log("submit", &run.id);
         let mut jobs = self.jobs.lock().unwrap();
         jobs.push(Job {
@@ -182,7 +217,7 @@ impl System for Fake {
         out
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<(), String> {
+    async fn cancel(&self, id: &JobId) -> Result<(), SystemError> {
         let test = {
             let mut jobs = self.jobs.lock().unwrap();
             let j = &mut jobs[id.parse::<usize>().unwrap()];
@@ -424,4 +459,47 @@ async fn independent_tests_start_together() {
         assert_eq!(fake.first("submit", t), Some(0), "{t}: {:?}", fake.events());
     }
     assert_eq!(rows.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_submission_the_scheduler_cannot_take_for_now_is_tried_again_a_turn_later() {
+    let fake = Fake::new(&[]).failing("a", &[ErrorKind::Transient, ErrorKind::Transient]);
+    let (_, rows) = run_on(fake.clone(), &test("a", "")).await;
+    assert_eq!(fake.count("refused", "a"), 2);
+    assert_eq!(fake.count("submit", "a"), 1);
+    // a monitor interval between tries, not a tight loop
+    let tries: Vec<u64> = fake
+        .events()
+        .iter()
+        .filter(|e| e.test == "a" && matches!(e.what, "refused" | "submit"))
+        .map(|e| e.at)
+        .collect();
+    assert_eq!(tries, [0, 1, 2], "{:?}", fake.events());
+    assert_eq!(rows, vec![("a".into(), 0, Status::Passed)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_submission_fails_its_iteration_at_once_and_the_next_one_runs() {
+    let fake = Fake::new(&[]).failing("a", &[ErrorKind::Refused]);
+    let (outcome, rows) = run_on(fake.clone(), &test("a", "iterations = 2")).await;
+    assert_eq!(fake.count("refused", "a"), 1);
+    assert_eq!(
+        rows,
+        vec![
+            ("a".into(), 0, Status::Failed),
+            ("a".into(), 1, Status::Passed)
+        ]
+    );
+    assert_eq!(outcome.records[0].end_reason, EndReason::SubmitFailed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_failures_past_the_retries_fail_the_iteration() {
+    let fake = Fake::new(&[]).failing("a", &[ErrorKind::Transient; 10]);
+    let (_, rows) = run_on(fake.clone(), &test("a", "")).await;
+    assert_eq!(
+        fake.count("refused", "a"),
+        super::SUBMIT_RETRIES as usize + 1
+    );
+    assert_eq!(rows, vec![("a".into(), 0, Status::Failed)]);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobId, JobState, Prepared, Settings, System};
+use super::{JobId, JobState, Prepared, Settings, System, SystemError};
 use crate::results::EndReason;
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
@@ -50,15 +50,20 @@ impl System for DryRun {
         self.inner.check(run)
     }
 
-    async fn connect(&self) -> Result<(), String> {
+    async fn connect(&self) -> Result<(), SystemError> {
         Ok(())
     }
 
-    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, String> {
+    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         self.inner.prepare(run, iteration, dir)
     }
 
-    async fn submit(&self, run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String> {
+    async fn submit(
+        &self,
+        run: &TestRun,
+        dir: &Path,
+        job: &Prepared,
+    ) -> Result<JobId, SystemError> {
         Ok(self.inner.would_submit(run, dir, job))
     }
 
@@ -89,7 +94,7 @@ impl System for DryRun {
             .collect()
     }
 
-    async fn cancel(&self, _id: &JobId) -> Result<(), String> {
+    async fn cancel(&self, _id: &JobId) -> Result<(), SystemError> {
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
 pub mod dry_run;
+mod error;
 pub mod fleet;
 pub mod kubernetes;
 pub mod live;
@@ -20,6 +21,8 @@ use tokio::sync::Notify;
 use crate::config::system::{SystemConfig, SystemKind};
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
+
+pub use error::{ErrorKind, SystemError};
 
 pub type JobId = String;
 
@@ -109,13 +112,14 @@ pub trait System: Send + Sync {
     }
     /// Proves the scheduler is reachable and accepts us (credentials, certificates) before the results
     /// directory exists. Until then a system takes its facts from its config only (a dry-run never connects).
-    async fn connect(&self) -> Result<(), String> {
+    async fn connect(&self) -> Result<(), SystemError> {
         Ok(())
     }
     /// Builds the iteration's commands and files; an error (a node spec that cannot be met) fails the iteration.
-    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, String>;
+    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, SystemError>;
     /// Submits the job.
-    async fn submit(&self, run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String>;
+    async fn submit(&self, run: &TestRun, dir: &Path, job: &Prepared)
+        -> Result<JobId, SystemError>;
     /// What [`System::submit`] would do, said in the scheduler's words instead of done (a dry-run), and the id it
     /// stands for.
     fn would_submit(&self, run: &TestRun, _dir: &Path, _job: &Prepared) -> JobId {
@@ -132,7 +136,7 @@ pub trait System: Send + Sync {
         _dir: &Path,
         _id: &JobId,
         _job: &Prepared,
-    ) -> Result<(), String> {
+    ) -> Result<(), SystemError> {
         Err("this scheduler cannot re-attach to jobs".into())
     }
     /// Files of `prepare` the job needs again when it is taken over (`attach`), read back from its directory.
@@ -145,7 +149,7 @@ pub trait System: Send + Sync {
         None
     }
     /// Asks the scheduler to stop the job; the runner keeps polling until it is finished.
-    async fn cancel(&self, id: &JobId) -> Result<(), String>;
+    async fn cancel(&self, id: &JobId) -> Result<(), SystemError>;
     /// Fetches what the scheduler knows about a finished job into its directory (logs, accounting).
     async fn collect(&self, _id: &JobId) {}
     /// How long past a test's time limit we wait before cancelling, when the scheduler enforces limits itself.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-use super::{JobId, JobState, Prepared, Settings, System};
+use super::{JobId, JobState, Prepared, Settings, System, SystemError};
 use crate::config::system::{SystemConfig, SystemKind};
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
@@ -105,7 +105,7 @@ impl System for Standalone {
             .collect()
     }
 
-    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
+    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         let gpus = self.gpus();
         let launch = run.launch();
         let env = super::job_env(&self.cfg, run);
@@ -142,7 +142,12 @@ impl System for Standalone {
         "0".into()
     }
 
-    async fn submit(&self, run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String> {
+    async fn submit(
+        &self,
+        run: &TestRun,
+        dir: &Path,
+        job: &Prepared,
+    ) -> Result<JobId, SystemError> {
         crate::info!("Executing command for test {}: {}", run.id, job.full_cmd);
         let open = |name: &str| {
             std::fs::File::create(dir.join(name))
@@ -206,7 +211,7 @@ impl System for Standalone {
             .collect()
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<(), String> {
+    async fn cancel(&self, id: &JobId) -> Result<(), SystemError> {
         let pgid = {
             let jobs = self.jobs.lock().unwrap();
             match jobs.get(id) {
@@ -237,15 +242,15 @@ impl System for Standalone {
         dir: &Path,
         id: &JobId,
         _job: &Prepared,
-    ) -> Result<(), String> {
+    ) -> Result<(), SystemError> {
         let pgid: i32 = id
             .parse()
             .map_err(|_| format!("{id:?} is not a process id"))?;
         if !group_alive(pgid) && !dir.join(EXIT_FILE).exists() {
-            return Err(format!(
+            return Err(SystemError::gone(format!(
                 "process group {pgid} is gone and left no exit status in {}",
                 dir.display()
-            ));
+            )));
         }
         self.jobs.lock().unwrap().insert(
             id.clone(),

@@ -3,6 +3,7 @@
 
 pub mod kube;
 pub mod runai;
+pub mod scratch;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +97,17 @@ impl Work {
         );
         dirs.pop().unwrap()
     }
+}
+
+/// Sends `sig` to a process this test started (a negative `pid`: its process group) — the one way the tests
+/// interrupt a cloudai (Ctrl-C is SIGINT to it).
+pub fn signal(pid: impl TryInto<i32>, sig: i32) {
+    let pid: i32 = pid
+        .try_into()
+        .unwrap_or_else(|_| panic!("not a process id"));
+    // SAFETY: kill(2) only sends a signal; the pid is a child (or group) this test started. One that already
+    // ended (a second Ctrl-C after the first ended it) is not an error.
+    unsafe { libc::kill(pid, sig) };
 }
 
 /// Reference material copied from CloudAI and real clusters (see tests/data/README.md): part of the repository, so

@@ -7,7 +7,50 @@ use std::time::Duration;
 
 use super::Work;
 
+/// The one local cluster, shared by the tests that run jobs on it and held alone by those that change it (drain
+/// nodes, fill it). A test holds its share for its whole life: the guard sits in its thread.
+static CLUSTER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+enum Held {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Alone,
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This test's share of the cluster (taken once; kept until the test's thread ends).
+fn share() {
+    HELD.with(|h| {
+        if h.borrow().is_none() {
+            let g = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+            *h.borrow_mut() = Some(Held::Shared(g));
+        }
+    });
+}
+
+/// The cluster to this test alone until the guard drops (no other test has a job on it meanwhile).
+pub struct Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>);
+
+pub fn alone() -> Alone {
+    // a share this thread took earlier (tests run one after another on one thread) is given back first
+    HELD.with(|h| *h.borrow_mut() = None);
+    let g = CLUSTER.write().unwrap_or_else(|e| e.into_inner());
+    HELD.with(|h| *h.borrow_mut() = Some(Held::Alone));
+    Alone(g)
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        HELD.with(|h| *h.borrow_mut() = None);
+    }
+}
+
+/// Whether the cluster answers (a test skips without it, unless CLOUDAI_REQUIRE_SLURM is set); a test that asks
+/// gets its share of it.
 pub fn cluster_up() -> bool {
+    share();
     let up = Command::new("scontrol")
         .arg("ping")
         .output()

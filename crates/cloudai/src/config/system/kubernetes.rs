@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::super::decode::{Ctx, View};
-use super::runai::{mpi_worker_command, ssh_auth_mount_path};
+use super::{job_image, mpi_worker_command, ssh_auth_mount_path};
 use super::{Needs, Scheduler, SystemKind};
 
 pub(super) const SCHEDULER: Scheduler = Scheduler {
@@ -52,24 +52,4 @@ fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
         mpi_worker_command: mpi_worker_command(ctx, v),
         job_image: job_image(ctx, v),
     })
-}
-
-pub(super) fn job_image(ctx: &mut Ctx, v: &View) -> String {
-    let image = v
-        .opt_str(ctx, "job_image")
-        .unwrap_or_else(|| "ubuntu:24.04".into());
-    if let Some(n) = v.get("job_image") {
-        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
-            ctx.err(
-                &n.loc,
-                "job_image",
-                format!("{image:?} is not an image reference"),
-                Some(
-                    "name an image with sleep and bash, like \"registry.local/ubuntu:24.04\""
-                        .into(),
-                ),
-            );
-        }
-    }
-    image
 }

@@ -331,3 +331,34 @@ pub fn check_reports(ctx: &mut Ctx, node: &Node, path: &str) {
         }
     }
 }
+
+/// Fields Run:ai and Kubernetes share (MPI workers' ssh keys and command, the image of plain jobs).
+fn ssh_auth_mount_path(ctx: &mut Ctx, v: &View) -> String {
+    v.opt_str(ctx, "ssh_auth_mount_path")
+        .unwrap_or_else(|| "/root/.ssh".into())
+}
+
+fn mpi_worker_command(ctx: &mut Ctx, v: &View) -> String {
+    v.opt_str(ctx, "mpi_worker_command")
+        .unwrap_or_else(|| "/usr/sbin/sshd -De".into())
+}
+
+fn job_image(ctx: &mut Ctx, v: &View) -> String {
+    let image = v
+        .opt_str(ctx, "job_image")
+        .unwrap_or_else(|| "ubuntu:24.04".into());
+    if let Some(n) = v.get("job_image") {
+        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+            ctx.err(
+                &n.loc,
+                "job_image",
+                format!("{image:?} is not an image reference"),
+                Some(
+                    "name an image with sleep and bash, like \"registry.local/ubuntu:24.04\""
+                        .into(),
+                ),
+            );
+        }
+    }
+    image
+}

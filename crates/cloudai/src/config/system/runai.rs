@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::super::decode::{Ctx, View};
-use super::kubernetes::job_image;
+use super::{job_image, mpi_worker_command, ssh_auth_mount_path};
 use super::{Needs, Scheduler, SystemKind};
 
 pub(super) const SCHEDULER: Scheduler = Scheduler {
@@ -144,14 +144,4 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
         project_id: project_id?,
         cluster_id: cluster_id?,
     })
-}
-
-pub(super) fn ssh_auth_mount_path(ctx: &mut Ctx, v: &View) -> String {
-    v.opt_str(ctx, "ssh_auth_mount_path")
-        .unwrap_or_else(|| "/root/.ssh".into())
-}
-
-pub(super) fn mpi_worker_command(ctx: &mut Ctx, v: &View) -> String {
-    v.opt_str(ctx, "mpi_worker_command")
-        .unwrap_or_else(|| "/usr/sbin/sshd -De".into())
 }

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 pub use hooks::StepKind;
 
-use super::{JobId, JobState, Prepared, Queued, Settings, System};
+use super::{JobId, JobState, Prepared, Queued, Settings, System, SystemError};
 use crate::config::system::SystemConfig;
 use crate::info;
 use crate::results::record::{Attempt, Leftover};
@@ -364,11 +364,11 @@ impl<B: Backend> System for Stepped<B> {
         self.backend.check(run)
     }
 
-    async fn connect(&self) -> Result<(), String> {
-        self.backend.connect().await
+    async fn connect(&self) -> Result<(), SystemError> {
+        Ok(self.backend.connect().await?)
     }
 
-    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
+    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         let steps = plan(&self.backend, run, dir);
         let files = steps
             .iter()
@@ -410,7 +410,12 @@ impl<B: Backend> System for Stepped<B> {
         main
     }
 
-    async fn submit(&self, run: &TestRun, dir: &Path, _job: &Prepared) -> Result<JobId, String> {
+    async fn submit(
+        &self,
+        run: &TestRun,
+        dir: &Path,
+        _job: &Prepared,
+    ) -> Result<JobId, SystemError> {
         let planned = self.planned.lock().unwrap().remove(dir);
         let steps = planned.unwrap_or_else(|| plan(&self.backend, run, dir));
         let main = steps[main_of(&steps)].name.clone();
@@ -435,7 +440,7 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     /// What must be read first, then the deletion; `poll` reports the job finished once it is gone.
-    async fn cancel(&self, id: &JobId) -> Result<(), String> {
+    async fn cancel(&self, id: &JobId) -> Result<(), SystemError> {
         let Some(job) = self.job(id) else {
             return Ok(());
         };
@@ -449,7 +454,9 @@ impl<B: Backend> System for Stepped<B> {
         };
         let step = j.steps[j.current].clone();
         self.backend.cancelling(&step, &h, &mut j.watch).await;
-        self.delete(id, &mut j, &step, &h, "cancel requested").await
+        Ok(self
+            .delete(id, &mut j, &step, &h, "cancel requested")
+            .await?)
     }
 
     async fn attach(
@@ -458,14 +465,15 @@ impl<B: Backend> System for Stepped<B> {
         dir: &Path,
         id: &JobId,
         _job: &Prepared,
-    ) -> Result<(), String> {
+    ) -> Result<(), SystemError> {
         let steps = plan(&self.backend, run, dir);
         let main = main_of(&steps);
         if steps[main].name != *id {
             return Err(format!(
                 "the journal names {id}, this tree's test {} would be {}",
                 run.id, steps[main].name
-            ));
+            )
+            .into());
         }
         // the step under way is the last one that still exists (ended ones were deleted); none: start over after
         // the main step when its output is settled, else from the first step

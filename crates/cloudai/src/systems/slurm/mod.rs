@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobId, JobState, Prepared, Queued, Settings, System};
+use super::{JobId, JobState, Prepared, Queued, Settings, System, SystemError};
 use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
 use crate::results::record::Attempt;
 use crate::results::EndReason;
@@ -340,7 +340,7 @@ impl System for Slurm {
         "SlurmRunner"
     }
 
-    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, String> {
+    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         let nodes = self.resolve_nodes(run)?;
         let timestamp = chrono::Local::now().format("%Y%m%d_%H%M%S").to_string();
         let ctx = script::Ctx {
@@ -381,7 +381,7 @@ impl System for Slurm {
     }
 
     /// Slurm is asked for facts (GPU directives, node states) only from here on.
-    async fn connect(&self) -> Result<(), String> {
+    async fn connect(&self) -> Result<(), SystemError> {
         self.connected.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -391,7 +391,12 @@ impl System for Slurm {
         "0".into()
     }
 
-    async fn submit(&self, _run: &TestRun, dir: &Path, job: &Prepared) -> Result<JobId, String> {
+    async fn submit(
+        &self,
+        _run: &TestRun,
+        dir: &Path,
+        job: &Prepared,
+    ) -> Result<JobId, SystemError> {
         self.install_metadata_script()
             .and_then(|_| std::fs::create_dir_all(dir.join("metadata")))
             .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
@@ -399,7 +404,16 @@ impl System for Slurm {
         let script = script.to_string_lossy();
         let out = run_cmd("sbatch", &["--parsable", &script]).await;
         if !out.ok {
-            return Err(format!("sbatch rejected {script}: {}", out.stderr));
+            let msg = format!("sbatch rejected {script}: {}", out.stderr);
+            // the controller was never reached, so no job exists: asking again is safe (a timeout is not: the
+            // job may have been queued while the answer was lost)
+            return Err(
+                if out.stderr.contains("Unable to contact slurm controller") {
+                    SystemError::transient(msg)
+                } else {
+                    SystemError::refused(msg)
+                },
+            );
         }
         let id = out
             .stdout
@@ -413,7 +427,8 @@ impl System for Slurm {
                 "sbatch gave no job id (stdout: {:?}, stderr: {:?})",
                 out.stdout.trim(),
                 out.stderr
-            ));
+            )
+            .into());
         }
         info!("Submitted slurm job: {id}");
         self.track(&id, dir, job);
@@ -426,9 +441,9 @@ impl System for Slurm {
         dir: &Path,
         id: &JobId,
         job: &Prepared,
-    ) -> Result<(), String> {
+    ) -> Result<(), SystemError> {
         if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!("{id:?} is not a Slurm job id"));
+            return Err(format!("{id:?} is not a Slurm job id").into());
         }
         // polling finds it queued, running or (through sacct) ended while nobody watched
         self.track(id, dir, job);
@@ -557,12 +572,16 @@ impl System for Slurm {
             .collect()
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<(), String> {
+    async fn cancel(&self, id: &JobId) -> Result<(), SystemError> {
         let out = run_cmd("scancel", &[id]).await;
         if out.ok {
             Ok(())
+        } else if out.stderr.contains("Invalid job id")
+            || out.stderr.contains("already completing or completed")
+        {
+            Err(SystemError::gone(out.stderr))
         } else {
-            Err(out.stderr)
+            Err(out.stderr.into())
         }
     }
 

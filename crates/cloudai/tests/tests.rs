@@ -1,0 +1,42 @@
+//! Every integration test of cloudai, in one binary (one link, one summary line), one module per area. Tests run
+//! in parallel; those that share the one local Slurm cluster take it through `common::slurm` (shared, or alone
+//! for a test that drains nodes or fills the cluster).
+
+mod common;
+
+mod architecture;
+mod bad_input;
+mod baseline;
+mod big_output;
+mod charts;
+mod compat_dry_run;
+mod config_errors;
+mod config_model;
+mod disk_full;
+mod dist;
+mod dse;
+mod exit_codes;
+mod field_trials;
+mod injection;
+mod install;
+mod interrupted;
+mod kubernetes;
+mod kubernetes_faults;
+mod launch_seam;
+mod limits;
+mod nccl_launchers;
+mod nccl_parse;
+mod plain_clone;
+mod readme;
+mod reports;
+mod resume;
+mod run_standalone;
+mod runai;
+mod runai_faults;
+mod runai_round2;
+mod single_sbatch;
+mod slurm;
+mod slurm_faults;
+mod slurm_script;
+mod templates;
+mod ucc;
