@@ -71,7 +71,7 @@ impl Runner {
                             job_id: a.id.clone(),
                             description: format!(
                                 "{} job {} (test {})",
-                                self.scheduler, a.id, slot.run.id
+                                self.journal.scheduler, a.id, slot.run.id
                             ),
                             reason: refused.remove(&a.id).unwrap_or_else(|| {
                                 if cut_short {
@@ -91,20 +91,23 @@ impl Runner {
                         slot.run.id,
                         CANCEL_WAIT.as_secs()
                     );
-                    let mut rec = self.record(&slot.run, slot.iteration, &a.dir, &a.prepared);
+                    let mut rec =
+                        self.journal
+                            .record(&slot.run, slot.iteration, &a.dir, &a.prepared);
                     rec.job_id = Some(a.id.clone());
                     rec.end_reason = EndReason::Cancelled;
                     rec.status = Status::Cancelled;
                     rec.message = "cancel requested but the job did not confirm it stopped; it may still hold \
                                    resources (see leftovers.json)"
                         .into();
-                    self.save(&rec, &a.dir);
+                    self.journal.save(&rec, &a.dir);
                     records.push(rec);
                 }
                 Phase::Waiting => {
                     let dir = self.layout.iteration_dir(&slot.run.id, slot.iteration);
                     let mut rec =
-                        self.record(&slot.run, slot.iteration, &dir, &Prepared::default());
+                        self.journal
+                            .record(&slot.run, slot.iteration, &dir, &Prepared::default());
                     rec.message = "not started: the run was interrupted".into();
                     records.push(rec);
                 }

@@ -1,35 +1,36 @@
 //! The run's journal: each iteration's `cloudai-run.json`, written durably before its job is submitted, once the
 //! scheduler's id is known, when the job is first seen running, and at its end. A `kill -9` of cloudai at any
-//! moment leaves a tree from which `resume` loses nothing and submits nothing twice.
+//! moment leaves a tree from which `resume` loses nothing and submits nothing twice. A dry-run keeps none (its tree
+//! holds exactly CloudAI's files).
 
 use std::path::Path;
 
 use chrono::{DateTime, Local};
 
-use super::{Phase, Runner, Slot};
 use crate::error;
+use crate::results::record::QueueState;
 use crate::results::{EndReason, IterationRecord, Status};
 use crate::scenario::TestRun;
 use crate::systems::Prepared;
 
-impl Runner {
-    pub(super) fn fail_submit(
-        &self,
-        slot: &mut Slot,
-        records: &mut Vec<IterationRecord>,
-        dir: &Path,
-        p: &Prepared,
-        msg: String,
-    ) {
-        error!("Failed to submit test {}: {msg}", slot.run.id);
-        let mut rec = self.record(&slot.run, slot.iteration, dir, p);
-        rec.end_reason = EndReason::SubmitFailed;
-        rec.status = Status::Failed;
-        rec.message = msg;
-        self.save(&rec, dir);
-        records.push(rec);
-    }
+#[derive(Clone, Copy, Debug)]
+pub struct Journal {
+    /// The scheduler's name, recorded with every iteration.
+    pub scheduler: &'static str,
+    /// Records are written (not in a dry-run).
+    pub writes: bool,
+}
 
+/// A job seen running, as the journal keeps it.
+pub struct Running<'a> {
+    pub id: &'a str,
+    pub submitted_at: DateTime<Local>,
+    pub started_at: Option<DateTime<Local>>,
+    pub nodes: Vec<String>,
+    pub queue: &'a [QueueState],
+}
+
+impl Journal {
     /// An iteration's record as far as its configuration goes; status and outcome are the caller's to set.
     pub fn record(
         &self,
@@ -52,9 +53,10 @@ impl Runner {
         }
     }
 
-    pub(super) fn save(&self, rec: &IterationRecord, dir: &Path) {
-        if self.dry_run {
-            return; // a dry-run tree holds exactly CloudAI's files
+    /// Writes an iteration's record (a full disk is noted, not fatal).
+    pub fn save(&self, rec: &IterationRecord, dir: &Path) {
+        if !self.writes {
+            return;
         }
         if let Err(e) = rec.write(dir) {
             error!("Cannot write the run record in {}: {e}", dir.display());
@@ -63,7 +65,7 @@ impl Runner {
 
     /// An unfinished iteration's record: submitting (no id yet) or submitted (`id`). Its status is INTERRUPTED,
     /// which is what the tree says if nobody ever writes the final record.
-    pub(super) fn journal(
+    pub fn submitted(
         &self,
         run: &TestRun,
         iteration: u64,
@@ -88,22 +90,19 @@ impl Runner {
     }
 
     /// The job was seen running: when and where, for `status` and for time limits after a `resume`.
-    pub(super) fn journal_running(&self, slot: &Slot) {
-        let Phase::Active(a) = &slot.phase else {
-            return;
-        };
-        let mut rec = self.record(&slot.run, slot.iteration, &a.dir, &a.prepared);
-        rec.job_id = Some(a.id.clone());
-        rec.submitted_at = Some(a.submitted_at.to_rfc3339());
-        rec.started_at = a.started.map(|(t, _)| t.to_rfc3339());
-        rec.nodes = self.system.nodes(&a.id);
-        rec.queue_states = a.queue.clone();
+    pub fn running(&self, run: &TestRun, iteration: u64, dir: &Path, p: &Prepared, job: Running) {
+        let mut rec = self.record(run, iteration, dir, p);
+        rec.job_id = Some(job.id.to_string());
+        rec.submitted_at = Some(job.submitted_at.to_rfc3339());
+        rec.started_at = job.started_at.map(|t| t.to_rfc3339());
+        rec.nodes = job.nodes;
+        rec.queue_states = job.queue.to_vec();
         rec.status = Status::Interrupted;
         rec.end_reason = EndReason::Interrupted;
         rec.message = format!(
             "cloudai stopped while job {} was running (killed or detached); `cloudai resume` re-attaches to it",
-            a.id
+            job.id
         );
-        self.save(&rec, &a.dir);
+        self.save(&rec, dir);
     }
 }

@@ -6,7 +6,7 @@
 //! `end_post_comp` stops this run when the dependency is done.
 
 mod cancel;
-mod journal;
+pub mod journal;
 mod progress;
 mod queue;
 pub mod resume;
@@ -44,7 +44,8 @@ pub struct Runner {
     pub system: Arc<dyn System>,
     pub scenario: Arc<Scenario>,
     pub layout: Layout,
-    pub scheduler: &'static str,
+    /// Every iteration's record as it goes.
+    pub journal: journal::Journal,
     /// The system is a dry-run ([`crate::systems::dry_run`]): nothing of the engine's own is written beyond
     /// CloudAI's files, and iterations end `DRY-RUN`.
     pub dry_run: bool,
@@ -135,7 +136,10 @@ impl Runner {
             system,
             scenario: Arc::new(scenario),
             layout,
-            scheduler: settings.scheduler,
+            journal: journal::Journal {
+                scheduler: settings.scheduler,
+                writes: !settings.dry_run,
+            },
             dry_run: settings.dry_run,
             interval: settings.monitor_interval,
             max_pending_time: settings.max_pending_time,
@@ -304,12 +308,13 @@ impl Runner {
         }
         info!("Running test: {}", run.id);
         let submitted_at = Local::now();
-        self.journal(&run, slot.iteration, &dir, &prepared, None, submitted_at);
+        self.journal
+            .submitted(&run, slot.iteration, &dir, &prepared, None, submitted_at);
         match self.system.submit(&run, &dir, &prepared).await {
             Ok(id) => {
                 self.submissions.set(self.submissions.get() + 1);
                 slot.retries = 0;
-                self.journal(
+                self.journal.submitted(
                     &run,
                     slot.iteration,
                     &dir,
@@ -378,8 +383,20 @@ impl Runner {
                         info!("job {} ({}) running", a.id, slot.run.id);
                     }
                     slot.started = true;
-                    if first && !self.dry_run {
-                        self.journal_running(slot);
+                    if first {
+                        self.journal.running(
+                            &slot.run,
+                            slot.iteration,
+                            &a.dir,
+                            &a.prepared,
+                            journal::Running {
+                                id: &a.id,
+                                submitted_at: a.submitted_at,
+                                started_at: a.started.map(|(t, _)| t),
+                                nodes: self.system.nodes(&a.id),
+                                queue: &a.queue,
+                            },
+                        );
                     }
                 }
                 JobState::Finished(outcome) => {
@@ -415,7 +432,9 @@ impl Runner {
                 .grade(&run.test, &a.dir, &outcome)
                 .with_stderr(&a.dir, &outcome)
         });
-        let mut rec = self.record(&run, slot.iteration, &a.dir, &a.prepared);
+        let mut rec = self
+            .journal
+            .record(&run, slot.iteration, &a.dir, &a.prepared);
         rec.job_id = Some(a.id.clone());
         rec.nodes = self.system.nodes(&a.id);
         rec.submitted_at = Some(a.submitted_at.to_rfc3339());
@@ -441,7 +460,7 @@ impl Runner {
                 rec.message
             );
         }
-        self.save(&rec, &a.dir);
+        self.journal.save(&rec, &a.dir);
         crate::log::log_file_only(
             crate::log::Level::Debug,
             &format!("{} iteration {}: {:?}", run.id, slot.iteration, rec),
@@ -467,6 +486,24 @@ impl Runner {
         } else {
             slot.phase = Phase::Done;
         }
+    }
+
+    /// An iteration that could not be submitted: recorded as failed.
+    fn fail_submit(
+        &self,
+        slot: &mut Slot,
+        records: &mut Vec<IterationRecord>,
+        dir: &Path,
+        p: &Prepared,
+        msg: String,
+    ) {
+        error!("Failed to submit test {}: {msg}", slot.run.id);
+        let mut rec = self.journal.record(&slot.run, slot.iteration, dir, p);
+        rec.end_reason = EndReason::SubmitFailed;
+        rec.status = crate::results::Status::Failed;
+        rec.message = msg;
+        self.journal.save(&rec, dir);
+        records.push(rec);
     }
 
     /// Asks the system to stop a job; one the scheduler no longer has needs no stopping (the next poll ends it).

@@ -39,38 +39,8 @@ impl Runner {
             return;
         }
         let since = *a.pending_since.get_or_insert_with(Instant::now);
-        // a scheduler that cannot place the job now gets a bounded wait even when none is configured: at 3 a.m.
-        // nobody adds the GPUs it waits for
-        let max = run
-            .max_pending_time
-            .or(self.max_pending_time)
-            .or(q.blocked.as_ref().map(|_| DEFAULT_BLOCKED_WAIT));
-        let (kill, msg) = if let Some(why) = q.hopeless {
-            (
-                EndReason::Unschedulable,
-                format!("the scheduler can never start job {}: {why}", a.id),
-            )
-        } else if let Some(max) = max.filter(|m| since.elapsed() >= Duration::from_secs(*m)) {
-            if let Some(why) = &q.blocked {
-                (
-                    EndReason::Unschedulable,
-                    format!(
-                        "job {} found no place to run within max_pending_time ({}): {why}",
-                        a.id,
-                        time_limit::format(max)
-                    ),
-                )
-            } else {
-                (
-                EndReason::PendingTooLong,
-                format!(
-                    "job {} waited in the queue longer than max_pending_time ({}); last reason: {reason}",
-                    a.id,
-                    time_limit::format(max)
-                ),
-            )
-            }
-        } else {
+        let max = run.max_pending_time.or(self.max_pending_time);
+        let Some((kill, msg)) = give_up(&a.id, &q, max, since.elapsed()) else {
             return;
         };
         error!("{}: {msg}; cancelling it", run.id);
@@ -80,6 +50,47 @@ impl Runner {
             warn!("Cannot cancel job {}: {e}", a.id);
         }
     }
+}
+
+/// Whether to stop waiting for a queued job, and why: the scheduler can never start it, or it waited past
+/// `max_pending_time` (`max`, seconds) — a job the scheduler cannot place now gets a bounded wait even when none is
+/// configured: at 3 a.m. nobody adds the GPUs it waits for.
+pub fn give_up(
+    id: &str,
+    q: &Queued,
+    max: Option<u64>,
+    waited: Duration,
+) -> Option<(EndReason, String)> {
+    if let Some(why) = &q.hopeless {
+        return Some((
+            EndReason::Unschedulable,
+            format!("the scheduler can never start job {id}: {why}"),
+        ));
+    }
+    let max = max.or(q.blocked.as_ref().map(|_| DEFAULT_BLOCKED_WAIT))?;
+    if waited < Duration::from_secs(max) {
+        return None;
+    }
+    let limit = time_limit::format(max);
+    Some(match &q.blocked {
+        Some(why) => (
+            EndReason::Unschedulable,
+            format!("job {id} found no place to run within max_pending_time ({limit}): {why}"),
+        ),
+        None => {
+            let reason = if q.reason.is_empty() || q.reason == "None" {
+                "waiting"
+            } else {
+                q.reason.as_str()
+            };
+            (
+                EndReason::PendingTooLong,
+                format!(
+                    "job {id} waited in the queue longer than max_pending_time ({limit}); last reason: {reason}"
+                ),
+            )
+        }
+    })
 }
 
 /// Appends a queue state when it differs from the last one; returns whether it did.
@@ -96,4 +107,49 @@ pub(super) fn note_state(queue: &mut Vec<QueueState>, state: &str, reason: &str)
         reason: reason.to_string(),
     });
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(hopeless: Option<&str>, blocked: Option<&str>) -> Queued {
+        Queued {
+            hopeless: hopeless.map(str::to_string),
+            blocked: blocked.map(str::to_string),
+            ..Queued::new("PENDING", "Resources")
+        }
+    }
+
+    #[test]
+    fn a_hopeless_job_is_given_up_at_once() {
+        let (end, msg) = give_up(
+            "7",
+            &queued(Some("no such partition"), None),
+            None,
+            Duration::ZERO,
+        )
+        .unwrap();
+        assert_eq!(end, EndReason::Unschedulable);
+        assert!(msg.contains("no such partition"), "{msg}");
+    }
+
+    #[test]
+    fn a_waiting_job_is_given_up_only_past_max_pending_time() {
+        let q = queued(None, None);
+        assert_eq!(give_up("7", &q, None, Duration::from_secs(1_000_000)), None);
+        assert_eq!(give_up("7", &q, Some(60), Duration::from_secs(59)), None);
+        let (end, msg) = give_up("7", &q, Some(60), Duration::from_secs(60)).unwrap();
+        assert_eq!(end, EndReason::PendingTooLong);
+        assert!(msg.ends_with("last reason: Resources"), "{msg}");
+    }
+
+    #[test]
+    fn a_job_no_node_fits_gets_a_bounded_wait_even_without_max_pending_time() {
+        let q = queued(None, Some("0/4 nodes are available"));
+        let short = Duration::from_secs(DEFAULT_BLOCKED_WAIT - 1);
+        assert_eq!(give_up("7", &q, None, short), None);
+        let (end, _) = give_up("7", &q, None, Duration::from_secs(DEFAULT_BLOCKED_WAIT)).unwrap();
+        assert_eq!(end, EndReason::Unschedulable);
+    }
 }

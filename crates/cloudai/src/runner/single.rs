@@ -50,7 +50,7 @@ pub fn run(
     let interval = runner.interval;
     let record =
         |run: &TestRun, it: u64, dir: &Path, status: Status, end: EndReason, message: String| {
-            let mut r = runner.record(run, it, dir, &Prepared::default());
+            let mut r = runner.journal.record(run, it, dir, &Prepared::default());
             (r.status, r.end_reason, r.message) = (status, end, message);
             r.ended_at = Some(Local::now().to_rfc3339());
             r
