@@ -576,3 +576,38 @@ fn strip_ansi(s: &str) -> String {
     }
     out
 }
+
+/// A command that cannot start says why exactly once (the one error funnel prints it), exits 1 and creates
+/// nothing.
+#[test]
+fn a_command_that_cannot_start_says_why_once_and_exits_1() {
+    let w = Work::new();
+    let missing = w.path().join("no-such-tree");
+    for args in [
+        vec!["status".to_string(), missing.display().to_string()],
+        vec!["resume".to_string(), missing.display().to_string()],
+        vec![
+            "generate-report".to_string(),
+            "--result-dir".to_string(),
+            missing.display().to_string(),
+        ],
+        vec![
+            "baseline".to_string(),
+            "create".to_string(),
+            "--result-dir".to_string(),
+            missing.display().to_string(),
+            "--output".to_string(),
+            w.path().join("b.toml").display().to_string(),
+        ],
+    ] {
+        let out = w.cloudai().args(&args).output().unwrap();
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");
+        assert_eq!(
+            text.matches("not a directory").count(),
+            1,
+            "{args:?} said it more or less than once: {text}"
+        );
+        assert!(!missing.exists());
+    }
+}

@@ -1,6 +1,7 @@
 //! `cloudai baseline create --result-dir DIR... --output baseline.toml`: medians of the passed iterations of
 //! known-good results trees.
 
+use crate::exit_codes::Failure;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -8,7 +9,7 @@ use clap::{Args, Subcommand};
 use crate::baseline::Baseline;
 use crate::report::scenario::read_tree;
 use crate::results::Status;
-use crate::{error, info, warn};
+use crate::{info, warn};
 
 #[derive(Args, Debug)]
 pub struct BaselineCmd {
@@ -29,16 +30,15 @@ enum Action {
     },
 }
 
-pub fn baseline(cmd: &BaselineCmd) -> i32 {
+pub fn baseline(cmd: &BaselineCmd) -> Result<(), Failure> {
     let Action::Create { result_dir, output } = &cmd.action;
     let mut trees = Vec::new();
     for dir in result_dir {
         if !dir.is_dir() {
-            error!(
+            return Err(Failure::Error(format!(
                 "{}: not a directory (expected a scenario results directory)",
                 dir.display()
-            );
-            return 1;
+            )));
         }
         let entries = read_tree(dir, true);
         let (passed, other): (Vec<_>, Vec<_>) = entries
@@ -67,19 +67,20 @@ pub fn baseline(cmd: &BaselineCmd) -> i32 {
         }),
     );
     if b.entries.is_empty() {
-        error!(
+        return Err(Failure::Error(format!(
             "No passed iteration with measurements in {}: nothing to build a baseline from",
             result_dir
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
-        return 1;
+        )));
     }
     if let Err(e) = crate::baseline::write(output, &b) {
-        error!("Cannot write {}: {e}", output.display());
-        return 1;
+        return Err(Failure::Error(format!(
+            "Cannot write {}: {e}",
+            output.display()
+        )));
     }
     let mut shapes: Vec<String> = b.entries.iter().map(|e| e.key.shape()).collect();
     shapes.dedup();
@@ -90,5 +91,5 @@ pub fn baseline(cmd: &BaselineCmd) -> i32 {
         shapes.join(", "),
         result_dir.len()
     );
-    0
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! `find-bad-nodes`: pairwise NCCL sweeps that isolate slow or broken nodes.
 
+use crate::exit_codes::Failure;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -53,15 +54,14 @@ pub struct FindArgs {
     grading: super::BaselineArgs,
 }
 
-pub fn find(args: &FindArgs) -> i32 {
+pub fn find(args: &FindArgs) -> Result<(), Failure> {
     let baseline = match args.grading.load() {
         Ok(b) => b,
         Err(e) => {
-            e.report();
-            return 1;
+            return Err(e.into());
         }
     };
-    bad_nodes::run(&Request {
+    Failure::of_code(bad_nodes::run(&Request {
         system: args.system_config.as_deref(),
         tests_dir: &args.tests_dir,
         test: &args.test,
@@ -79,5 +79,5 @@ pub fn find(args: &FindArgs) -> i32 {
         },
         repeat: args.repeat as usize,
         topology_label: args.topology_label.as_deref(),
-    })
+    }))
 }

@@ -1,5 +1,6 @@
 //! `install` / `uninstall`: the installables of a scenario's tests and hooks under the system's install_path.
 
+use crate::exit_codes::Failure;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -23,7 +24,7 @@ pub struct InstallArgs {
     hook_dir: Option<PathBuf>,
 }
 
-pub fn install(args: &InstallArgs, remove: bool) -> i32 {
+pub fn install(args: &InstallArgs, remove: bool) -> Result<(), Failure> {
     let (system, scenario) = match scenario::load_all(&Inputs {
         system: args.system_config.as_deref(),
         tests_dir: args.tests_dir.as_deref(),
@@ -32,8 +33,7 @@ pub fn install(args: &InstallArgs, remove: bool) -> i32 {
     }) {
         Ok(x) => x,
         Err(e) => {
-            e.report();
-            return 1;
+            return Err(e.into());
         }
     };
     let items = crate::install::installables(&system, &scenario);
@@ -42,7 +42,7 @@ pub fn install(args: &InstallArgs, remove: bool) -> i32 {
             "Nothing to {}: the scenario's tests need no installables on this system",
             if remove { "uninstall" } else { "install" }
         );
-        return 0;
+        return Ok(());
     }
     let failures = if remove {
         info!("Uninstalling test templates.");
@@ -61,15 +61,14 @@ pub fn install(args: &InstallArgs, remove: bool) -> i32 {
                     .display()
             );
         }
-        return 0;
+        return Ok(());
     }
     for f in &failures {
         error!("{f}");
     }
-    error!(
+    Err(Failure::Error(format!(
         "{} of {} installable(s) failed",
         failures.len(),
         items.len()
-    );
-    1
+    )))
 }

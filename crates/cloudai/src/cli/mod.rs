@@ -234,18 +234,17 @@ pub fn main() -> i32 {
                     return 1;
                 }
             }
-            let code = Failure::of_code;
             let result = match command {
                 Command::Run(args) => run::run(&args, false),
                 Command::DryRun(args) => run::run(&args, true),
-                Command::VerifyConfigs(args) => code(verify::verify(&args)),
-                Command::GenerateReport(args) => code(report::generate(&args)),
-                Command::Baseline(args) => code(baseline::baseline(&args)),
-                Command::FindBadNodes(args) => code(find_bad_nodes::find(&args)),
+                Command::VerifyConfigs(args) => Failure::of_code(verify::verify(&args)),
+                Command::GenerateReport(args) => report::generate(&args),
+                Command::Baseline(args) => baseline::baseline(&args),
+                Command::FindBadNodes(args) => find_bad_nodes::find(&args),
                 Command::Resume(args) => resume::resume_cmd(&args),
-                Command::Install(args) => code(install::install(&args, false)),
-                Command::Uninstall(args) => code(install::install(&args, true)),
-                Command::Status(args) => code(status::status(&args)),
+                Command::Install(args) => install::install(&args, false),
+                Command::Uninstall(args) => install::install(&args, true),
+                Command::Status(args) => status::status(&args),
                 Command::List(_) | Command::Completions { .. } | Command::Man => unreachable!(),
             };
             // the one place a command's failure is printed and becomes the exit code

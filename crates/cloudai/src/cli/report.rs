@@ -1,11 +1,12 @@
 //! `generate-report`: re-grade and re-render an existing results tree, optionally against other trees.
 
+use crate::exit_codes::Failure;
 use std::path::PathBuf;
 
 use clap::Args;
 
 use crate::report::scenario::{generate as write_reports, Options};
-use crate::{error, info, log};
+use crate::{info, log};
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
@@ -138,17 +139,18 @@ fn not_a_tree(dir: &std::path::Path) -> Option<String> {
     ))
 }
 
-pub fn generate(args: &ReportArgs) -> i32 {
+pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
     for dir in std::iter::once(&args.result_dir).chain(&args.compare) {
         if !dir.is_dir() {
-            error!("{}: not a directory", dir.display());
-            return 1;
+            return Err(Failure::Error(format!(
+                "{}: not a directory",
+                dir.display()
+            )));
         }
     }
     // reports are written into --result-dir: it must be a tree (a --compare tree that holds nothing is warned of)
     if let Some(why) = not_a_tree(&args.result_dir) {
-        error!("{why}");
-        return 1;
+        return Err(Failure::Error(why));
     }
     // the system file only matters for its link peaks (a busbw above them is flagged)
     let peaks = match args
@@ -158,16 +160,14 @@ pub fn generate(args: &ReportArgs) -> i32 {
     {
         Some(Ok(sys)) => crate::report::scenario::Peaks::of(&sys),
         Some(Err(e)) => {
-            e.report();
-            return 1;
+            return Err(e.into());
         }
         None => Default::default(),
     };
     let grading = match args.baseline.load() {
         Ok(g) => g,
         Err(e) => {
-            e.report();
-            return 1;
+            return Err(e.into());
         }
     };
     let opts = Options {
@@ -204,16 +204,16 @@ pub fn generate(args: &ReportArgs) -> i32 {
             info!("Scenario results");
             log::print(&crate::report::status_table::render(&records));
             if !super::write_junit(args.junit.as_deref(), &summary.scenario, &records) {
-                return 1;
+                return Err(Failure::Reported);
             }
             if super::incomplete(&args.result_dir) {
-                return 1;
+                return Err(Failure::Reported);
             }
-            super::verdict(&records)
+            Failure::of_code(super::verdict(&records))
         }
-        Err(e) => {
-            error!("Cannot write reports in {}: {e}", args.result_dir.display());
-            1
-        }
+        Err(e) => Err(Failure::Error(format!(
+            "Cannot write reports in {}: {e}",
+            args.result_dir.display()
+        ))),
     }
 }

@@ -2,6 +2,7 @@
 //! each scheduler for the jobs still unfinished (`systems::live`: one query per scheduler). Works while another
 //! process owns the tree.
 
+use crate::exit_codes::Failure;
 use std::path::{Path, PathBuf};
 
 use chrono::Local;
@@ -10,10 +11,10 @@ use serde::Serialize;
 
 use std::collections::HashMap;
 
+use crate::log;
 use crate::results::state;
 use crate::results::IterationRecord;
 use crate::systems::live::Live;
-use crate::{error, log};
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
@@ -107,11 +108,13 @@ fn live(
         .collect()
 }
 
-pub fn status(args: &StatusArgs) -> i32 {
+pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     let root = &args.result_dir;
     if !root.is_dir() {
-        error!("{}: not a directory", root.display());
-        return 1;
+        return Err(Failure::Error(format!(
+            "{}: not a directory",
+            root.display()
+        )));
     }
     let recs = records(root);
     let live = live(root, &recs);
@@ -177,7 +180,7 @@ pub fn status(args: &StatusArgs) -> i32 {
             iterations: rows,
         };
         println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
-        return 0;
+        return Ok(());
     }
     match (&owner, owner_alive) {
         (Some(o), true) => log::print(&format!(
@@ -233,5 +236,5 @@ pub fn status(args: &StatusArgs) -> i32 {
         t.push('\n');
     }
     log::print(t.trim_end());
-    0
+    Ok(())
 }
