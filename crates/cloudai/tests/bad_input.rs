@@ -5,7 +5,12 @@ use crate::common;
 
 use common::{stdout_of, Work};
 
-const SLEEP_TEST: &str = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
+const SLEEP_TEST: &str = r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 1
+"#;
 
 /// Runs `cloudai dry-run` on the given files and checks the failure; returns the console output.
 fn fails(
@@ -50,14 +55,28 @@ fn fails(
 }
 
 fn scenario_with(test: &str) -> String {
-    format!("name = \"s\"\n[[Tests]]\nid = \"t\"\n{test}")
+    format!(
+        r#"name = "s"
+[[Tests]]
+id = "t"
+{test}"#
+    )
 }
 
-const OK_SCENARIO: &str = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n";
+const OK_SCENARIO: &str = r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#;
 
 #[test]
 fn system_unknown_field_suggests_the_right_name() {
-    let sys = "name = \"x\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\nmonitor_intervall = 2\n";
+    let sys = r#"name = "x"
+scheduler = "standalone"
+install_path = "i"
+output_path = "o"
+monitor_intervall = 2
+"#;
     fails(
         Some(sys),
         &[("sleep.toml", SLEEP_TEST)],
@@ -71,15 +90,28 @@ fn system_unknown_field_suggests_the_right_name() {
 
 #[test]
 fn system_wrong_type() {
-    let sys = "name = \"x\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\nmonitor_interval = \"often\"\n";
-    fails(Some(sys), &[("sleep.toml", SLEEP_TEST)], OK_SCENARIO, &[
-        "system.toml:5:20: field 'monitor_interval': expected an integer, found a string \"often\"",
-    ]);
+    let sys = r#"name = "x"
+scheduler = "standalone"
+install_path = "i"
+output_path = "o"
+monitor_interval = "often"
+"#;
+    fails(
+        Some(sys),
+        &[("sleep.toml", SLEEP_TEST)],
+        OK_SCENARIO,
+        &[
+            r#"system.toml:5:20: field 'monitor_interval': expected an integer, found a string "often""#,
+        ],
+    );
 }
 
 #[test]
 fn system_missing_scheduler() {
-    let sys = "name = \"x\"\ninstall_path = \"i\"\noutput_path = \"o\"\n";
+    let sys = r#"name = "x"
+install_path = "i"
+output_path = "o"
+"#;
     fails(
         Some(sys),
         &[("sleep.toml", SLEEP_TEST)],
@@ -93,21 +125,30 @@ fn system_missing_scheduler() {
 
 #[test]
 fn system_unknown_scheduler() {
-    let sys = "name = \"x\"\nscheduler = \"slrum\"\ninstall_path = \"i\"\noutput_path = \"o\"\n";
+    let sys = r#"name = "x"
+scheduler = "slrum"
+install_path = "i"
+output_path = "o"
+"#;
     fails(
         Some(sys),
         &[("sleep.toml", SLEEP_TEST)],
         OK_SCENARIO,
         &[
             "system.toml:2:13: field 'scheduler': unsupported system type 'slrum'",
-            "did you mean \"slurm\"?",
+            r#"did you mean "slurm"?"#,
         ],
     );
 }
 
 #[test]
 fn system_missing_required_slurm_partition() {
-    let sys = "name = \"x\"\nscheduler = \"slurm\"\ninstall_path = \"i\"\noutput_path = \"o\"\ndefault_partition = \"p\"\n";
+    let sys = r#"name = "x"
+scheduler = "slurm"
+install_path = "i"
+output_path = "o"
+default_partition = "p"
+"#;
     fails(
         Some(sys),
         &[("sleep.toml", SLEEP_TEST)],
@@ -148,7 +189,11 @@ fn toml_syntax_error_has_position() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        "name = \"s\"\n[[Tests]]\nid = \"t\ntest_name = \"sleep\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "t
+test_name = "sleep"
+"#,
         &["scenario.toml:3:", "not valid TOML (test scenario)"],
     );
 }
@@ -158,7 +203,12 @@ fn toml_duplicate_key() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        "name = \"s\"\nname = \"t\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+        r#"name = "s"
+name = "t"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#,
         &[
             "scenario.toml:2:1: not valid TOML (test scenario): duplicate key",
             "no key is written twice",
@@ -168,9 +218,25 @@ fn toml_duplicate_key() {
 
 #[test]
 fn test_cmd_args_typo_suggests_field() {
-    let t = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"x\"\nminbyte = \"1M\"\n";
-    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"nccl\"\n";
-    let sys = "name = \"x\"\nscheduler = \"kubernetes\"\ninstall_path = \"i\"\noutput_path = \"o\"\nkube_config_path = \"\"\ndefault_namespace = \"d\"\n";
+    let t = r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "x"
+minbyte = "1M"
+"#;
+    let s = r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "nccl"
+"#;
+    let sys = r#"name = "x"
+scheduler = "kubernetes"
+install_path = "i"
+output_path = "o"
+kube_config_path = ""
+default_namespace = "d"
+"#;
     fails(
         Some(sys),
         &[("nccl.toml", t)],
@@ -184,31 +250,51 @@ fn test_cmd_args_typo_suggests_field() {
 
 #[test]
 fn test_cmd_args_wrong_type() {
-    let t = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = \"soon\"\n";
-    fails(None, &[("sleep.toml", t)], OK_SCENARIO, &[
-        "sleep.toml:5:11: field 'cmd_args.seconds': expected an integer, found a string \"soon\"",
-        "write a whole number",
-    ]);
+    let t = r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = "soon"
+"#;
+    fails(
+        None,
+        &[("sleep.toml", t)],
+        OK_SCENARIO,
+        &[
+            r#"sleep.toml:5:11: field 'cmd_args.seconds': expected an integer, found a string "soon""#,
+            "write a whole number",
+        ],
+    );
 }
 
 #[test]
 fn test_unknown_template_suggests_name() {
-    let t = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Slep\"\n";
+    let t = r#"name = "sleep"
+description = "d"
+test_template_name = "Slep"
+"#;
     fails(
         None,
         &[("sleep.toml", t)],
         OK_SCENARIO,
         &[
             "sleep.toml:3:22: field 'test_template_name': unknown test template 'Slep'",
-            "did you mean \"Sleep\"?",
+            r#"did you mean "Sleep"?"#,
         ],
     );
 }
 
 #[test]
 fn unsupported_template_cannot_run() {
-    let t = "name = \"mr\"\ndescription = \"d\"\ntest_template_name = \"MegatronRun\"\n";
-    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"mr\"\n";
+    let t = r#"name = "mr"
+description = "d"
+test_template_name = "MegatronRun"
+"#;
+    let s = r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "mr"
+"#;
     fails(
         None,
         &[("mr.toml", t)],
@@ -222,7 +308,9 @@ fn unsupported_template_cannot_run() {
 
 #[test]
 fn test_missing_required_field() {
-    let t = "name = \"sleep\"\ntest_template_name = \"Sleep\"\n";
+    let t = r#"name = "sleep"
+test_template_name = "Sleep"
+"#;
     fails(
         None,
         &[("sleep.toml", t)],
@@ -233,21 +321,47 @@ fn test_missing_required_field() {
 
 #[test]
 fn test_bad_enum_value() {
-    let t = "name = \"n\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"x\"\nsubtest_name = \"all_reduce_perf_mp\"\n";
-    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"n\"\n";
-    let sys = "name = \"x\"\nscheduler = \"kubernetes\"\ninstall_path = \"i\"\noutput_path = \"o\"\nkube_config_path = \"\"\ndefault_namespace = \"d\"\n";
-    fails(Some(sys), &[("n.toml", t)], s, &[
-        "n.toml:6:16: field 'cmd_args.subtest_name': \"all_reduce_perf_mp\" is not an accepted value",
-        "did you mean \"all_reduce_perf_mpi\"?",
-    ]);
+    let t = r#"name = "n"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "x"
+subtest_name = "all_reduce_perf_mp"
+"#;
+    let s = r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "n"
+"#;
+    let sys = r#"name = "x"
+scheduler = "kubernetes"
+install_path = "i"
+output_path = "o"
+kube_config_path = ""
+default_namespace = "d"
+"#;
+    fails(
+        Some(sys),
+        &[("n.toml", t)],
+        s,
+        &[
+            r#"n.toml:6:16: field 'cmd_args.subtest_name': "all_reduce_perf_mp" is not an accepted value"#,
+            r#"did you mean "all_reduce_perf_mpi"?"#,
+        ],
+    );
 }
 
 #[test]
 fn env_var_must_be_a_string() {
-    let t = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[extra_env_vars]\nNCCL_DEBUG = 3\n";
+    let t = r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+[extra_env_vars]
+NCCL_DEBUG = 3
+"#;
     fails(None, &[("sleep.toml", t)], OK_SCENARIO, &[
         "sleep.toml:5:14: field 'extra_env_vars.NCCL_DEBUG': expected a string, found an integer 3",
-        "quote the value: \"3\"",
+        r#"quote the value: "3""#,
     ]);
 }
 
@@ -266,10 +380,19 @@ fn duplicate_test_names_in_tests_dir() {
 
 #[test]
 fn scenario_bad_time_limit() {
-    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with("test_name = \"sleep\"\ntime_limit = \"10 minutes\"\n"), &[
-        "scenario.toml:5:14: field 'Tests.0.time_limit': invalid time limit format: \"10 minutes\"",
-        "\"HH:MM:SS\"",
-    ]);
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        &scenario_with(
+            r#"test_name = "sleep"
+time_limit = "10 minutes"
+"#,
+        ),
+        &[
+            r#"scenario.toml:5:14: field 'Tests.0.time_limit': invalid time limit format: "10 minutes""#,
+            r#""HH:MM:SS""#,
+        ],
+    );
 }
 
 #[test]
@@ -277,7 +400,10 @@ fn scenario_unknown_test_name() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        &scenario_with("test_name = \"slep\"\n"),
+        &scenario_with(
+            r#"test_name = "slep"
+"#,
+        ),
         &[
             "scenario.toml:4:13: field 'Tests.0.test_name': test 'slep' is not defined",
             "did you mean 'sleep'?",
@@ -290,14 +416,24 @@ fn scenario_unknown_test_name_without_close_match() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        &scenario_with("test_name = \"nccl_all_gather\"\n"),
+        &scenario_with(
+            r#"test_name = "nccl_all_gather"
+"#,
+        ),
         &["test 'nccl_all_gather' is not defined", "check --tests-dir"],
     );
 }
 
 #[test]
 fn scenario_duplicate_id() {
-    let s = "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n";
+    let s = r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#;
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
@@ -308,7 +444,14 @@ fn scenario_duplicate_id() {
 
 #[test]
 fn scenario_unknown_dependency() {
-    let s = "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"b\"\n";
+    let s = r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[[Tests.dependencies]]
+type = "start_post_comp"
+id = "b"
+"#;
     fails(None, &[("sleep.toml", SLEEP_TEST)], s, &[
         "scenario.toml:7:6: field 'Tests.0.dependencies.0.id': dependency 'b' not found for test 'a'",
     ]);
@@ -316,7 +459,14 @@ fn scenario_unknown_dependency() {
 
 #[test]
 fn scenario_self_dependency() {
-    let s = "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"a\"\n";
+    let s = r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[[Tests.dependencies]]
+type = "start_post_comp"
+id = "a"
+"#;
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
@@ -327,9 +477,20 @@ fn scenario_self_dependency() {
 
 #[test]
 fn scenario_dependency_cycle() {
-    let s = "name = \"s\"\n\
-        [[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"b\"\n\
-        [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_init\"\nid = \"a\"\n";
+    let s = r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[[Tests.dependencies]]
+type = "start_post_comp"
+id = "b"
+[[Tests]]
+id = "b"
+test_name = "sleep"
+[[Tests.dependencies]]
+type = "start_post_init"
+id = "a"
+"#;
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
@@ -343,23 +504,41 @@ fn scenario_dependency_cycle() {
 
 #[test]
 fn scenario_unknown_dependency_type() {
-    let s = "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n[[Tests.dependencies]]\ntype = \"start_post_completion\"\nid = \"a\"\n";
-    fails(None, &[("sleep.toml", SLEEP_TEST)], s, &[
-        "scenario.toml:9:8: field 'Tests.1.dependencies.0.type': unknown dependency type \"start_post_completion\"",
-        "did you mean \"start_post_comp\"?",
-    ]);
+    let s = r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[[Tests]]
+id = "b"
+test_name = "sleep"
+[[Tests.dependencies]]
+type = "start_post_completion"
+id = "a"
+"#;
+    fails(
+        None,
+        &[("sleep.toml", SLEEP_TEST)],
+        s,
+        &[
+            r#"scenario.toml:9:8: field 'Tests.1.dependencies.0.type': unknown dependency type "start_post_completion""#,
+            r#"did you mean "start_post_comp"?"#,
+        ],
+    );
 }
 
 #[test]
 fn scenario_test_name_and_template_both_set() {
-    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with("test_name = \"sleep\"\ntest_template_name = \"Sleep\"\n"), &[
+    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with(r#"test_name = "sleep"
+test_template_name = "Sleep"
+"#), &[
         "field 'Tests.0.test_template_name': 'test_template_name' must not be set if 'test_name' is set",
     ]);
 }
 
 #[test]
 fn scenario_inline_test_incomplete() {
-    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with("name = \"x\"\n"), &[
+    fails(None, &[("sleep.toml", SLEEP_TEST)], &scenario_with(r#"name = "x"
+"#), &[
         "field 'Tests.0': without 'test_name', these fields must be set: test_template_name, description",
     ]);
 }
@@ -369,7 +548,11 @@ fn scenario_unknown_entry_field() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        &scenario_with("test_name = \"sleep\"\niteration = 3\n"),
+        &scenario_with(
+            r#"test_name = "sleep"
+iteration = 3
+"#,
+        ),
         &[
             "scenario.toml:5:1: field 'Tests.0.iteration': unknown field",
             "did you mean `iterations`?",
@@ -382,7 +565,12 @@ fn scenario_override_typo_points_at_scenario() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        &scenario_with("test_name = \"sleep\"\n[Tests.cmd_args]\nsecond = 3\n"),
+        &scenario_with(
+            r#"test_name = "sleep"
+[Tests.cmd_args]
+second = 3
+"#,
+        ),
         &[
             "scenario.toml:6:1: field 'cmd_args.second': unknown field",
             "did you mean `seconds`?",
@@ -395,15 +583,20 @@ fn scenario_without_tests() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        "name = \"s\"\n",
+        r#"name = "s"
+"#,
         &["field 'Tests': a scenario needs at least one [[Tests]] entry"],
     );
 }
 
 #[test]
 fn scenario_missing_hook() {
-    let s =
-        "name = \"s\"\npre_test = \"nccl_hook\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n";
+    let s = r#"name = "s"
+pre_test = "nccl_hook"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#;
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
@@ -420,15 +613,24 @@ fn scenario_zero_iterations() {
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
-        &scenario_with("test_name = \"sleep\"\niterations = 0\n"),
+        &scenario_with(
+            r#"test_name = "sleep"
+iterations = 0
+"#,
+        ),
         &["field 'Tests.0.iterations': must be 1 or more"],
     );
 }
 
 #[test]
 fn scenario_errors_are_all_reported_at_once() {
-    let s =
-        "name = \"s\"\nfoo = 1\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\ntime_limit = \"x\"\n";
+    let s = r#"name = "s"
+foo = 1
+[[Tests]]
+id = "a"
+test_name = "sleep"
+time_limit = "x"
+"#;
     fails(
         None,
         &[("sleep.toml", SLEEP_TEST)],
@@ -455,19 +657,35 @@ fn bad_log_level_is_a_usage_error() {
 fn ids_and_names_that_escape_the_output_directory_are_rejected() {
     for (scenario, field) in [
         (
-            "name = \"x\"\n[[Tests]]\nid = \"../../ESCAPED\"\ntest_name = \"s\"\n",
+            r#"name = "x"
+[[Tests]]
+id = "../../ESCAPED"
+test_name = "s"
+"#,
             "Tests.0.id",
         ),
         (
-            "name = \"../../X\"\n[[Tests]]\nid = \"ok\"\ntest_name = \"s\"\n",
+            r#"name = "../../X"
+[[Tests]]
+id = "ok"
+test_name = "s"
+"#,
             "name",
         ),
         (
-            "name = \"x\"\n[[Tests]]\nid = \"..\"\ntest_name = \"s\"\n",
+            r#"name = "x"
+[[Tests]]
+id = ".."
+test_name = "s"
+"#,
             "Tests.0.id",
         ),
         (
-            "name = \"x\"\n[[Tests]]\nid = \"a\\u0007b\"\ntest_name = \"s\"\n",
+            r#"name = "x"
+[[Tests]]
+id = "a\u0007b"
+test_name = "s"
+"#,
             "Tests.0.id",
         ),
     ] {
@@ -475,7 +693,10 @@ fn ids_and_names_that_escape_the_output_directory_are_rejected() {
         w.standalone();
         w.file(
             "tests/s.toml",
-            "name = \"s\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+            r#"name = "s"
+description = "s"
+test_template_name = "Sleep"
+"#,
         );
         w.file("s.toml", scenario);
         let out = w
@@ -514,10 +735,22 @@ fn ids_and_names_that_escape_the_output_directory_are_rejected() {
 fn concurrent_runs_get_their_own_results_directories() {
     let w = Work::new();
     w.standalone();
-    w.file("tests/b.toml", "name = \"b\"\ndescription = \"b\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo $$\"\n");
+    w.file(
+        "tests/b.toml",
+        r#"name = "b"
+description = "b"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo $$"
+"#,
+    );
     w.file(
         "s.toml",
-        "name = \"same\"\n[[Tests]]\nid = \"t\"\ntest_name = \"b\"\n",
+        r#"name = "same"
+[[Tests]]
+id = "t"
+test_name = "b"
+"#,
     );
     let spawn = || {
         std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
@@ -563,14 +796,26 @@ fn concurrent_runs_get_their_own_results_directories() {
 fn a_secret_of_the_wrong_type_is_not_echoed() {
     for value in [
         "987654321",
-        "[\"s3cr3t-value\"]",
-        "{ v = \"s3cr3t-value\" }",
+        r#"["s3cr3t-value"]"#,
+        r#"{ v = "s3cr3t-value" }"#,
         "98765.4321",
     ] {
         let w = Work::new();
         w.file(
             "sys.toml",
-            &format!("name = \"r\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"o\"\nbase_url = \"http://x\"\nuser_email = \"a@b\"\napp_id = \"id\"\napp_secret = {value}\nproject_id = \"1\"\ncluster_id = \"c\"\n"),
+            &format!(
+                r#"name = "r"
+scheduler = "runai"
+install_path = "i"
+output_path = "o"
+base_url = "http://x"
+user_email = "a@b"
+app_id = "id"
+app_secret = {value}
+project_id = "1"
+cluster_id = "c"
+"#
+            ),
         );
         let out = w
             .cloudai()
@@ -602,11 +847,18 @@ fn common_mistakes_get_a_diagnosis() {
     w.standalone();
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#,
     );
     let swapped = w
         .cloudai()
@@ -653,7 +905,10 @@ fn common_mistakes_get_a_diagnosis() {
         w.file(
             &format!("conf/test/mr{i}.toml"),
             &format!(
-                "name = \"mr{i}\"\ndescription = \"d\"\ntest_template_name = \"MegatronRun\"\n"
+                r#"name = "mr{i}"
+description = "d"
+test_template_name = "MegatronRun"
+"#
             ),
         );
     }
@@ -676,12 +931,20 @@ fn common_mistakes_get_a_diagnosis() {
 
     w.file(
         "tests/bash.toml",
-        "name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\n\
-         cmd = \"echo starting; no_such_benchmark_binary --iters 5\"\n",
+        r#"name = "bash"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo starting; no_such_benchmark_binary --iters 5"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"bash\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "bash"
+"#,
     );
     let run = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
     let text = stdout_of(&run);

@@ -56,7 +56,7 @@ fn a_known_good_tree_passes_its_own_baseline() {
     let text = std::fs::read_to_string(&b).unwrap();
     // one value per size of the 1x8 all_reduce float run, from both iterations
     assert!(
-        text.contains("collective = \"all_reduce_perf\"") && text.contains("gpus_per_node = 8"),
+        text.contains(r#"collective = "all_reduce_perf""#) && text.contains("gpus_per_node = 8"),
         "{text}"
     );
     assert!(
@@ -114,7 +114,7 @@ fn busbw_lowered_at_large_sizes_fails_naming_them() {
     let page =
         std::fs::read_to_string(slow.join("ar/0/cloudai_nccl_test_bokeh_report.html")).unwrap();
     let flagged: Vec<&str> = page
-        .split("<tr class=\"flag\">")
+        .split(r#"<tr class="flag">"#)
         .skip(1)
         .map(|r| r.split("</td>").next().unwrap())
         .collect();
@@ -184,7 +184,20 @@ fn a_shape_missing_from_the_baseline_is_reported() {
 fn a_broken_baseline_file_is_one_clear_error() {
     let w = Work::new();
     let good = tree(&w, &sample(SAMPLE), 1);
-    let bad = w.file("bad.toml", "sources = []\n[[entry]]\ntemplate = \"NcclTest\"\ncollective = \"all_reduce_perf\"\ndtype = \"float\"\nnodes = 1\ngpus_per_node = 8\nsize = \"big\"\nbusbw_oop = 1.0\ntime_oop_us = 1.0\n");
+    let bad = w.file(
+        "bad.toml",
+        r#"sources = []
+[[entry]]
+template = "NcclTest"
+collective = "all_reduce_perf"
+dtype = "float"
+nodes = 1
+gpus_per_node = 8
+size = "big"
+busbw_oop = 1.0
+time_oop_us = 1.0
+"#,
+    );
     let out = w
         .cloudai()
         .arg("generate-report")
@@ -209,7 +222,15 @@ fn busbw_above_the_physical_peak_is_flagged_as_suspect() {
     for (peak, flagged) in [(150.0, true), (300.0, false)] {
         let sys = w.file(
             "peaks.toml",
-            &format!("name = \"p\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\nnvlink_peak_gbps = {peak}\nnet_peak_gbps = 50.0\n"),
+            &format!(
+                r#"name = "p"
+scheduler = "standalone"
+install_path = "i"
+output_path = "o"
+nvlink_peak_gbps = {peak}
+net_peak_gbps = 50.0
+"#
+            ),
         );
         let out = w
             .cloudai()

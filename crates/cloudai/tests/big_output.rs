@@ -69,10 +69,22 @@ fn report_with_peak_rss(w: &Work, root: &std::path::Path) -> (i32, f64) {
 fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
     let w = Work::new();
     w.standalone();
-    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
+    w.file(
+        "tests/nccl.toml",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
+    );
     w.file(
         "s.toml",
-        "name = \"big\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\n",
+        r#"name = "big"
+[[Tests]]
+id = "ar"
+test_name = "nccl"
+"#,
     );
     let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert!(
@@ -105,10 +117,22 @@ fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
 fn a_soak_run_of_many_rows_is_graded_in_bounded_memory() {
     let w = Work::new();
     w.standalone();
-    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
+    w.file(
+        "tests/nccl.toml",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
+    );
     w.file(
         "s.toml",
-        "name = \"big\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\n",
+        r#"name = "big"
+[[Tests]]
+id = "ar"
+test_name = "nccl"
+"#,
     );
     let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert!(out.status.success());

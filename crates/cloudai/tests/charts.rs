@@ -33,7 +33,7 @@ fn browser(b: &str, profile: &Path, extra: &[String], page: &Path) -> std::proce
 /// The texts of `<text ... class="tick" text-anchor="end">…</text>` (y ticks) in the first chart.
 fn y_ticks(svg: &str) -> Vec<f64> {
     svg.split("<text")
-        .filter(|t| t.contains("class=\"tick\"") && t.contains("text-anchor=\"end\""))
+        .filter(|t| t.contains(r#"class="tick""#) && t.contains(r#"text-anchor="end""#))
         .filter_map(|t| t.split('>').nth(1)?.split('<').next()?.parse().ok())
         .collect()
 }
@@ -55,7 +55,7 @@ fn charts_engineers_can_trust() {
     let busbw = charts[0];
     // the full page width (1400 px less the body margins)
     let width: f64 = busbw
-        .split("width=\"")
+        .split(r#"width=""#)
         .nth(1)
         .and_then(|r| r.split('"').next())
         .and_then(|v| v.parse().ok())
@@ -76,7 +76,7 @@ fn charts_engineers_can_trust() {
     );
     // byte sizes on x
     let xl: Vec<&str> = busbw
-        .split("text-anchor=\"middle\">")
+        .split(r#"text-anchor="middle">"#)
         .skip(1)
         .filter_map(|t| t.split('<').next())
         .collect();
@@ -86,20 +86,20 @@ fn charts_engineers_can_trust() {
     );
     // two series told apart by dash and marker shape
     assert!(
-        busbw.contains("data-name=\"out-of-place\"") && busbw.contains("data-name=\"in-place\"")
+        busbw.contains(r#"data-name="out-of-place""#) && busbw.contains(r#"data-name="in-place""#)
     );
-    assert!(busbw.contains("stroke-dasharray=\"6 4\""));
-    assert_eq!(busbw.matches("data-marker=\"circle\"").count(), 26);
-    assert_eq!(busbw.matches("data-marker=\"square\"").count(), 26);
+    assert!(busbw.contains(r#"stroke-dasharray="6 4""#));
+    assert_eq!(busbw.matches(r#"data-marker="circle""#).count(), 26);
+    assert_eq!(busbw.matches(r#"data-marker="square""#).count(), 26);
     // the min_busbw reference line and its label
-    assert!(busbw.contains("data-ref=\"min_busbw\"") && busbw.contains(">min_busbw 150 GB/s<"));
+    assert!(busbw.contains(r#"data-ref="min_busbw""#) && busbw.contains(">min_busbw 150 GB/s<"));
     assert!(dom.contains(">Algorithm bandwidth<"));
     // export and zoom controls
     for b in [">PNG<", ">CSV<", ">Reset zoom<"] {
         assert_eq!(dom.matches(b).count(), 3, "{b}");
     }
     // hover carries every value of the row
-    assert!(html.contains("\"algbw\":\"") && html.contains("\"time\":\""));
+    assert!(html.contains(r#""algbw":""#) && html.contains(r#""time":""#));
 
     // a screenshot of the laid-out page
     let shot = w.path().join("shot.png");
@@ -165,11 +165,11 @@ fn the_nccl_page_shows_what_ran_and_what_failed() {
     )
     .into_owned();
     assert!(
-        dom.contains("<th colspan=\"4\" class=\"group\">out-of-place</th>")
-            && dom.contains("<th colspan=\"4\" class=\"group\">in-place</th>"),
+        dom.contains(r#"<th colspan="4" class="group">out-of-place</th>"#)
+            && dom.contains(r#"<th colspan="4" class="group">in-place</th>"#),
         "no super-headers"
     );
-    let flagged: Vec<&str> = dom.split("<tr class=\"flag\">").skip(1).collect();
+    let flagged: Vec<&str> = dom.split(r#"<tr class="flag">"#).skip(1).collect();
     assert_eq!(flagged.len(), 1, "one flagged row");
     assert!(
         flagged[0].starts_with("<td>1 MiB</td>") && flagged[0].contains("wrong results"),
@@ -177,7 +177,7 @@ fn the_nccl_page_shows_what_ran_and_what_failed() {
         &flagged[0][..200.min(flagged[0].len())]
     );
     assert!(
-        dom.contains("data-series=\"failing sizes\""),
+        dom.contains(r#"data-series="failing sizes""#),
         "the failing size is marked on the chart"
     );
     for fact in [

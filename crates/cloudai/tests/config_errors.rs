@@ -13,17 +13,24 @@ fn a_test_name_that_would_escape_is_rejected() {
     w.standalone();
     w.file(
         "tests/s.toml",
-        "name = \"../../ESCAPED\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "../../ESCAPED"
+description = "s"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"x\"\n[[Tests]]\nid = \"a\"\ntest_name = \"../../ESCAPED\"\n",
+        r#"name = "x"
+[[Tests]]
+id = "a"
+test_name = "../../ESCAPED"
+"#,
     );
     let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("tests/s.toml:1:8: field 'name': \"../../ESCAPED\" contains '/'"),
+        text.contains(r#"tests/s.toml:1:8: field 'name': "../../ESCAPED" contains '/'"#),
         "{text}"
     );
 }
@@ -35,15 +42,28 @@ fn three_independent_errors_are_reported_together() {
     w.standalone();
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "sleep"
+description = "s"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"slep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nfoo = 1\n\
-         [[Tests.dependencies]]\ntype = \"start_post_completion\"\nid = \"a\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "slep"
+[[Tests]]
+id = "b"
+test_name = "sleep"
+foo = 1
+[[Tests.dependencies]]
+type = "start_post_completion"
+id = "a"
+"#,
     );
     let want = [
-        "field 'Tests.1.dependencies.0.type': unknown dependency type \"start_post_completion\"",
+        r#"field 'Tests.1.dependencies.0.type': unknown dependency type "start_post_completion""#,
         "field 'Tests.1.foo': unknown field",
         "field 'Tests.0.test_name': test 'slep' is not defined",
     ];
@@ -78,8 +98,14 @@ fn a_kubernetes_job_image_with_spaces_is_refused() {
     let w = Work::new();
     w.file(
         "system.toml",
-        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\n\
-         output_path = \"out\"\ndefault_namespace = \"d\"\njob_image = \"ubuntu 24.04\"\n",
+        r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "i"
+output_path = "out"
+default_namespace = "d"
+job_image = "ubuntu 24.04"
+"#,
     );
     let out = w
         .cloudai()
@@ -90,7 +116,7 @@ fn a_kubernetes_job_image_with_spaces_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(
-            "system.toml:7:13: field 'job_image': \"ubuntu 24.04\" is not an image reference"
+            r#"system.toml:7:13: field 'job_image': "ubuntu 24.04" is not an image reference"#
         ),
         "{text}"
     );

@@ -218,7 +218,12 @@ fn verify_configs_passes_our_conf_and_flags_a_broken_file() {
 
     let bad = w.file(
         "cfg/test.toml",
-        "name = \"x\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nsecs = 1\n",
+        r#"name = "x"
+description = "d"
+test_template_name = "Sleep"
+[cmd_args]
+secs = 1
+"#,
     );
     w.file("cfg/what.toml", "hello = 1\n");
     let out = w
@@ -249,7 +254,8 @@ fn list_and_version() {
     for t in ["NcclTest", "Sleep", "BashCmd"] {
         assert!(
             text.contains(&format!(
-                "\"{t}\" schedulers=standalone,slurm,runai,kubernetes\n"
+                r#""{t}" schedulers=standalone,slurm,runai,kubernetes
+"#
             )),
             "{text}"
         );
@@ -257,7 +263,9 @@ fn list_and_version() {
     let out = w.cloudai().args(["list", "agents"]).output().unwrap();
     assert_eq!(
         stdout_of(&out),
-        "Available agents:\n1. \"grid_search\" class=GridSearchAgent\n"
+        r#"Available agents:
+1. "grid_search" class=GridSearchAgent
+"#
     );
     let out = w.cloudai().arg("--version").output().unwrap();
     assert!(stdout_of(&out).starts_with("cloudai "));

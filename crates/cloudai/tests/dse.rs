@@ -15,19 +15,32 @@ fn a_sweep_runs_every_step_and_names_the_fastest() {
     let bin = w.file(
         "bin/all_reduce_perf_mpi",
         &format!(
-            "#!/bin/bash\nawk -v S=\"$SPEED\" 'NF==13 && $1 ~ /^[0-9]+$/ {{ $6=$6/S; $7=$7*S; $8=$8*S; $10=$10/S; $11=$11*S; $12=$12*S }} {{ print }}' {}\n",
+            r#"#!/bin/bash
+awk -v S="$SPEED" 'NF==13 && $1 ~ /^[0-9]+$/ {{ $6=$6/S; $7=$7*S; $8=$8*S; $10=$10/S; $11=$11*S; $12=$12*S }} {{ print }}' {}
+"#,
             sample.display()
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     w.file(
         "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"sweep\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\ntime_limit = \"00:05:00\"\n\
-         [Tests.extra_env_vars]\nSPEED = [\"1\", \"4\", \"2\"]\n",
+        r#"name = "sweep"
+[[Tests]]
+id = "ar"
+test_name = "nccl"
+time_limit = "00:05:00"
+[Tests.extra_env_vars]
+SPEED = ["1", "4", "2"]
+"#,
     );
     let out = w
         .cloudai_with_bin()
@@ -64,12 +77,12 @@ fn a_sweep_runs_every_step_and_names_the_fastest() {
     );
     // the best step's definition, and a scenario that runs it alone
     let best = std::fs::read_to_string(root.join("ar/0/ar.toml")).unwrap();
-    assert!(best.contains("SPEED = \"4\""), "{best}");
+    assert!(best.contains(r#"SPEED = "4""#), "{best}");
     let sc = std::fs::read_to_string(root.join("ar/0/ar-best-in-scenario.toml")).unwrap();
     assert!(
-        sc.contains("name = \"nccl_best_config\"")
+        sc.contains(r#"name = "nccl_best_config""#)
             && sc.contains("[[Tests]]")
-            && sc.contains("SPEED = \"4\""),
+            && sc.contains(r#"SPEED = "4""#),
         "{sc}"
     );
     // the best-in-scenario file is itself a scenario cloudai accepts

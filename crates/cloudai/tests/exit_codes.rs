@@ -6,7 +6,12 @@ use crate::common;
 
 use common::{stdout_of, Work};
 
-const TESTS: &str = "name = \"bash\"\ndescription = \"b\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n";
+const TESTS: &str = r#"name = "bash"
+description = "b"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "true"
+"#;
 
 fn run(w: &Work, scenario: &str, extra: &[&str]) -> std::process::Output {
     w.standalone();
@@ -20,14 +25,22 @@ fn run(w: &Work, scenario: &str, extra: &[&str]) -> std::process::Output {
 }
 
 fn case(name: &str, cmd: &str, extra: &str) -> String {
-    format!("[[Tests]]\nid = \"{name}\"\ntest_name = \"bash\"\n{extra}[Tests.cmd_args]\ncmd = \"{cmd}\"\n")
+    format!(
+        r#"[[Tests]]
+id = "{name}"
+test_name = "bash"
+{extra}[Tests.cmd_args]
+cmd = "{cmd}"
+"#
+    )
 }
 
 #[test]
 fn all_passed_exits_0_and_any_failure_exits_3() {
     let w = Work::new();
     let ok = format!(
-        "name = \"ok\"\n{}{}",
+        r#"name = "ok"
+{}{}"#,
         case("a", "true", ""),
         case("b", "sleep 1.2", "")
     );
@@ -43,7 +56,8 @@ fn all_passed_exits_0_and_any_failure_exits_3() {
     for (scenario, what) in [
         (
             format!(
-                "name = \"f\"\n{}{}",
+                r#"name = "f"
+{}{}"#,
                 case("a", "true", ""),
                 case("b", "exit 4", "")
             ),
@@ -51,8 +65,14 @@ fn all_passed_exits_0_and_any_failure_exits_3() {
         ),
         (
             format!(
-                "name = \"t\"\n{}",
-                case("slow", "sleep 30", "time_limit = \"1s\"\n")
+                r#"name = "t"
+{}"#,
+                case(
+                    "slow",
+                    "sleep 30",
+                    r#"time_limit = "1s"
+"#
+                )
             ),
             "a timeout",
         ),
@@ -87,10 +107,16 @@ fn all_passed_exits_0_and_any_failure_exits_3() {
 fn junit_has_one_testcase_per_iteration_with_reasons_and_timings() {
     let w = Work::new();
     let scenario = format!(
-        "name = \"ci\"\n{}{}{}",
+        r#"name = "ci"
+{}{}{}"#,
         case("good", "sleep 0.3", "iterations = 2\n"),
         case("bad", "echo broken >&2; exit 4", ""),
-        case("slow", "sleep 30", "time_limit = \"1s\"\n"),
+        case(
+            "slow",
+            "sleep 30",
+            r#"time_limit = "1s"
+"#
+        ),
     );
     let junit = w.path().join("reports/junit.xml");
     let out = run(&w, &scenario, &["--junit", junit.to_str().unwrap()]);
@@ -190,7 +216,8 @@ fn junit_has_one_testcase_per_iteration_with_reasons_and_timings() {
 fn junit_escapes_what_xml_cannot_hold() {
     let w = Work::new();
     let scenario = format!(
-        "name = \"esc\"\n{}",
+        r#"name = "esc"
+{}"#,
         case("amp", "printf '\\\\033[31m<&>\\\\n' >&2; exit 2", "")
     );
     let junit = w.path().join("j.xml");
@@ -206,7 +233,11 @@ fn an_unwritable_junit_path_is_an_error() {
     w.file("blocker", "a file, not a directory");
     let out = run(
         &w,
-        &format!("name = \"x\"\n{}", case("a", "true", "")),
+        &format!(
+            r#"name = "x"
+{}"#,
+            case("a", "true", "")
+        ),
         &["--junit", "blocker/j.xml"],
     );
     let text = stdout_of(&out);
@@ -225,11 +256,21 @@ fn dry_run_and_generate_report_agree() {
     w.standalone();
     w.file(
         "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"d\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = 2\n",
+        r#"name = "d"
+[[Tests]]
+id = "ar"
+test_name = "nccl"
+iterations = 2
+"#,
     );
     let mut args = common::RUN_S_TOML.to_vec();
     args[0] = "dry-run";
@@ -241,7 +282,7 @@ fn dry_run_and_generate_report_agree() {
     // iteration directories hold exactly CloudAI's files; the tree's summary says it was a dry-run
     assert!(!root.join("ar/0/cloudai-run.json").exists());
     let summary = std::fs::read_to_string(root.join("summary.json")).unwrap();
-    assert!(summary.contains("\"mode\": \"dry-run\""), "{summary}");
+    assert!(summary.contains(r#""mode": "dry-run""#), "{summary}");
 
     // output appears for iteration 1 only: it is graded, iteration 0 stays a dry-run
     let sample = std::fs::read_to_string(
@@ -277,12 +318,29 @@ fn a_failing_run_leaves_a_tarball_of_its_tree() {
     w.standalone();
     w.file(
         "tests/bad.toml",
-        "name = \"bad\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo out; false\"\n",
+        r#"name = "bad"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo out; false"
+"#,
     );
-    w.file("tests/good.toml", "name = \"good\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n");
+    w.file(
+        "tests/good.toml",
+        r#"name = "good"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "true"
+"#,
+    );
     w.file(
         "s.toml",
-        "name = \"t\"\n[[Tests]]\nid = \"a\"\ntest_name = \"bad\"\n",
+        r#"name = "t"
+[[Tests]]
+id = "a"
+test_name = "bad"
+"#,
     );
     let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
@@ -327,13 +385,32 @@ fn a_failing_run_leaves_a_tarball_of_its_tree() {
         w.standalone();
         w.file(
             "tests/bad.toml",
-            "name = \"bad\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"false\"\n",
+            r#"name = "bad"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "false"
+"#,
         );
-        w.file("tests/good.toml", "name = \"good\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n");
+        w.file(
+            "tests/good.toml",
+            r#"name = "good"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "true"
+"#,
+        );
         let test = if scenario == "a" { "bad" } else { "good" };
         w.file(
             "s.toml",
-            &format!("name = \"t\"\n[[Tests]]\nid = \"a\"\ntest_name = \"{test}\"\n"),
+            &format!(
+                r#"name = "t"
+[[Tests]]
+id = "a"
+test_name = "{test}"
+"#
+            ),
         );
         let mut c = w.cloudai();
         c.args(common::RUN_S_TOML);
@@ -435,11 +512,19 @@ fn completions_man_page_version_and_json() {
     // verify-configs --json: stdout is the JSON alone; a broken file names line, column and field
     w.file(
         "conf/ok.toml",
-        "name = \"s\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "s"
+description = "d"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "conf/bad.toml",
-        "name = \"s2\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = \"ten\"\n",
+        r#"name = "s2"
+description = "d"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = "ten"
+"#,
     );
     let out = w
         .cloudai()
@@ -472,7 +557,11 @@ fn completions_man_page_version_and_json() {
 #[test]
 fn warning_level_keeps_only_the_result() {
     let w = Work::new();
-    let ok = format!("name = \"quiet\"\n{}", case("a", "true", ""));
+    let ok = format!(
+        r#"name = "quiet"
+{}"#,
+        case("a", "true", "")
+    );
     let out = run(&w, &ok, &["--log-level", "WARNING"]);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -491,7 +580,8 @@ fn the_final_table_fits_an_80_column_terminal() {
     let id = "nccl_all_reduce_perf_mpi_sixteen_nodes_sharp_enabled_ring_01";
     assert_eq!(id.len(), 60);
     let scenario = format!(
-        "name = \"narrow\"\n{}",
+        r#"name = "narrow"
+{}"#,
         case(id, "echo no such thing >&2; exit 4", "")
     );
     w.standalone();

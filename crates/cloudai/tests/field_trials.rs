@@ -58,7 +58,11 @@ async fn no_secret_at_rest_after_a_failed_runai_run() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"bad\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "bad"
+test_name = "nccl"
+"#,
     );
     let sys = w.path().join("system.toml");
     let text = std::fs::read_to_string(&sys)
@@ -92,7 +96,7 @@ async fn no_secret_at_rest_after_a_failed_runai_run() {
     let copied = std::fs::read_to_string(&copy).unwrap();
     assert!(
         copied.contains("# app_secret: not kept with the results")
-            && copied.contains("app_id = \"my-app\""),
+            && copied.contains(r#"app_id = "my-app""#),
         "{copied}"
     );
 
@@ -102,7 +106,13 @@ async fn no_secret_at_rest_after_a_failed_runai_run() {
     // resume without the original's secret and without the variable: refused, naming both places
     std::fs::write(
         &sys,
-        text.replace(&format!("app_secret = \"{SECRET}\"\n"), ""),
+        text.replace(
+            &format!(
+                r#"app_secret = "{SECRET}"
+"#
+            ),
+            "",
+        ),
     )
     .unwrap();
     let r = cloudai().arg("resume").arg(&root).output().unwrap();
@@ -125,12 +135,18 @@ async fn the_secret_may_come_only_from_the_environment() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"ok\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "ok"
+test_name = "nccl"
+"#,
     );
     let sys = w.path().join("system.toml");
-    let text = std::fs::read_to_string(&sys)
-        .unwrap()
-        .replace("app_secret = \"wrong-in-file\"\n", "");
+    let text = std::fs::read_to_string(&sys).unwrap().replace(
+        r#"app_secret = "wrong-in-file"
+"#,
+        "",
+    );
     std::fs::write(&sys, text).unwrap();
     let none = tokio::task::spawn_blocking({
         let mut c = w.cloudai();
@@ -164,11 +180,23 @@ fn spawn(w: &Work, args: &[&str]) -> std::process::Child {
 fn start_sleep(w: &Work) -> std::process::Child {
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 300\n",
+        r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 300
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"nap\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n",
+        r#"name = "nap"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[[Tests]]
+id = "b"
+test_name = "sleep"
+"#,
     );
     w.standalone();
     spawn(w, &RUN)
@@ -256,7 +284,14 @@ async fn a_second_interrupt_stops_waiting_and_names_the_leftovers() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n[[Tests]]\nid = \"b\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+[[Tests]]
+id = "b"
+test_name = "nccl"
+"#,
     );
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
         .current_dir(w.path())
@@ -343,10 +378,19 @@ fn cmd_args_keys_cannot_inject_shell() {
     let (w, out) = run_standalone(
         (
             "nccl",
-            "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-             docker_image_url = \"\"\n\"x;touch pwned\" = 1\n",
+            r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"x;touch pwned" = 1
+"#,
         ),
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"nccl\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "nccl"
+"#,
     );
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -398,10 +442,24 @@ fn cloudai_parity_slips() {
     let (w, out) = run_standalone(
         (
             "bash",
-            "name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\n\
-             cmd = \"\"\"\necho one\necho two\nexit 3\n\"\"\"\n",
+            r#"name = "bash"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = """
+echo one
+echo two
+exit 3
+"""
+"#,
         ),
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"bash\"\n[reports.tarball]\nenable = false\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "bash"
+[reports.tarball]
+enable = false
+"#,
     );
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
@@ -429,32 +487,50 @@ fn cloudai_parity_slips() {
 fn inputs_that_cannot_become_files_or_numbers_are_refused() {
     let cases: [(&str, &str, &str); 6] = [
         (
-            "id = \"summary.json\"\ntest_name = \"nccl\"\n",
+            r#"id = "summary.json"
+test_name = "nccl"
+"#,
             "",
             "is a name the results tree itself uses",
         ),
         (
-            "id = \"a\\u200fb\"\ntest_name = \"nccl\"\n",
+            r#"id = "a\u200fb"
+test_name = "nccl"
+"#,
             "",
             "invisible or text-direction character",
         ),
         (
-            &format!("id = \"{}\"\ntest_name = \"nccl\"\n", "x".repeat(300)),
+            &format!(
+                r#"id = "{}"
+test_name = "nccl"
+"#,
+                "x".repeat(300)
+            ),
             "",
             "is 300 bytes long",
         ),
         (
-            "id = \"t\"\ntest_name = \"nccl\"\ntime_limit = \"00:00:00\"\n",
+            r#"id = "t"
+test_name = "nccl"
+time_limit = "00:00:00"
+"#,
             "",
             "a time limit of zero ends the test before it starts",
         ),
         (
-            "id = \"t\"\ntest_name = \"nccl\"\n[Tests.cmd_args]\nngpus = -1\n",
+            r#"id = "t"
+test_name = "nccl"
+[Tests.cmd_args]
+ngpus = -1
+"#,
             "",
             "s.toml:6:9: field 'cmd_args.ngpus': must be 1 or more, found -1",
         ),
         (
-            "id = \"t\"\ntest_name = \"bash\"\n",
+            r#"id = "t"
+test_name = "bash"
+"#,
             "big",
             "the kernel refuses a command-line argument over 128 KiB",
         ),
@@ -464,7 +540,12 @@ fn inputs_that_cannot_become_files_or_numbers_are_refused() {
         w.standalone();
         w.file(
             "tests/nccl.toml",
-            "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n",
+            r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
         );
         let cmd = if big.is_empty() {
             "true".to_string()
@@ -473,9 +554,23 @@ fn inputs_that_cannot_become_files_or_numbers_are_refused() {
         };
         w.file(
             "tests/bash.toml",
-            &format!("name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"{cmd}\"\n"),
+            &format!(
+                r#"name = "bash"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "{cmd}"
+"#
+            ),
         );
-        w.file("s.toml", &format!("name = \"s\"\n[[Tests]]\n{entry}"));
+        w.file(
+            "s.toml",
+            &format!(
+                r#"name = "s"
+[[Tests]]
+{entry}"#
+            ),
+        );
         let out = w.cloudai().args(RUN).output().unwrap();
         let text = stdout_of(&out);
         assert_eq!(
@@ -552,11 +647,18 @@ fn sbatch_output_paths_with_blanks_are_quoted() {
     w.file("system.toml", common::slurm::SYSTEM);
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#,
     );
     let out = w
         .cloudai()
@@ -579,7 +681,7 @@ fn sbatch_output_paths_with_blanks_are_quoted() {
     assert_eq!(
         out_line,
         format!(
-            "#SBATCH --output=\"{}\"",
+            r#"#SBATCH --output="{}""#,
             root.join("t/0/stdout.txt").display()
         )
     );
@@ -592,7 +694,10 @@ fn verify_configs_reports_duplicate_test_names() {
     for f in ["a", "b"] {
         w.file(
             &format!("tests/{f}.toml"),
-            "name = \"same\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+            r#"name = "same"
+description = "d"
+test_template_name = "Sleep"
+"#,
         );
     }
     let out = w
@@ -614,14 +719,22 @@ fn verify_configs_reports_duplicate_test_names() {
 fn a_huge_sinfo_answer_does_not_stall_node_selection() {
     let Some(w) = common::slurm::slurm_work(
         "",
-        "name = \"big\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\nnodes = [\"debug:all:2\"]\n",
+        r#"name = "big"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+nodes = ["debug:all:2"]
+"#,
     ) else {
         return;
     };
     // 20,000 extra node lines (~400 KiB) before the real answer
     w.file(
         "bin/sinfo",
-        "#!/bin/bash\nfor i in $(seq 1 20000); do echo \"spare$i|idle\"; done\nexec /usr/bin/sinfo \"$@\"\n",
+        r#"#!/bin/bash
+for i in $(seq 1 20000); do echo "spare$i|idle"; done
+exec /usr/bin/sinfo "$@"
+"#,
     );
     std::fs::set_permissions(
         w.path().join("bin/sinfo"),

@@ -20,7 +20,7 @@ fn nasty() -> impl Strategy<Value = String> {
             Just("&& touch MARK #".to_string()),
             Just("| touch MARK".to_string()),
             Just("'".to_string()),
-            Just("\"".to_string()),
+            Just(r#"""#.to_string()),
             Just("\\".to_string()),
             Just(" ".to_string()),
             Just("*".to_string()),
@@ -37,10 +37,10 @@ fn nasty() -> impl Strategy<Value = String> {
 }
 
 fn toml_str(s: &str) -> String {
-    let mut out = String::from("\"");
+    let mut out = String::from(r#"""#);
     for c in s.chars() {
         match c {
-            '"' => out.push_str("\\\""),
+            '"' => out.push_str(r#"\""#),
             '\\' => out.push_str("\\\\"),
             c => out.push(c),
         }
@@ -61,7 +61,9 @@ fn stand_ins(w: &Work) {
         w,
         "bin/all_reduce_perf_mpi",
         &format!(
-            "#!/bin/bash\n{{ for a in \"$@\"; do printf 'ARG %s\\n' \"$a\"; done; printf 'ENV %s\\n' \"$INJ_ENV\"; }} > {}\n",
+            r#"#!/bin/bash
+{{ for a in "$@"; do printf 'ARG %s\n' "$a"; done; printf 'ENV %s\n' "$INJ_ENV"; }} > {}
+"#,
             rec.display()
         ),
     );
@@ -70,7 +72,10 @@ fn stand_ins(w: &Work) {
         w,
         "bin/srun",
         &format!(
-            "#!/bin/bash\nwhile [ $# -gt 0 ]; do case \"$1\" in --container-image=*) printf '%s\\n' \"${{1#--container-image=}}\" > {}/image;; -*) ;; *) break;; esac; shift; done\nexec \"$@\"\n",
+            r#"#!/bin/bash
+while [ $# -gt 0 ]; do case "$1" in --container-image=*) printf '%s\n' "${{1#--container-image=}}" > {}/image;; -*) ;; *) break;; esac; shift; done
+exec "$@"
+"#,
             w.path().display()
         ),
     );
@@ -81,7 +86,15 @@ fn tests_and_scenario(w: &Work, value: &str, id: &str, image: &str) {
     w.file(
         "tests/nccl.toml",
         &format!(
-            "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = {}\nminbytes = {}\n[extra_env_vars]\nINJ_ENV = {}\n",
+            r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = {}
+minbytes = {}
+[extra_env_vars]
+INJ_ENV = {}
+"#,
             toml_str(image),
             toml_str(value),
             toml_str(value)
@@ -90,7 +103,11 @@ fn tests_and_scenario(w: &Work, value: &str, id: &str, image: &str) {
     w.file(
         "s.toml",
         &format!(
-            "name = \"inj\"\n[[Tests]]\nid = {}\ntest_name = \"nccl\"\n",
+            r#"name = "inj"
+[[Tests]]
+id = {}
+test_name = "nccl"
+"#,
             toml_str(id)
         ),
     );
@@ -182,31 +199,54 @@ proptest! {
 #[test]
 fn a_newline_in_any_value_is_a_config_error() {
     let cases = [
-        ("system", "extra_srun_args = \"--x\\ntouch /tmp/m\"\n"),
+        (
+            "system",
+            r#"extra_srun_args = "--x\ntouch /tmp/m"
+"#,
+        ),
         (
             "test",
-            "[cmd_args]\ndocker_image_url = \"\"\nminbytes = \"1\\n2\"\n",
+            r#"[cmd_args]
+docker_image_url = ""
+minbytes = "1\n2"
+"#,
         ),
     ];
     for (what, extra) in cases {
         let w = Work::new();
         let sys = common::slurm::SYSTEM.replacen(
-            "name = \"local-slurm\"",
+            r#"name = "local-slurm""#,
             &format!(
-                "name = \"local-slurm\"\n{}",
+                r#"name = "local-slurm"
+{}"#,
                 if what == "system" { extra } else { "" }
             ),
             1,
         );
         w.file("system.toml", &sys);
         let test = match what {
-            "test" => format!("name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n{extra}"),
-            _ => "name = \"nccl\"\ndescription = \"a\\nmulti-line description is fine\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n".to_string(),
+            "test" => format!(
+                r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+{extra}"#
+            ),
+            _ => r#"name = "nccl"
+description = "a\nmulti-line description is fine"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#
+            .to_string(),
         };
         w.file("tests/nccl.toml", &test);
         w.file(
             "s.toml",
-            "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+            r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
         );
         let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
         let text = stdout_of(&out);
@@ -219,11 +259,20 @@ fn a_newline_in_any_value_is_a_config_error() {
     w.file("system.toml", common::slurm::SYSTEM);
     w.file(
         "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo a\\necho b\"\n",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo a\necho b"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
@@ -233,10 +282,24 @@ fn a_newline_in_any_value_is_a_config_error() {
     // env names are written as `export NAME=…`
     let w = Work::new();
     w.standalone();
-    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n[extra_env_vars]\n\"A;touch x\" = \"1\"\n");
+    w.file(
+        "tests/nccl.toml",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+[extra_env_vars]
+"A;touch x" = "1"
+"#,
+    );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     let out = w
         .cloudai()

@@ -45,27 +45,49 @@ fn setup(w: &Work) -> String {
     let src = w.path().join("src.git");
     w.file(
         "system.toml",
-        "name = \"c\"\nscheduler = \"slurm\"\ninstall_path = \"install\"\noutput_path = \"out\"\ndefault_partition = \"p\"\n\
-         cache_docker_images_locally = true\n[[partitions]]\nname = \"p\"\n",
+        r#"name = "c"
+scheduler = "slurm"
+install_path = "install"
+output_path = "out"
+default_partition = "p"
+cache_docker_images_locally = true
+[[partitions]]
+name = "p"
+"#,
     );
     w.file(
         "tests/nccl.toml",
         &format!(
-            "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"{IMAGE}\"\n\
-             [[git_repos]]\nurl = \"{}\"\ncommit = \"{first}\"\n",
+            r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "{IMAGE}"
+[[git_repos]]
+url = "{}"
+commit = "{first}"
+"#,
             src.display()
         ),
     );
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     // enroot that writes the image file it is asked for and counts its calls
     let calls = w.path().join("enroot-calls");
     let e = w.file(
         "bin/enroot",
         &format!(
-            "#!/bin/bash\necho \"$@\" >> {}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\necho sqsh > \"$out\"\n",
+            r#"#!/bin/bash
+echo "$@" >> {}
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+echo sqsh > "$out"
+"#,
             calls.display()
         ),
     );
@@ -185,7 +207,7 @@ fn a_failed_install_is_named_and_leaves_nothing_that_looks_installed() {
     let t = std::fs::read_to_string(w.path().join("tests/nccl.toml")).unwrap();
     w.file(
         "tests/nccl.toml",
-        &t.replace("commit = \"", "commit = \"0000000"),
+        &t.replace(r#"commit = ""#, r#"commit = "0000000"#),
     );
     let (code, text) = cloudai(&w, "install");
     assert_eq!(code, Some(1), "{text}");

@@ -8,8 +8,12 @@ use std::time::{Duration, Instant};
 use cloudai::results::{EndReason, IterationRecord, Status};
 use common::{stdout_of, Work};
 
-const SLEEP: &str =
-    "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 30\n";
+const SLEEP: &str = r#"name = "sleep"
+description = "s"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 30
+"#;
 
 #[test]
 fn kill_9_then_generate_report_says_interrupted() {
@@ -18,7 +22,11 @@ fn kill_9_then_generate_report_says_interrupted() {
     w.file("tests/sleep.toml", SLEEP);
     w.file(
         "s.toml",
-        "name = \"k\"\n[[Tests]]\nid = \"long\"\ntest_name = \"sleep\"\n",
+        r#"name = "k"
+[[Tests]]
+id = "long"
+test_name = "sleep"
+"#,
     );
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
         .current_dir(w.path())
@@ -84,7 +92,11 @@ fn summary_paths_are_relative_to_the_root_after_a_run_too() {
     );
     w.file(
         "s.toml",
-        "name = \"r\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+        r#"name = "r"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+"#,
     );
     let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
@@ -102,7 +114,11 @@ fn edges_of_input() {
     w.file("tests/sleep.toml", SLEEP);
     w.file(
         "s.toml",
-        "name = \"r\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+        r#"name = "r"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+"#,
     );
     let out = w
         .cloudai()
@@ -128,9 +144,15 @@ fn edges_of_input() {
     );
 
     // not UTF-8: the byte offset and its line and column
-    let mut bytes = b"name = \"sleep\"\ndescription = \"caf".to_vec();
+    let mut bytes = br#"name = "sleep"
+description = "caf"#
+        .to_vec();
     bytes.push(0xe9);
-    bytes.extend_from_slice(b"\"\ntest_template_name = \"Sleep\"\n");
+    bytes.extend_from_slice(
+        br#""
+test_template_name = "Sleep"
+"#,
+    );
     std::fs::remove_file(w.path().join("tests/loop.toml")).unwrap();
     std::fs::write(w.path().join("tests/sleep.toml"), &bytes).unwrap();
     let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();

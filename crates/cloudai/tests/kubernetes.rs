@@ -126,13 +126,25 @@ async fn osu_runs_as_an_mpijob() {
     let w = setup(
         &c,
         "",
-        "name = \"k8s\"\n[[Tests]]\nid = \"osu\"\ntest_name = \"osu\"\nnum_nodes = 2\ntime_limit = \"00:05:00\"\n",
+        r#"name = "k8s"
+[[Tests]]
+id = "osu"
+test_name = "osu"
+num_nodes = 2
+time_limit = "00:05:00"
+"#,
     );
     w.file(
         "tests/osu.toml",
-        "name = \"osu\"\ndescription = \"d\"\ntest_template_name = \"OSUBench\"\n[cmd_args]\n\
-         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nbenchmarks_dir = \"/opt/osu/c/mpi/collective/blocking\"\n\
-         benchmark = \"osu_allreduce\"\nmessage_size = \"4:256\"\n",
+        r#"name = "osu"
+description = "d"
+test_template_name = "OSUBench"
+[cmd_args]
+docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
+benchmarks_dir = "/opt/osu/c/mpi/collective/blocking"
+benchmark = "osu_allreduce"
+message_size = "4:256"
+"#,
     );
     let out = run(&w).await;
     let text = stdout_of(&out);
@@ -201,7 +213,12 @@ async fn find_bad_nodes_names_the_slow_node() {
         logs.insert("launcher".into(), good.clone());
         logs.insert(format!("launcher@{slow}"), common::scaled(&good, 0, 0.2));
     }
-    let w = setup(&c, "", "name = \"unused\"\n");
+    let w = setup(
+        &c,
+        "",
+        r#"name = "unused"
+"#,
+    );
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
     cmd.current_dir(w.path())
         .args(common::FIND_BAD_NODES_NCCL)
@@ -248,7 +265,11 @@ async fn ctrl_c_deletes_everything_it_created() {
         &c,
         "",
         &format!(
-            "{}\n[[Tests]]\nid = \"s\"\ntest_name = \"sleep\"\n",
+            r#"{}
+[[Tests]]
+id = "s"
+test_name = "sleep"
+"#,
             scenario(2)
         ),
     );
@@ -283,8 +304,14 @@ fn dry_run_needs_no_cluster_nor_kubeconfig() {
     let w = Work::new();
     w.file(
         "system.toml",
-        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"install\"\n\
-         output_path = \"out\"\ndefault_namespace = \"gpu-team\"\ngpus_per_node = 8\n",
+        r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "install"
+output_path = "out"
+default_namespace = "gpu-team"
+gpus_per_node = 8
+"#,
     );
     w.file("tests/nccl.toml", TESTS);
     w.file("s.toml", &scenario(2));
@@ -303,7 +330,7 @@ fn dry_run_needs_no_cluster_nor_kubeconfig() {
         "kind: MPIJob",
         "namespace: gpu-team",
         "slotsPerWorker: 8",
-        "image: \"nvcr.io/nvidia/pytorch:25.12-py3\"",
+        r#"image: "nvcr.io/nvidia/pytorch:25.12-py3""#,
     ] {
         assert!(m.contains(s), "{s} missing:\n{m}");
     }
@@ -313,17 +340,30 @@ fn dry_run_needs_no_cluster_nor_kubeconfig() {
 #[test]
 fn manifests_follow_the_systems_mpi_and_image_settings() {
     let w = Work::new();
-    let system = "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"install\"\n\
-         output_path = \"out\"\ndefault_namespace = \"gpu-team\"\ngpus_per_node = 8\n";
+    let system = r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "install"
+output_path = "out"
+default_namespace = "gpu-team"
+gpus_per_node = 8
+"#;
     w.file("tests/nccl.toml", TESTS);
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "s.toml",
         &format!(
-            "{}[[Tests]]\nid = \"nap\"\ntest_name = \"sleep\"\nnum_nodes = 1\n",
+            r#"{}[[Tests]]
+id = "nap"
+test_name = "sleep"
+num_nodes = 1
+"#,
             scenario(2)
         ),
     );
@@ -340,11 +380,13 @@ fn manifests_follow_the_systems_mpi_and_image_settings() {
     let (mpi, sleep) = manifests("");
     assert!(mpi.contains("sshAuthMountPath: /root/.ssh\n"), "{mpi}");
     assert!(mpi.contains("- /usr/sbin/sshd\n"), "{mpi}");
-    assert!(sleep.contains("image: \"ubuntu:24.04\""), "{sleep}");
+    assert!(sleep.contains(r#"image: "ubuntu:24.04""#), "{sleep}");
 
     let (mpi, sleep) = manifests(
-        "ssh_auth_mount_path = \"/home/mpiuser/.ssh\"\nmpi_worker_command = \"\"\n\
-         job_image = \"registry.local/tools/ubuntu:24.04\"\n",
+        r#"ssh_auth_mount_path = "/home/mpiuser/.ssh"
+mpi_worker_command = ""
+job_image = "registry.local/tools/ubuntu:24.04"
+"#,
     );
     assert!(
         mpi.contains("sshAuthMountPath: /home/mpiuser/.ssh\n"),
@@ -355,7 +397,7 @@ fn manifests_follow_the_systems_mpi_and_image_settings() {
         "the image's entrypoint runs: {mpi}"
     );
     assert!(
-        sleep.contains("image: \"registry.local/tools/ubuntu:24.04\""),
+        sleep.contains(r#"image: "registry.local/tools/ubuntu:24.04""#),
         "{sleep}"
     );
 }
@@ -365,8 +407,13 @@ fn a_run_without_a_kubeconfig_says_where_it_looked() {
     let w = Work::new();
     w.file(
         "system.toml",
-        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"missing/kubeconfig\"\ninstall_path = \"install\"\n\
-         output_path = \"out\"\ndefault_namespace = \"default\"\n",
+        r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = "missing/kubeconfig"
+install_path = "install"
+output_path = "out"
+default_namespace = "default"
+"#,
     );
     w.file("tests/nccl.toml", TESTS);
     w.file("s.toml", &scenario(1));
@@ -394,17 +441,23 @@ async fn hooks_run_as_their_own_jobs_and_a_failed_pre_test_skips_the_test() {
         return;
     };
     let hooked = format!(
-        "pre_test = \"check\"\npost_test = \"check\"\n{}",
+        r#"pre_test = "check"
+post_test = "check"
+{}"#,
         scenario(1)
     );
     let w = setup(&c, "", &hooked);
     w.file(
         "hooks/check.toml",
-        "name = \"check\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_nccl\"\n",
+        r#"name = "check"
+[[Tests]]
+id = "h"
+test_name = "hook_nccl"
+"#,
     );
     w.file(
         "hooks/test/hook_nccl.toml",
-        &TESTS.replace("name = \"nccl\"", "name = \"hook_nccl\""),
+        &TESTS.replace(r#"name = "nccl""#, r#"name = "hook_nccl""#),
     );
     let run_hooked = || {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
@@ -523,9 +576,23 @@ async fn bench_sixteen_jobs() {
     };
     let n = 16;
     let tests: String = (0..n)
-        .map(|i| format!("[[Tests]]\nid = \"s{i}\"\ntest_name = \"sleep\"\n"))
+        .map(|i| {
+            format!(
+                r#"[[Tests]]
+id = "s{i}"
+test_name = "sleep"
+"#
+            )
+        })
         .collect();
-    let w = setup(&c, "", &format!("name = \"bench\"\n{tests}"));
+    let w = setup(
+        &c,
+        "",
+        &format!(
+            r#"name = "bench"
+{tests}"#
+        ),
+    );
     let audit = common::repo().join("build/kube/run/audit.log");
     let before = std::fs::read_to_string(&audit).unwrap_or_default().len();
     let started = Instant::now();
@@ -605,15 +672,31 @@ async fn objects_read_back_unpruned_from_the_api_server() {
     use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
     let w = Work::new();
     // every pod setting cloudai has, on the host network (a NIC is named) and with secondary networks
-    let options = "shm_size = \"32Gi\"\nextended_resources = { \"rdma/rdma_shared_device_a\" = 1 }\n\
-         capabilities = [\"IPC_LOCK\", \"SYS_RESOURCE\"]\nnode_selector = { \"nvidia.com/gpu.present\" = \"true\" }\n\
-         image_pull_secrets = [\"ngc\"]\nservice_account = \"default\"\ntolerations = [{ operator = \"Exists\" }]\n\
-         deadline_margin = 60\nttl_after_finished = 600\n\
-         pod_spec_patch = { terminationGracePeriodSeconds = 7, enableServiceLinks = false }\n";
+    let options = r#"shm_size = "32Gi"
+extended_resources = { "rdma/rdma_shared_device_a" = 1 }
+capabilities = ["IPC_LOCK", "SYS_RESOURCE"]
+node_selector = { "nvidia.com/gpu.present" = "true" }
+image_pull_secrets = ["ngc"]
+service_account = "default"
+tolerations = [{ operator = "Exists" }]
+deadline_margin = 60
+ttl_after_finished = 600
+pod_spec_patch = { terminationGracePeriodSeconds = 7, enableServiceLinks = false }
+"#;
     for (sys_extra, imex) in [
-        (format!("{options}networks = [\"default/ib\"]\n"), false),
         (
-            format!("{options}use_host_network = true\nimex_channel_template = \"imex-0\"\n"),
+            format!(
+                r#"{options}networks = ["default/ib"]
+"#
+            ),
+            false,
+        ),
+        (
+            format!(
+                r#"{options}use_host_network = true
+imex_channel_template = "imex-0"
+"#
+            ),
             true,
         ),
     ] {
@@ -622,7 +705,12 @@ async fn objects_read_back_unpruned_from_the_api_server() {
         let scen = w.file(
             "s.toml",
             &format!(
-                "{}[[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\nnum_nodes = 1\ntime_limit = \"00:05:00\"\n",
+                r#"{}[[Tests]]
+id = "one"
+test_name = "nccl"
+num_nodes = 1
+time_limit = "00:05:00"
+"#,
                 scenario(2)
             ),
         );
@@ -704,7 +792,12 @@ async fn find_bad_nodes_on(
     c: &common::kube::Cluster,
     extra: &[&str],
 ) -> (i32, String, serde_json::Value) {
-    let w = setup(c, "", "name = \"unused\"\n");
+    let w = setup(
+        c,
+        "",
+        r#"name = "unused"
+"#,
+    );
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
     cmd.current_dir(w.path())
         .args(common::FIND_BAD_NODES_NCCL)

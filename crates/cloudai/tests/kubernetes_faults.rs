@@ -137,7 +137,7 @@ async fn an_unschedulable_pod_ends_with_the_schedulers_message() {
     let Some(c) = cluster("k8s-unsched", Act::Unschedulable).await else {
         return;
     };
-    let w = setup(&c, "max_pending_time = \"00:00:03\"", &scenario(1));
+    let w = setup(&c, r#"max_pending_time = "00:00:03""#, &scenario(1));
     let words = ["0/2 nodes are available: 2 Insufficient nvidia.com/gpu."];
     let r = fails_with(&c, &w, &[], EndReason::Unschedulable, &words).await;
     assert!(
@@ -170,7 +170,7 @@ async fn a_job_whose_pods_a_quota_refuses_ends_with_the_controllers_words() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let w = setup(&c, "max_pending_time = \"00:00:08\"", &scenario(1));
+    let w = setup(&c, r#"max_pending_time = "00:00:08""#, &scenario(1));
     let words = ["FailedCreate", "exceeded quota: gpus"];
     let r = fails_with(&c, &w, &[], EndReason::Unschedulable, &words).await;
     assert!(
@@ -187,7 +187,7 @@ async fn an_mpijob_no_operator_takes_up_ends_saying_so() {
     let Some(c) = cluster("k8s-nooperator", Act::NoOperator).await else {
         return;
     };
-    let w = setup(&c, "max_pending_time = \"00:00:04\"", &scenario(2));
+    let w = setup(&c, r#"max_pending_time = "00:00:04""#, &scenario(2));
     let env = [("CLOUDAI_K8S_OPERATOR_WAIT_S", "1")];
     let words = ["is the Kubeflow MPI operator"];
     fails_with(&c, &w, &env, EndReason::Unschedulable, &words).await;

@@ -14,15 +14,36 @@ use cloudai::scenario::{self, Inputs, Scenario};
 use common::{stdout_of, Work};
 use serde_json::{json, Value};
 
-const NCCL: &str = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n";
-const SLEEP: &str = "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n";
-const BASH: &str =
-    "name = \"bash\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo 'a b'\"\n";
+const NCCL: &str = r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
+subtest_name = "all_reduce_perf_mpi"
+"#;
+const SLEEP: &str = r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+"#;
+const BASH: &str = r#"name = "bash"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo 'a b'"
+"#;
 
-const SCENARIO: &str = "name = \"seam\"\n\
-    [[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\nnum_nodes = 1\ntime_limit = \"00:10:00\"\n\
-    [[Tests]]\nid = \"two\"\ntest_name = \"nccl\"\nnum_nodes = 2\ntime_limit = \"00:10:00\"\n";
+const SCENARIO: &str = r#"name = "seam"
+[[Tests]]
+id = "one"
+test_name = "nccl"
+num_nodes = 1
+time_limit = "00:10:00"
+[[Tests]]
+id = "two"
+test_name = "nccl"
+num_nodes = 2
+time_limit = "00:10:00"
+"#;
 
 fn load(w: &Work, system: &str, scenario: &str) -> (Arc<SystemConfig>, Scenario) {
     let sys = w.file("system.toml", system);
@@ -131,9 +152,7 @@ fn kubernetes_pods_of_the_example_system_are_fit_for_nccl() {
     let script = container(launcher)["command"][2].as_str().unwrap();
     assert!(
         script.contains(
-            "mpirun --allow-run-as-root --mca plm_rsh_args \"-p 2222 -o ConnectionAttempts=10\" --hostfile \
-             /etc/mpi/hostfile -np 16 -bind-to none -map-by ppr:8:node -x NCCL_IB_GID_INDEX -x NCCL_SOCKET_IFNAME \
-             all_reduce_perf_mpi --nthreads 1 --ngpus 1"
+            r#"mpirun --allow-run-as-root --mca plm_rsh_args "-p 2222 -o ConnectionAttempts=10" --hostfile /etc/mpi/hostfile -np 16 -bind-to none -map-by ppr:8:node -x NCCL_IB_GID_INDEX -x NCCL_SOCKET_IFNAME all_reduce_perf_mpi --nthreads 1 --ngpus 1"#
         ),
         "{script}"
     );
@@ -251,7 +270,12 @@ fn mpi_job_names_leave_room_for_the_operators_pod_names() {
     let w = Work::new();
     let long = format!("{}_{}", "8x".repeat(25), "all_reduce");
     let scen = format!(
-        "name = \"seam\"\n[[Tests]]\nid = \"{long}\"\ntest_name = \"nccl\"\nnum_nodes = 16\n"
+        r#"name = "seam"
+[[Tests]]
+id = "{long}"
+test_name = "nccl"
+num_nodes = 16
+"#
     );
     let objs = k8s_objects(&w, &example("kubernetes_cluster.toml"), &scen);
     let name = objs[0]["metadata"]["name"].as_str().unwrap();
@@ -281,7 +305,11 @@ fn mpi_job_names_leave_room_for_the_operators_pod_names() {
 #[test]
 fn only_gpu_launches_use_the_host_network() {
     let w = Work::new();
-    let scen = "name = \"seam\"\n[[Tests]]\nid = \"s\"\ntest_name = \"sleep\"\n";
+    let scen = r#"name = "seam"
+[[Tests]]
+id = "s"
+test_name = "sleep"
+"#;
     let objs = k8s_objects(&w, &example("kubernetes_cluster.toml"), scen);
     let spec = &objs[0]["spec"]["template"]["spec"];
     assert!(
@@ -293,8 +321,15 @@ fn only_gpu_launches_use_the_host_network() {
 #[test]
 fn a_process_of_several_gpus_gets_them_and_runs_alone() {
     let w = Work::new();
-    let scen = "name = \"seam\"\n[[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\nnum_nodes = 1\n\
-                [Tests.cmd_args]\nngpus = 8\nsubtest_name = \"all_reduce_perf\"\n";
+    let scen = r#"name = "seam"
+[[Tests]]
+id = "one"
+test_name = "nccl"
+num_nodes = 1
+[Tests.cmd_args]
+ngpus = 8
+subtest_name = "all_reduce_perf"
+"#;
     let objs = k8s_objects(&w, &example("kubernetes_cluster.toml"), scen);
     let c = container(&objs[0]["spec"]["template"]);
     assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 8);
@@ -316,7 +351,12 @@ fn dry_run(system: &str, test_entry: &str) -> (Option<i32>, String, Work) {
     }
     w.file(
         "s.toml",
-        &format!("name = \"seam\"\n[[Tests]]\nid = \"t\"\n{test_entry}"),
+        &format!(
+            r#"name = "seam"
+[[Tests]]
+id = "t"
+{test_entry}"#
+        ),
     );
     let out = w
         .cloudai()
@@ -333,45 +373,71 @@ fn shapes_a_system_cannot_honour_are_refused_before_anything_exists() {
     let k8s = example("kubernetes_cluster.toml");
     for (entry, expected) in [
         (
-            "test_name = \"nccl\"\nnum_nodes = 2\n[Tests.cmd_args]\nngpus = 3\n",
+            r#"test_name = "nccl"
+num_nodes = 2
+[Tests.cmd_args]
+ngpus = 3
+"#,
             "8 GPUs per node cannot be shared by processes of 3 GPUs each",
         ),
         (
-            "test_name = \"nccl\"\nnum_nodes = 2\n[Tests.cmd_args]\nsubtest_name = \"all_reduce_perf\"\n",
+            r#"test_name = "nccl"
+num_nodes = 2
+[Tests.cmd_args]
+subtest_name = "all_reduce_perf"
+"#,
             "all_reduce_perf runs as one process but the test asks 2 nodes",
         ),
         (
-            "test_name = \"nccl\"\n[Tests.cmd_args]\nngpus = 16\n",
+            r#"test_name = "nccl"
+[Tests.cmd_args]
+ngpus = 16
+"#,
             "one process drives 16 GPUs but the system has gpus_per_node = 8",
         ),
         (
-            "test_name = \"sleep\"\nnum_nodes = 2\n",
+            r#"test_name = "sleep"
+num_nodes = 2
+"#,
             "asks 2 nodes but runs as one pod on Kubernetes",
         ),
         (
-            "test_name = \"nccl\"\n[Tests.cmd_args]\ndocker_image_url = \"\"\n",
-            "cmd_args.docker_image_url \"\" is empty",
+            r#"test_name = "nccl"
+[Tests.cmd_args]
+docker_image_url = ""
+"#,
+            r#"cmd_args.docker_image_url "" is empty"#,
         ),
     ] {
         let (code, text, w) = dry_run(&k8s, entry);
         assert_eq!(code, Some(1), "{entry}: {text}");
-        assert!(text.contains(expected), "{entry}: expected {expected:?} in\n{text}");
+        assert!(
+            text.contains(expected),
+            "{entry}: expected {expected:?} in\n{text}"
+        );
         assert!(!w.path().join("out").exists(), "{text}");
     }
 }
 
 #[test]
 fn standalone_runs_one_rank_per_gpu_of_the_machine() {
-    let sys =
-        "name = \"local\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\n\
-               gpus_per_node = 4\n";
-    let (code, text, w) = dry_run(sys, "test_name = \"nccl\"\n");
+    let sys = r#"name = "local"
+scheduler = "standalone"
+install_path = "i"
+output_path = "o"
+gpus_per_node = 4
+"#;
+    let (code, text, w) = dry_run(
+        sys,
+        r#"test_name = "nccl"
+"#,
+    );
     assert_eq!(code, Some(0), "{text}");
     let trt = find_file(&w.path().join("out"), "test-run.toml").expect("test-run.toml written");
     let toml = std::fs::read_to_string(trt).unwrap();
     assert!(
         toml.contains(
-            "full_cmd = \"mpirun --allow-run-as-root -np 4 -bind-to none -map-by ppr:4:node all_reduce_perf_mpi"
+            r#"full_cmd = "mpirun --allow-run-as-root -np 4 -bind-to none -map-by ppr:4:node all_reduce_perf_mpi"#
         ),
         "{toml}"
     );
@@ -477,8 +543,14 @@ fn runai_payloads_fit_for_nccl_and_conform_to_the_openapi_schemas() {
 #[test]
 fn every_workload_runs_on_runai() {
     let w = Work::new();
-    let scen = "name = \"seam\"\n[[Tests]]\nid = \"s\"\ntest_name = \"sleep\"\n\
-                [[Tests]]\nid = \"b\"\ntest_name = \"bash\"\n";
+    let scen = r#"name = "seam"
+[[Tests]]
+id = "s"
+test_name = "sleep"
+[[Tests]]
+id = "b"
+test_name = "bash"
+"#;
     let (cfg, s) = load(&w, RUNAI_OPTIONS, scen);
     let schemas = runai_mock::schema::Schemas::default();
     let mut got = Vec::new();
@@ -507,32 +579,44 @@ fn every_workload_runs_on_runai() {
 
 #[test]
 fn pod_settings_are_checked_where_they_are_written() {
-    let base =
-        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\n\
-                output_path = \"o\"\ndefault_namespace = \"d\"\n";
+    let base = r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "i"
+output_path = "o"
+default_namespace = "d"
+"#;
     for (extra, expected) in [
         (
-            "shm_size = \"16GB\"\n",
-            "system.toml:7:12: field 'shm_size': \"16GB\" is not a Kubernetes quantity",
+            r#"shm_size = "16GB"
+"#,
+            r#"system.toml:7:12: field 'shm_size': "16GB" is not a Kubernetes quantity"#,
         ),
         (
-            "tolerations = [{ key = \"a\", operator = \"Exist\" }]\n",
-            "\"Exist\" is not a toleration operator",
+            r#"tolerations = [{ key = "a", operator = "Exist" }]
+"#,
+            r#""Exist" is not a toleration operator"#,
         ),
         (
             "[extended_resources]\nrdma = 1\n",
-            "\"rdma\" is not an extended resource name",
+            r#""rdma" is not an extended resource name"#,
         ),
         (
-            "node_pools = [\"a\"]\n",
+            r#"node_pools = ["a"]
+"#,
             "field 'node_pools': only a Run:ai system has this field",
         ),
         (
-            "capabilities = [\"cap_ipc_lock\"]\n",
-            "\"cap_ipc_lock\" is not a Linux capability name",
+            r#"capabilities = ["cap_ipc_lock"]
+"#,
+            r#""cap_ipc_lock" is not a Linux capability name"#,
         ),
     ] {
-        let (code, text, _) = dry_run(&format!("{base}{extra}"), "test_name = \"sleep\"\n");
+        let (code, text, _) = dry_run(
+            &format!("{base}{extra}"),
+            r#"test_name = "sleep"
+"#,
+        );
         assert_eq!(code, Some(1), "{extra}: {text}");
         assert!(
             text.contains(expected),
@@ -541,7 +625,8 @@ fn pod_settings_are_checked_where_they_are_written() {
     }
     let (code, text, _) = dry_run(
         &RUNAI_OPTIONS.replace("host_ipc = true", "privileged = true"),
-        "test_name = \"sleep\"\n",
+        r#"test_name = "sleep"
+"#,
     );
     assert_eq!(code, Some(1), "{text}");
     assert!(

@@ -19,8 +19,12 @@ name = "batch"
   nodes = ["gpu-[01-08]"]
 "#;
 
-const SLEEP: &str =
-    "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n";
+const SLEEP: &str = r#"name = "sleep"
+description = "s"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 1
+"#;
 
 fn dry_run(scenario: &str, test: &str) -> (Option<i32>, String, bool) {
     let w = Work::new();
@@ -36,7 +40,13 @@ fn dry_run(scenario: &str, test: &str) -> (Option<i32>, String, bool) {
 }
 
 fn entry(extra: &str) -> String {
-    format!("name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n{extra}")
+    format!(
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+{extra}"#
+    )
 }
 
 #[track_caller]
@@ -57,17 +67,27 @@ fn counts_have_bounds() {
         &["field 'Tests.0.iterations': 10001 iterations is more than the limit of 10000"],
     );
     let many: String = (0..10_001)
-        .map(|i| format!("[[Tests]]\nid = \"t{i}\"\ntest_name = \"sleep\"\n"))
+        .map(|i| {
+            format!(
+                r#"[[Tests]]
+id = "t{i}"
+test_name = "sleep"
+"#
+            )
+        })
         .collect();
     refused(
-        &format!("name = \"s\"\n{many}"),
+        &format!(
+            r#"name = "s"
+{many}"#
+        ),
         SLEEP,
         &["10001 [[Tests]] entries is more than the limit of 10000"],
     );
     // a sweep of 101 x 101 x 2 steps
     let list = |n: usize| {
         (0..n)
-            .map(|i| format!("\"{i}\""))
+            .map(|i| format!(r#""{i}""#))
             .collect::<Vec<_>>()
             .join(",")
     };
@@ -85,27 +105,39 @@ fn counts_have_bounds() {
 #[test]
 fn node_requests_the_system_cannot_meet_are_refused_at_load() {
     refused(
-        &entry("nodes = [\"node[005-001]\"]\n"),
+        &entry(
+            r#"nodes = ["node[005-001]"]
+"#,
+        ),
         SLEEP,
-        &["field 'Tests.0.nodes.0': \"node[005-001]\" is not a node list"],
+        &[r#"field 'Tests.0.nodes.0': "node[005-001]" is not a node list"#],
     );
     refused(
-        &entry("nodes = [\"gpu[0-99999999]\"]\n"),
+        &entry(
+            r#"nodes = ["gpu[0-99999999]"]
+"#,
+        ),
         SLEEP,
         &["is not a node list"],
     );
     refused(
-        &entry("nodes = [\"debug:g1:2\"]\n"),
+        &entry(
+            r#"nodes = ["debug:g1:2"]
+"#,
+        ),
         SLEEP,
         &[
-            "\"debug:g1:2\": the system has no partition \"debug\"",
+            r#""debug:g1:2": the system has no partition "debug""#,
             "partitions: batch",
         ],
     );
     refused(
-        &entry("nodes = [\"batch:g9:2\"]\n"),
+        &entry(
+            r#"nodes = ["batch:g9:2"]
+"#,
+        ),
         SLEEP,
-        &["partition \"batch\" has no group \"g9\""],
+        &[r#"partition "batch" has no group "g9""#],
     );
 }
 
@@ -113,20 +145,30 @@ fn node_requests_the_system_cannot_meet_are_refused_at_load() {
 fn likely_typos_are_warned_about_and_run() {
     let (code, text, _) = dry_run(
         &format!(
-            "{}[[Tests]]\nid = \"wide\"\ntest_name = \"sleep\"\nnum_nodes = 9\n",
-            entry("time_limit = \"00:99:99\"\nnodes = [\"gpu-[01-02]\"]\nnum_nodes = 4\n")
+            r#"{}[[Tests]]
+id = "wide"
+test_name = "sleep"
+num_nodes = 9
+"#,
+            entry(
+                r#"time_limit = "00:99:99"
+nodes = ["gpu-[01-02]"]
+num_nodes = 4
+"#
+            )
         ),
         SLEEP,
     );
     // more nodes than the system file lists: the file may list a subset of the partition, Slurm decides
     assert!(
-        text.contains("field 'Tests.1.num_nodes': test 'wide' asks 9 nodes; the system file lists 8 in partition \"batch\""),
+        text.contains(r#"field 'Tests.1.num_nodes': test 'wide' asks 9 nodes; the system file lists 8 in partition "batch""#),
         "{text}"
     );
     assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("[WARNING] ")
-            && text.contains("\"00:99:99\" has minutes or seconds of 60 or more; read as 01:40:39"),
+            && text
+                .contains(r#""00:99:99" has minutes or seconds of 60 or more; read as 01:40:39"#),
         "{text}"
     );
     assert!(

@@ -55,7 +55,7 @@ fn run_writes_cloudai_csv_html_and_summary() {
     assert_eq!(t["reports"][0], "ar/0/cloudai_nccl_test_csv_report.csv");
     let page = std::fs::read_to_string(root.join("nccl-local.html")).unwrap();
     assert!(
-        page.contains("href=\"ar/0/cloudai_nccl_test_bokeh_report.html\""),
+        page.contains(r#"href="ar/0/cloudai_nccl_test_bokeh_report.html""#),
         "links to the iteration report"
     );
 }
@@ -184,8 +184,8 @@ fn charts_render_in_headless_chromium() {
     );
     // the script drew the three charts (busbw, latency, algbw): 2 series each, one marker per row (25 rows)
     // plus one per legend entry
-    assert_eq!(dom.matches("class=\"series\"").count(), 6, "{dom}");
-    assert_eq!(dom.matches("class=\"point\"").count(), 6 * 25 + 6);
+    assert_eq!(dom.matches(r#"class="series""#).count(), 6, "{dom}");
+    assert_eq!(dom.matches(r#"class="point""#).count(), 6 * 25 + 6);
     assert!(dom.contains(">128 MiB<"), "x axis labels");
     let dom = rendered_dom(
         browser,
@@ -193,7 +193,7 @@ fn charts_render_in_headless_chromium() {
         &w.path().join("profile"),
     );
     assert!(
-        dom.contains("data-name=\"iteration 0\"") && dom.contains("data-name=\"iteration 1\""),
+        dom.contains(r#"data-name="iteration 0""#) && dom.contains(r#"data-name="iteration 1""#),
         "comparison overlay"
     );
 }
@@ -251,8 +251,14 @@ fn trees_we_did_not_write() {
     .unwrap();
     std::fs::write(
         tree.join("Tests.all_reduce/0/slurm-job.toml"),
-        "job_id = 4242\nname = \"nccl\"\nstate = \"COMPLETED\"\nstart_time = \"2026-12-01T10:00:00\"\n\
-         end_time = \"2026-12-01T10:02:00\"\nelapsed_time_sec = 120\nexit_code = \"0:0\"\n",
+        r#"job_id = 4242
+name = "nccl"
+state = "COMPLETED"
+start_time = "2026-12-01T10:00:00"
+end_time = "2026-12-01T10:02:00"
+elapsed_time_sec = 120
+exit_code = "0:0"
+"#,
     )
     .unwrap();
     let out = w
@@ -376,11 +382,23 @@ fn the_scenario_page_compares_tests_of_one_collective() {
     w.standalone();
     w.file(
         "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"two\"\n[[Tests]]\nid = \"ring\"\ntest_name = \"nccl\"\n[[Tests]]\nid = \"tree\"\ntest_name = \"nccl\"\n",
+        r#"name = "two"
+[[Tests]]
+id = "ring"
+test_name = "nccl"
+[[Tests]]
+id = "tree"
+test_name = "nccl"
+"#,
     );
     let out = w
         .cloudai_with_bin()
@@ -396,7 +414,9 @@ fn the_scenario_page_compares_tests_of_one_collective() {
     );
     assert!(page.contains("<h3>Latency</h3>") && page.contains("<h3>Bandwidth</h3>"));
     assert!(
-        page.contains("<th colspan=\"2\" class=\"group\">ring</th><th colspan=\"3\" class=\"group\">tree</th>"),
+        page.contains(
+            r#"<th colspan="2" class="group">ring</th><th colspan="3" class="group">tree</th>"#
+        ),
         "one column group per test"
     );
     assert!(page.contains("<td>128 MiB</td><td>1295.41</td><td>1284.21</td><td>1295.41</td><td>1284.21</td><td>0.0%</td>"));

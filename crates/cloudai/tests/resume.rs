@@ -70,14 +70,32 @@ fn standalone_kill_9_then_resume_ends_every_iteration_once() {
     w.file(
         "tests/step.toml",
         &format!(
-            "name = \"step\"\ndescription = \"s\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo $CLOUDAI_OUTPUT_DIR >> {}; sleep 2\"\n",
+            r#"name = "step"
+description = "s"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo $CLOUDAI_OUTPUT_DIR >> {}; sleep 2"
+"#,
             log.display()
         ),
     );
     w.file(
         "s.toml",
-        "name = \"three\"\n[[Tests]]\nid = \"a\"\ntest_name = \"step\"\n[[Tests]]\nid = \"b\"\ntest_name = \"step\"\niterations = 2\n\
-         [[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"a\"\n[[Tests]]\nid = \"c\"\ntest_name = \"step\"\n",
+        r#"name = "three"
+[[Tests]]
+id = "a"
+test_name = "step"
+[[Tests]]
+id = "b"
+test_name = "step"
+iterations = 2
+[[Tests.dependencies]]
+type = "start_post_comp"
+id = "a"
+[[Tests]]
+id = "c"
+test_name = "step"
+"#,
     );
     let mut child = spawn(&w, &common::RUN_S_TOML, &[]);
     wait_until("the first jobs", 20, || {
@@ -114,7 +132,10 @@ fn standalone_kill_9_then_resume_ends_every_iteration_once() {
     child.wait().unwrap();
     // an edit of the user's scenario after the start does not change the running one, and is reported
     let edited = std::fs::read_to_string(w.path().join("s.toml")).unwrap()
-        + "[[Tests]]\nid = \"late\"\ntest_name = \"step\"\n";
+        + r#"[[Tests]]
+id = "late"
+test_name = "step"
+"#;
     w.file("s.toml", &edited);
     let out = resume(&w, &root, &[]);
     let text = stdout_of(&out);
@@ -172,12 +193,26 @@ fn detach_submits_and_exits_then_resume_finishes() {
     w.standalone();
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 2\n",
+        r#"name = "sleep"
+description = "s"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 2
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"d\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\n\
-         [[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"a\"\n",
+        r#"name = "d"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[[Tests]]
+id = "b"
+test_name = "sleep"
+[[Tests.dependencies]]
+type = "start_post_comp"
+id = "a"
+"#,
     );
     let started = Instant::now();
     let out = w
@@ -205,11 +240,18 @@ fn dry_run_trees_are_not_resumed() {
     w.standalone();
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "sleep"
+description = "s"
+test_template_name = "Sleep"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"d\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+        r#"name = "d"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+"#,
     );
     let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert!(out.status.success());
@@ -226,8 +268,20 @@ fn dry_run_trees_are_not_resumed() {
 /// over: same job ids, no new sbatch.
 #[test]
 fn slurm_kill_9_then_resume_reattaches_without_resubmitting() {
-    let scenario = "name = \"two\"\n[[Tests]]\nid = \"first\"\ntest_name = \"sleep\"\nnum_nodes = 4\n[Tests.cmd_args]\nseconds = 6\n\
-                    [[Tests]]\nid = \"second\"\ntest_name = \"sleep\"\nnum_nodes = 4\n[Tests.cmd_args]\nseconds = 1\n";
+    let scenario = r#"name = "two"
+[[Tests]]
+id = "first"
+test_name = "sleep"
+num_nodes = 4
+[Tests.cmd_args]
+seconds = 6
+[[Tests]]
+id = "second"
+test_name = "sleep"
+num_nodes = 4
+[Tests.cmd_args]
+seconds = 1
+"#;
     let Some(w) = common::slurm::slurm_work("", scenario) else {
         return;
     };
@@ -280,7 +334,11 @@ async fn runai_kill_9_then_resume_creates_nothing_twice() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     let mut child = spawn(&w, RUN, &[("RUNAI_APP_SECRET", SECRET)]);
     let deadline = Instant::now() + Duration::from_secs(30);

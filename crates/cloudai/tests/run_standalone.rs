@@ -190,20 +190,54 @@ fn hooks_run_around_the_test_and_a_failed_pre_test_skips_it() {
     let w = Work::new();
     w.file(
         "hooks/ok.toml",
-        "name = \"ok\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_ok\"\n",
+        r#"name = "ok"
+[[Tests]]
+id = "h"
+test_name = "hook_ok"
+"#,
     );
     w.file(
         "hooks/bad.toml",
-        "name = \"bad\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_bad\"\n",
+        r#"name = "bad"
+[[Tests]]
+id = "h"
+test_name = "hook_bad"
+"#,
     );
-    w.file("hooks/test/ok.toml", "name = \"hook_ok\"\ndescription = \"h\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"echo hook ran\"\n");
-    w.file("hooks/test/bad.toml", "name = \"hook_bad\"\ndescription = \"h\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"exit 4\"\n");
+    w.file(
+        "hooks/test/ok.toml",
+        r#"name = "hook_ok"
+description = "h"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo hook ran"
+"#,
+    );
+    w.file(
+        "hooks/test/bad.toml",
+        r#"name = "hook_bad"
+description = "h"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "exit 4"
+"#,
+    );
     for (hook, expect) in [("ok", Status::Passed), ("bad", Status::Failed)] {
         let sys = w.standalone();
         w.file("tests/bash.toml", fixtures::BASH);
         let scen = w.file(
             &format!("{hook}.toml"),
-            &format!("name = \"{hook}\"\npre_test = \"{hook}\"\npost_test = \"ok\"\n[[Tests]]\nid = \"main\"\ntest_name = \"bash\"\n[Tests.cmd_args]\ncmd = \"echo main ran\"\n"),
+            &format!(
+                r#"name = "{hook}"
+pre_test = "{hook}"
+post_test = "ok"
+[[Tests]]
+id = "main"
+test_name = "bash"
+[Tests.cmd_args]
+cmd = "echo main ran"
+"#
+            ),
         );
         let out = w
             .cloudai()

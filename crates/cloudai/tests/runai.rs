@@ -17,7 +17,21 @@ use serde_json::Value;
 async fn one_and_two_node_nccl_end_to_end() {
     let m = mock(1.0, None).await;
     let w = Work::new();
-    setup(&w, &m.url(), "name = \"runai\"\n[[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\n[Tests.cmd_args]\nngpus = 8\n[[Tests]]\nid = \"two\"\ntest_name = \"nccl\"\nnum_nodes = 2\n");
+    setup(
+        &w,
+        &m.url(),
+        r#"name = "runai"
+[[Tests]]
+id = "one"
+test_name = "nccl"
+[Tests.cmd_args]
+ngpus = 8
+[[Tests]]
+id = "two"
+test_name = "nccl"
+num_nodes = 2
+"#,
+    );
     let started = Instant::now();
     let out = run(&w, RUN, &[]).await;
     let elapsed = started.elapsed().as_secs_f64();
@@ -53,7 +67,7 @@ async fn one_and_two_node_nccl_end_to_end() {
         tok[0]["body"]
             .as_str()
             .unwrap()
-            .contains("\"grantType\":\"client_credentials\""),
+            .contains(r#""grantType":"client_credentials""#),
         "{:?}",
         tok[0]
     );
@@ -158,7 +172,12 @@ async fn dry_run_writes_payloads_and_makes_no_call() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"two\"\ntest_name = \"nccl\"\nnum_nodes = 2\n",
+        r#"name = "runai"
+[[Tests]]
+id = "two"
+test_name = "nccl"
+num_nodes = 2
+"#,
     );
     let mut args = RUN.to_vec();
     args[0] = "dry-run";
@@ -182,8 +201,17 @@ async fn pinned_nodes_become_node_affinity() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"pair\"\ntest_name = \"nccl\"\nnum_nodes = 2\nnodes = [\"gpu-[07-08]\"]\n\
-         [[Tests]]\nid = \"one\"\ntest_name = \"nccl\"\nnodes = [\"gpu-03\"]\n",
+        r#"name = "runai"
+[[Tests]]
+id = "pair"
+test_name = "nccl"
+num_nodes = 2
+nodes = ["gpu-[07-08]"]
+[[Tests]]
+id = "one"
+test_name = "nccl"
+nodes = ["gpu-03"]
+"#,
     );
     let mut args = RUN.to_vec();
     args[0] = "dry-run";
@@ -224,7 +252,11 @@ async fn failed_workload_reports_phase_and_last_event() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"bad\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "bad"
+test_name = "nccl"
+"#,
     );
     let out = run(&w, RUN, &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
@@ -257,7 +289,11 @@ async fn survives_token_expiry_429s_500s_slow_answers_and_dropped_creates() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     // 500 bursts arrive in the middle of the run
     let shared = m.shared.clone();
@@ -293,12 +329,34 @@ async fn survives_token_expiry_429s_500s_slow_answers_and_dropped_creates() {
 async fn pre_and_post_hooks_run_as_their_own_workloads() {
     let m = mock(0.3, None).await;
     let w = Work::new();
-    setup(&w, &m.url(), "name = \"runai\"\npre_test = \"check\"\npost_test = \"check\"\n[[Tests]]\nid = \"main\"\ntest_name = \"nccl\"\n");
+    setup(
+        &w,
+        &m.url(),
+        r#"name = "runai"
+pre_test = "check"
+post_test = "check"
+[[Tests]]
+id = "main"
+test_name = "nccl"
+"#,
+    );
     w.file(
         "hooks/check.toml",
-        "name = \"check\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_nccl\"\n",
+        r#"name = "check"
+[[Tests]]
+id = "h"
+test_name = "hook_nccl"
+"#,
     );
-    w.file("hooks/test/hook.toml", "name = \"hook_nccl\"\ndescription = \"h\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img\"\n");
+    w.file(
+        "hooks/test/hook.toml",
+        r#"name = "hook_nccl"
+description = "h"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "img"
+"#,
+    );
     let mut args = RUN.to_vec();
     args.extend(["--hook-dir", "hooks"]);
     let out = run(&w, &args, &[]).await;
@@ -327,13 +385,30 @@ async fn pre_and_post_hooks_run_as_their_own_workloads() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\npre_test = \"check\"\n[[Tests]]\nid = \"main\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+pre_test = "check"
+[[Tests]]
+id = "main"
+test_name = "nccl"
+"#,
     );
     w.file(
         "hooks/check.toml",
-        "name = \"check\"\n[[Tests]]\nid = \"h\"\ntest_name = \"hook_nccl\"\n",
+        r#"name = "check"
+[[Tests]]
+id = "h"
+test_name = "hook_nccl"
+"#,
     );
-    w.file("hooks/test/hook.toml", "name = \"hook_nccl\"\ndescription = \"h\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img\"\n");
+    w.file(
+        "hooks/test/hook.toml",
+        r#"name = "hook_nccl"
+description = "h"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "img"
+"#,
+    );
     let out = run(&w, &args, &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
     let r = record(&w.results_root(), "main", 0);
@@ -354,7 +429,19 @@ async fn pre_and_post_hooks_run_as_their_own_workloads() {
 async fn sigint_deletes_every_workload() {
     let m = mock(120.0, None).await;
     let w = Work::new();
-    setup(&w, &m.url(), "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n[[Tests]]\nid = \"b\"\ntest_name = \"nccl\"\nnum_nodes = 2\n");
+    setup(
+        &w,
+        &m.url(),
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+[[Tests]]
+id = "b"
+test_name = "nccl"
+num_nodes = 2
+"#,
+    );
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
         .current_dir(w.path())
         .args(RUN)
@@ -401,7 +488,11 @@ async fn mock_restart_keeps_state_and_the_job_completes() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     let shared = m.shared.clone();
     let runner = tokio::spawn({
@@ -452,7 +543,11 @@ async fn a_control_plane_that_keeps_refusing_fails_the_job_with_the_reason() {
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"a\"\ntest_name = \"nccl\"\n",
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
     );
     let shared = m.shared.clone();
     tokio::spawn(async move {

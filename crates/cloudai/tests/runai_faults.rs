@@ -13,7 +13,13 @@ use runai_mock::{Config, Faults, MockServer};
 use serde_json::Value;
 
 fn one_test(id: &str, extra: &str) -> String {
-    format!("name = \"runai\"\n[[Tests]]\nid = \"{id}\"\ntest_name = \"nccl\"\n{extra}")
+    format!(
+        r#"name = "runai"
+[[Tests]]
+id = "{id}"
+test_name = "nccl"
+{extra}"#
+    )
 }
 
 fn all_gone(m: &MockServer) -> bool {
@@ -106,7 +112,15 @@ async fn a_hang_at_its_time_limit_keeps_its_partial_output_and_events() {
     let m = mock(30.0, None).await;
     m.shared.cfg.lock().unwrap().timing.outcome = "stuck".into();
     let w = Work::new();
-    setup(&w, &m.url(), &one_test("hang", "time_limit = \"6s\"\n"));
+    setup(
+        &w,
+        &m.url(),
+        &one_test(
+            "hang",
+            r#"time_limit = "6s"
+"#,
+        ),
+    );
     let started = Instant::now();
     let out = run(&w, RUN, &[]).await;
     let text = stdout_of(&out);
@@ -271,8 +285,18 @@ async fn tests_the_system_cannot_run_are_all_reported_before_anything_is_sent() 
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"noimg\"\ntest_name = \"nccl\"\n[Tests.cmd_args]\ndocker_image_url = \"\"\n\
-         [[Tests]]\nid = \"greedy\"\ntest_name = \"nccl\"\n[Tests.cmd_args]\nngpus = 16\n",
+        r#"name = "runai"
+[[Tests]]
+id = "noimg"
+test_name = "nccl"
+[Tests.cmd_args]
+docker_image_url = ""
+[[Tests]]
+id = "greedy"
+test_name = "nccl"
+[Tests.cmd_args]
+ngpus = 16
+"#,
     );
     for cmd in [RUN.to_vec(), {
         let mut d = RUN.to_vec();
@@ -283,7 +307,7 @@ async fn tests_the_system_cannot_run_are_all_reported_before_anything_is_sent() 
         let text = stdout_of(&out);
         assert_eq!(out.status.code(), Some(1), "{text}");
         assert!(
-            text.contains("test 'noimg': cmd_args.docker_image_url \"\" is empty"),
+            text.contains(r#"test 'noimg': cmd_args.docker_image_url "" is empty"#),
             "{text}"
         );
         assert!(
@@ -324,7 +348,11 @@ async fn a_private_ca_is_trusted_only_when_given() {
     // with ca_bundle in the system: the run passes, log stream included (also behind the CA)
     w.file(
         "system.toml",
-        &format!("ca_bundle = \"{}\"\n{system}", ca.display()),
+        &format!(
+            r#"ca_bundle = "{}"
+{system}"#,
+            ca.display()
+        ),
     );
     let out = run(&w, RUN, &[]).await;
     let text = stdout_of(&out);

@@ -12,7 +12,13 @@ use common::{record, stdout_of, Work};
 use runai_mock::model::{now, Timing};
 
 fn one_test(id: &str) -> String {
-    format!("name = \"runai\"\n[[Tests]]\nid = \"{id}\"\ntest_name = \"nccl\"\n")
+    format!(
+        r#"name = "runai"
+[[Tests]]
+id = "{id}"
+test_name = "nccl"
+"#
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,21 +129,21 @@ async fn a_wrong_cluster_or_project_is_refused_before_anything_is_created() {
     let m = mock(0.5, None).await;
     for (from, to, words) in [
         (
-            "cluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"",
-            "cluster_id = \"your_cluster_id\"",
-            vec!["cluster_id \"your_cluster_id\"", "is not a cluster UUID"],
+            r#"cluster_id = "71f69d83-ba66-4822-adf5-55ce55efd210""#,
+            r#"cluster_id = "your_cluster_id""#,
+            vec![r#"cluster_id "your_cluster_id""#, "is not a cluster UUID"],
         ),
         (
-            "cluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"",
-            "cluster_id = \"00000000-ba66-4822-adf5-55ce55efd210\"",
+            r#"cluster_id = "71f69d83-ba66-4822-adf5-55ce55efd210""#,
+            r#"cluster_id = "00000000-ba66-4822-adf5-55ce55efd210""#,
             vec![
                 "project 4501 (test) belongs to cluster 71f69d83-ba66-4822-adf5-55ce55efd210",
                 "not to cluster_id 00000000-ba66-4822-adf5-55ce55efd210",
             ],
         ),
         (
-            "project_id = \"4501\"",
-            "project_id = \"4502\"",
+            r#"project_id = "4501""#,
+            r#"project_id = "4502""#,
             vec!["project_id 4502 is not among the 1 projects"],
         ),
     ] {
@@ -249,7 +255,11 @@ async fn rest_and_the_log_stream_go_through_the_sites_proxy() {
     let sys = std::fs::read_to_string(w.path().join("system.toml")).unwrap();
     w.file(
         "system.toml",
-        &format!("ca_bundle = \"{}\"\n{sys}", ca.display()),
+        &format!(
+            r#"ca_bundle = "{}"
+{sys}"#,
+            ca.display()
+        ),
     );
     let envs = [
         ("HTTPS_PROXY", proxy.url.as_str()),
@@ -288,7 +298,12 @@ async fn find_bad_nodes_lists_the_clusters_nodes_and_refuses_a_pair_that_ran_els
     // the first pair's workload is placed on other nodes than it pins
     m.shared.faults.lock().unwrap().ignore_affinity_next = 1;
     let w = Work::new();
-    setup(&w, &m.url(), "name = \"unused\"\n");
+    setup(
+        &w,
+        &m.url(),
+        r#"name = "unused"
+"#,
+    );
     let out = run(&w, &common::FIND_BAD_NODES_NCCL, &[]).await;
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -355,7 +370,12 @@ async fn a_refused_submission_fails_its_iteration_and_the_next_ones_still_run() 
     setup(
         &w,
         &m.url(),
-        "name = \"runai\"\n[[Tests]]\nid = \"it\"\ntest_name = \"nccl\"\niterations = 3\n",
+        r#"name = "runai"
+[[Tests]]
+id = "it"
+test_name = "nccl"
+iterations = 3
+"#,
     );
     let out = run(&w, RUN, &[]).await;
     let text = stdout_of(&out);
@@ -402,9 +422,20 @@ async fn a_preempted_workload_that_runs_again_leaves_one_whole_log() {
 async fn many_workloads_are_read_with_one_list_per_poll() {
     let m = mock(4.0, None).await;
     let w = Work::new();
-    let scenario: String = std::iter::once("name = \"runai\"\n".to_string())
-        .chain((0..6).map(|i| format!("[[Tests]]\nid = \"t{i}\"\ntest_name = \"nccl\"\n")))
-        .collect();
+    let scenario: String = std::iter::once(
+        r#"name = "runai"
+"#
+        .to_string(),
+    )
+    .chain((0..6).map(|i| {
+        format!(
+            r#"[[Tests]]
+id = "t{i}"
+test_name = "nccl"
+"#
+        )
+    }))
+    .collect();
     setup(&w, &m.url(), &scenario);
     let out = run(&w, RUN, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));

@@ -8,8 +8,19 @@ use common::{record, stdout_of};
 
 #[test]
 fn the_whole_scenario_runs_in_one_allocation() {
-    let scenario = "name = \"one\"\n[[Tests]]\nid = \"first\"\ntest_name = \"sleep\"\n[[Tests]]\nid = \"second\"\ntest_name = \"bash\"\nnum_nodes = 2\niterations = 2\n\
-                    [[Tests.dependencies]]\ntype = \"start_post_comp\"\nid = \"first\"\n";
+    let scenario = r#"name = "one"
+[[Tests]]
+id = "first"
+test_name = "sleep"
+[[Tests]]
+id = "second"
+test_name = "bash"
+num_nodes = 2
+iterations = 2
+[[Tests.dependencies]]
+type = "start_post_comp"
+id = "first"
+"#;
     let Some(w) = common::slurm::slurm_work("", scenario) else {
         return;
     };

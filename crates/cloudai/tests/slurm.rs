@@ -26,7 +26,7 @@ fn sleep_scenario_with_dependencies() {
     // the accounting facts land in slurm-job.toml
     let job = std::fs::read_to_string(root.join("first/0/slurm-job.toml")).unwrap();
     assert!(
-        job.contains("state = \"COMPLETED\"")
+        job.contains(r#"state = "COMPLETED""#)
             && job.contains(&format!("job_id = {}", f0.job_id.unwrap())),
         "{job}"
     );
@@ -76,13 +76,25 @@ fn nccl_without_container_runs_the_binary_from_path() {
     // A stand-in for nccl-tests: rank 0 prints a real output, like the MPI binary does.
     let bin = w.file(
         "bin/all_reduce_perf_mpi",
-        &format!("#!/bin/bash\necho \"args: $*\" >&2\n[ \"${{SLURM_PROCID:-0}}\" = 0 ] && cat {}\nexit 0\n", sample.display()),
+        &format!(
+            r#"#!/bin/bash
+echo "args: $*" >&2
+[ "${{SLURM_PROCID:-0}}" = 0 ] && cat {}
+exit 0
+"#,
+            sample.display()
+        ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     setup(
         &w,
         "",
-        "name = \"nccl\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\nnum_nodes = 2\n",
+        r#"name = "nccl"
+[[Tests]]
+id = "ar"
+test_name = "nccl"
+num_nodes = 2
+"#,
     );
     let out = cloudai_run(&w, Some(&w.path().join("bin")));
     let text = stdout_of(&out);
@@ -135,16 +147,20 @@ test_name = "sleep"
     setup(
         &w,
         "",
-        "name = \"rejected\"\n[[Tests]]\nid = \"x\"\ntest_name = \"sleep\"\n",
+        r#"name = "rejected"
+[[Tests]]
+id = "x"
+test_name = "sleep"
+"#,
     );
     let sys = std::fs::read_to_string(w.path().join("system.toml")).unwrap();
     w.file(
         "system.toml",
         &sys.replace(
-            "default_partition = \"debug\"",
-            "default_partition = \"nope\"",
+            r#"default_partition = "debug""#,
+            r#"default_partition = "nope""#,
         )
-        .replace("name = \"debug\"", "name = \"nope\""),
+        .replace(r#"name = "debug""#, r#"name = "nope""#),
     );
     let out = cloudai_run(&w, None);
     let text = stdout_of(&out);
@@ -167,7 +183,14 @@ test_name = "sleep"
 
 #[test]
 fn time_limit_cancels_the_job() {
-    let scenario = "name = \"slow\"\n[[Tests]]\nid = \"slow\"\ntest_name = \"sleep\"\ntime_limit = \"2s\"\n[Tests.cmd_args]\nseconds = 300\n";
+    let scenario = r#"name = "slow"
+[[Tests]]
+id = "slow"
+test_name = "sleep"
+time_limit = "2s"
+[Tests.cmd_args]
+seconds = 300
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };

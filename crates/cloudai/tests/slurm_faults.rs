@@ -124,7 +124,13 @@ fn finish(w: &Work, mut child: Child) -> (i32, String) {
 #[test]
 fn a_job_asking_more_nodes_than_exist_ends_unschedulable() {
     let _g = lock();
-    let scenario = "name = \"big\"\n[[Tests]]\nid = \"big\"\ntest_name = \"sleep\"\nnum_nodes = 8\niterations = 2\n";
+    let scenario = r#"name = "big"
+[[Tests]]
+id = "big"
+test_name = "sleep"
+num_nodes = 8
+iterations = 2
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
@@ -180,7 +186,7 @@ fn a_job_asking_more_nodes_than_exist_ends_unschedulable() {
     assert!(!root.join("big/1").exists(), "{text}");
     let summary = std::fs::read_to_string(root.join("summary.json")).unwrap();
     assert!(
-        summary.contains("\"end_reason\": \"unschedulable\""),
+        summary.contains(r#""end_reason": "unschedulable""#),
         "{summary}"
     );
 }
@@ -188,7 +194,12 @@ fn a_job_asking_more_nodes_than_exist_ends_unschedulable() {
 #[test]
 fn a_job_waiting_for_a_drained_node_ends_unschedulable() {
     let _g = lock();
-    let scenario = "name = \"pinned\"\n[[Tests]]\nid = \"pinned\"\ntest_name = \"sleep\"\nnodes = [\"node004\"]\n";
+    let scenario = r#"name = "pinned"
+[[Tests]]
+id = "pinned"
+test_name = "sleep"
+nodes = ["node004"]
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
@@ -213,14 +224,20 @@ fn a_job_waiting_for_a_drained_node_ends_unschedulable() {
 fn a_job_pending_past_max_pending_time_is_cancelled() {
     let _g = lock();
     // a begin time an hour away: Slurm keeps it PENDING (BeginTime), a reason that waiting does resolve
-    let scenario = "name = \"later\"\n[[Tests]]\nid = \"later\"\ntest_name = \"sleep\"\nmax_pending_time = \"3s\"\n";
+    let scenario = r#"name = "later"
+[[Tests]]
+id = "later"
+test_name = "sleep"
+max_pending_time = "3s"
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
     w.file(
         "system.toml",
         &format!(
-            "extra_sbatch_args = [\"--begin=now+3600\"]\n{}",
+            r#"extra_sbatch_args = ["--begin=now+3600"]
+{}"#,
             common::slurm::SYSTEM
         ),
     );
@@ -253,7 +270,13 @@ fn a_job_pending_past_max_pending_time_is_cancelled() {
 #[test]
 fn a_node_failing_under_a_running_job_is_recorded_as_an_attempt() {
     let _g = lock();
-    let scenario = "name = \"requeue\"\n[[Tests]]\nid = \"long\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 5\n";
+    let scenario = r#"name = "requeue"
+[[Tests]]
+id = "long"
+test_name = "sleep"
+[Tests.cmd_args]
+seconds = 5
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
@@ -332,7 +355,13 @@ fn a_node_failing_under_a_running_job_is_recorded_as_an_attempt() {
 #[test]
 fn a_job_cancelled_outside_cloudai_ends_cancelled_by_scheduler() {
     let _g = lock();
-    let scenario = "name = \"ext\"\n[[Tests]]\nid = \"victim\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n";
+    let scenario = r#"name = "ext"
+[[Tests]]
+id = "victim"
+test_name = "sleep"
+[Tests.cmd_args]
+seconds = 300
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
@@ -363,7 +392,12 @@ fn a_job_cancelled_outside_cloudai_ends_cancelled_by_scheduler() {
 #[test]
 fn a_node_failing_the_preflight_check_stops_the_test_before_it_runs() {
     let _g = lock();
-    let scenario = "name = \"pre\"\n[[Tests]]\nid = \"nccl\"\ntest_name = \"nccl\"\nnodes = [\"node[001-002]\"]\n";
+    let scenario = r#"name = "pre"
+[[Tests]]
+id = "nccl"
+test_name = "nccl"
+nodes = ["node[001-002]"]
+"#;
     let Some(w) = slurm_work("", scenario) else {
         return;
     };
@@ -380,7 +414,10 @@ fn a_node_failing_the_preflight_check_stops_the_test_before_it_runs() {
     // node002 shows 7 of its 8 GPUs
     let smi = w.file(
         "bin/nvidia-smi",
-        "#!/bin/bash\nn=8; [ \"$SLURMD_NODENAME\" = node002 ] && n=7\nfor i in $(seq 0 $((n-1))); do echo \"$i, NVIDIA H100 80GB HBM3\"; done\n",
+        r#"#!/bin/bash
+n=8; [ "$SLURMD_NODENAME" = node002 ] && n=7
+for i in $(seq 0 $((n-1))); do echo "$i, NVIDIA H100 80GB HBM3"; done
+"#,
     );
     let nccl = w.file(
         "bin/all_reduce_perf_mpi",
@@ -417,7 +454,7 @@ fn a_node_failing_the_preflight_check_stops_the_test_before_it_runs() {
 /// holds `slow` (rank 0 prints, like nccl-tests under MPI).
 fn find_bad_nodes(slow: Option<&str>) -> (i32, String, serde_json::Value, Work) {
     let check = slow.map_or("false".to_string(), |n| {
-        format!("scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx {n}")
+        format!(r#"scontrol show hostnames "$SLURM_JOB_NODELIST" | grep -qx {n}"#)
     });
     find_bad_nodes_where(&check)
 }
@@ -429,7 +466,12 @@ fn find_bad_nodes_where(check: &str) -> (i32, String, serde_json::Value, Work) {
 
 /// As [`find_bad_nodes_where`], with more arguments.
 fn find_bad_nodes_with(check: &str, extra: &[&str]) -> (i32, String, serde_json::Value, Work) {
-    let w = slurm_work("", "name = \"unused\"\n").expect("cluster checked by the caller");
+    let w = slurm_work(
+        "",
+        r#"name = "unused"
+"#,
+    )
+    .expect("cluster checked by the caller");
     let sample = std::fs::read_to_string(
         common::data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
     )
@@ -439,7 +481,10 @@ fn find_bad_nodes_with(check: &str, extra: &[&str]) -> (i32, String, serde_json:
     let bin = w.file(
         "bin/all_reduce_perf_mpi",
         &format!(
-            "#!/bin/bash\n[ \"${{SLURM_PROCID:-0}}\" = 0 ] || exit 0\nif {check}; then cat {}; else cat {}; fi\n",
+            r#"#!/bin/bash
+[ "${{SLURM_PROCID:-0}}" = 0 ] || exit 0
+if {check}; then cat {}; else cat {}; fi
+"#,
             bad.display(),
             good.display()
         ),
@@ -536,8 +581,7 @@ fn find_bad_nodes_names_a_slow_link_between_two_good_nodes() {
         return;
     }
     // slow only when node001 and node002 run together: each passes with another partner
-    let both = "h=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); \
-                echo \"$h\" | grep -qx node001 && echo \"$h\" | grep -qx node002";
+    let both = r#"h=$(scontrol show hostnames "$SLURM_JOB_NODELIST"); echo "$h" | grep -qx node001 && echo "$h" | grep -qx node002"#;
     let (code, text, report, w) = find_bad_nodes_where(both);
     assert_eq!(code, 3, "{text}");
     assert_eq!(report["bad"], serde_json::json!([]), "{report}");
@@ -577,8 +621,7 @@ fn find_bad_nodes_repeat_calls_a_node_failing_some_tries_flaky() {
     let count = std::env::temp_dir().join(format!("cloudai-flaky-{}", std::process::id()));
     let _ = std::fs::remove_file(&count);
     let check = format!(
-        "if scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx node003; then \
-         n=$(( $(cat {c} 2>/dev/null || echo 0) + 1 )); echo $n > {c}; [ $((n % 2)) = 1 ]; else false; fi",
+        r#"if scontrol show hostnames "$SLURM_JOB_NODELIST" | grep -qx node003; then n=$(( $(cat {c} 2>/dev/null || echo 0) + 1 )); echo $n > {c}; [ $((n % 2)) = 1 ]; else false; fi"#,
         c = count.display()
     );
     let (code, text, report, _w) = find_bad_nodes_with(&check, &["--repeat", "3"]);
@@ -664,7 +707,11 @@ fn find_bad_nodes_dry_run_writes_the_plan_and_round_one_scripts_and_submits_noth
     if !common::slurm::cluster_up() {
         return;
     }
-    let Some(w) = slurm_work("", "name = \"unused\"\n") else {
+    let Some(w) = slurm_work(
+        "",
+        r#"name = "unused"
+"#,
+    ) else {
         return;
     };
     let before = Command::new("squeue")
@@ -733,7 +780,7 @@ fn find_bad_nodes_drains_only_the_bad_node_and_the_undo_works() {
         return;
     }
     let _resume = Resume("node003");
-    let slow = "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx node003";
+    let slow = r#"scontrol show hostnames "$SLURM_JOB_NODELIST" | grep -qx node003"#;
     let (code, text, report, _w) = find_bad_nodes_with(slow, &["--drain"]);
     assert_eq!(code, 3, "{text}");
     let actions = report["actions"].as_array().unwrap();
@@ -763,7 +810,7 @@ fn find_bad_nodes_refuses_to_drain_more_than_the_allowed_fraction() {
         return;
     }
     let _resume = Resume("node003");
-    let slow = "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | grep -qx node003";
+    let slow = r#"scontrol show hostnames "$SLURM_JOB_NODELIST" | grep -qx node003"#;
     let (code, text, report, _w) =
         find_bad_nodes_with(slow, &["--drain", "--max-act-fraction", "10"]);
     assert_eq!(code, 3, "{text}");

@@ -22,11 +22,32 @@ name = "batch"
 "#;
 
 const TESTS: &[(&str, &str)] = &[
-    ("sleep.toml", "name = \"sleep\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 3\n"),
-    ("bash.toml", "name = \"bash\"\ndescription = \"b\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"hostname\"\n"),
+    (
+        "sleep.toml",
+        r#"name = "sleep"
+description = "s"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 3
+"#,
+    ),
+    (
+        "bash.toml",
+        r#"name = "bash"
+description = "b"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "hostname"
+"#,
+    ),
     (
         "nccl.toml",
-        "name = \"nccl\"\ndescription = \"n\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"img:1\"\n",
+        r#"name = "nccl"
+description = "n"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "img:1"
+"#,
     ),
 ];
 
@@ -49,7 +70,12 @@ fn script(system_extra: &str, entry: &str) -> (Work, PathBuf, String) {
     }
     w.file(
         "s.toml",
-        &format!("name = \"s\"\n[[Tests]]\nid = \"t\"\n{entry}"),
+        &format!(
+            r#"name = "s"
+[[Tests]]
+id = "t"
+{entry}"#
+        ),
     );
     let out = dry_run(&w);
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
@@ -66,7 +92,9 @@ fn lines(s: &str) -> Vec<&str> {
 fn explicit_nodes_use_a_nodelist_and_hostfile() {
     let (_w, dir, s) = script(
         "ntasks_per_node = 2\n",
-        "test_name = \"sleep\"\nnodes = [\"gpu-[02-03]\"]\n",
+        r#"test_name = "sleep"
+nodes = ["gpu-[02-03]"]
+"#,
     );
     let l = lines(&s);
     assert!(l.contains(&"#SBATCH --distribution=arbitrary"), "{s}");
@@ -85,13 +113,16 @@ fn explicit_nodes_use_a_nodelist_and_hostfile() {
     );
     // srun takes its nodes from the allocation: no -N
     assert!(
-        s.contains("srun --export=ALL --mpi=pmix bash -c \"source"),
+        s.contains(r#"srun --export=ALL --mpi=pmix bash -c "source"#),
         "{s}"
     );
     assert!(s.contains("--ntasks=2 --ntasks-per-node=1"), "{s}");
     let trt = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
     assert!(
-        trt.contains("nnodes = 2\nnodes = [ \"gpu-[02-03]\",]"),
+        trt.contains(
+            r#"nnodes = 2
+nodes = [ "gpu-[02-03]",]"#
+        ),
         "{trt}"
     );
 }
@@ -100,18 +131,27 @@ fn explicit_nodes_use_a_nodelist_and_hostfile() {
 fn group_spec_takes_nodes_from_the_group() {
     let (_w, _, s) = script(
         "",
-        "test_name = \"sleep\"\nnodes = [\"batch:g1:3\"]\nexclude_nodes = [\"gpu-01\"]\n",
+        r#"test_name = "sleep"
+nodes = ["batch:g1:3"]
+exclude_nodes = ["gpu-01"]
+"#,
     );
     assert!(s.contains("#SBATCH --nodelist=gpu-02,gpu-03,gpu-04"), "{s}");
 }
 
 #[test]
 fn account_distribution_reservation_and_extra_args() {
-    let extra = "account = \"acct\"\ndistribution = \"block\"\nextra_srun_args = \"--reservation r1 --exclusive\"\n\
-                 extra_sbatch_args = [\"--mem=0\", \"--exclusive\"]\n";
+    let extra = r#"account = "acct"
+distribution = "block"
+extra_srun_args = "--reservation r1 --exclusive"
+extra_sbatch_args = ["--mem=0", "--exclusive"]
+"#;
     let (_w, _, s) = script(
         extra,
-        "test_name = \"sleep\"\nnum_nodes = 3\nextra_srun_args = \"--cpu-bind=none\"\n",
+        r#"test_name = "sleep"
+num_nodes = 3
+extra_srun_args = "--cpu-bind=none"
+"#,
     );
     let l = lines(&s);
     assert!(
@@ -147,24 +187,39 @@ fn account_distribution_reservation_and_extra_args() {
 
 #[test]
 fn bash_cmd_runs_in_the_batch_script() {
-    let (_w, dir, s) = script("", "test_name = \"bash\"\nnum_nodes = 2\n");
+    let (_w, dir, s) = script(
+        "",
+        r#"test_name = "bash"
+num_nodes = 2
+"#,
+    );
     let last = s.lines().last().unwrap();
     assert_eq!(
         last,
         format!(
-            "bash -c \"source {}; hostname\"",
+            r#"bash -c "source {}; hostname""#,
             dir.join("env_vars.sh").display()
         )
     );
     let trt = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
-    assert!(trt.contains("test_cmd = \"hostname\""), "{trt}");
+    assert!(trt.contains(r#"test_cmd = "hostname""#), "{trt}");
 }
 
 #[test]
 fn container_mounts_env_and_nsys() {
-    let extra = "[global_env_vars]\nA = \"1\"\nNCCL_TOPO_FILE = \"/etc/topo.xml\"\n";
-    let entry = "test_name = \"nccl\"\nextra_container_mounts = [\"/data:/data\"]\n[Tests.extra_env_vars]\nB = \"two\"\n\
-                 [Tests.nsys]\noutput = \"/cloudai_run_results/prof\"\n[Tests.cmd_args]\nsubtest_name = \"all_gather_perf\"\n";
+    let extra = r#"[global_env_vars]
+A = "1"
+NCCL_TOPO_FILE = "/etc/topo.xml"
+"#;
+    let entry = r#"test_name = "nccl"
+extra_container_mounts = ["/data:/data"]
+[Tests.extra_env_vars]
+B = "two"
+[Tests.nsys]
+output = "/cloudai_run_results/prof"
+[Tests.cmd_args]
+subtest_name = "all_gather_perf"
+"#;
     let (_w, dir, s) = script(extra, entry);
     let out = dir.display();
     assert!(s.contains(&format!(
@@ -177,7 +232,10 @@ fn container_mounts_env_and_nsys() {
     );
     assert_eq!(
         std::fs::read_to_string(dir.join("env_vars.sh")).unwrap(),
-        "export A=\"1\"\nexport NCCL_TOPO_FILE=\"/etc/topo.xml\"\nexport B=\"two\"\n"
+        r#"export A="1"
+export NCCL_TOPO_FILE="/etc/topo.xml"
+export B="two"
+"#
     );
     // single-process subtest: one task instead of MPI, -g for the GPU count, nsys in front of the binary
     assert!(
@@ -189,7 +247,11 @@ fn container_mounts_env_and_nsys() {
 
 #[test]
 fn no_gpu_directives_when_the_cluster_has_no_gpu_gres() {
-    let (_w, _, s) = script("", "test_name = \"sleep\"\n");
+    let (_w, _, s) = script(
+        "",
+        r#"test_name = "sleep"
+"#,
+    );
     assert!(s.contains("--gres=gpu:4"));
     let w_base = BASE.replace(
         "supports_gpu_directives_cache = true",
@@ -200,7 +262,11 @@ fn no_gpu_directives_when_the_cluster_has_no_gpu_gres() {
     w.file("tests/sleep.toml", TESTS[0].1);
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+"#,
     );
     let out = dry_run(&w);
     assert_eq!(out.status.code(), Some(0));
@@ -216,14 +282,19 @@ fn unmeetable_group_request_is_refused_up_front() {
     w.file("tests/sleep.toml", TESTS[0].1);
     w.file(
         "s.toml",
-        "name = \"s\"\n[[Tests]]\nid = \"t\"\ntest_name = \"sleep\"\nnodes = [\"batch:g1:9\"]\n",
+        r#"name = "s"
+[[Tests]]
+id = "t"
+test_name = "sleep"
+nodes = ["batch:g1:9"]
+"#,
     );
     let out = dry_run(&w);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(
-            "s.toml:2:1: field 'Tests.0.nodes.0': \"batch:g1:9\" asks 9 nodes; group \"g1\" has 8"
+            r#"s.toml:2:1: field 'Tests.0.nodes.0': "batch:g1:9" asks 9 nodes; group "g1" has 8"#
         ),
         "{text}"
     );
@@ -244,10 +315,17 @@ fn dry_run_never_calls_slurm_commands() {
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let repo = common::repo();
-    let mut scenario = String::from("name = \"many\"\n");
+    let mut scenario = String::from(
+        r#"name = "many"
+"#,
+    );
     for i in 0..100 {
         scenario.push_str(&format!(
-            "[[Tests]]\nid = \"t{i}\"\ntest_name = \"nccl_test_all_reduce\"\nnum_nodes = 2\n"
+            r#"[[Tests]]
+id = "t{i}"
+test_name = "nccl_test_all_reduce"
+num_nodes = 2
+"#
         ));
     }
     w.file("many.toml", &scenario);

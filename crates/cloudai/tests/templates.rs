@@ -58,7 +58,12 @@ fn fio_stand_in(w: &Work, sample: &str, exit: i32) -> std::path::PathBuf {
     let bin = w.script(
         "bin/fio",
         &format!(
-            "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/../fio-args.txt\"\necho \"FIO_ENV=$FIO_ENV\" >&2\ncat {}\nexit {exit}\n",
+            r#"#!/bin/sh
+echo "$@" > "$(dirname "$0")/../fio-args.txt"
+echo "FIO_ENV=$FIO_ENV" >&2
+cat {}
+exit {exit}
+"#,
             out.display()
         ),
     );
@@ -75,15 +80,30 @@ fn fio_runs_standalone_and_is_reported() {
     w.file(
         "tests/fio.toml",
         &format!(
-            "name = \"fio\"\ndescription = \"d\"\ntest_template_name = \"Fio\"\n\
-             [cmd_args]\nfio_binary = \"{}\"\n[cmd_args.args]\nname = \"myjob\"\nrw = \"write\"\nbs = \"4k\"\n\
-             direct = true\nend_fsync = false\n[extra_env_vars]\nFIO_ENV = \"from-the-test\"\n",
+            r#"name = "fio"
+description = "d"
+test_template_name = "Fio"
+[cmd_args]
+fio_binary = "{}"
+[cmd_args.args]
+name = "myjob"
+rw = "write"
+bs = "4k"
+direct = true
+end_fsync = false
+[extra_env_vars]
+FIO_ENV = "from-the-test"
+"#,
             bin.display()
         ),
     );
     w.file(
         "s.toml",
-        "name = \"f\"\n[[Tests]]\nid = \"fio\"\ntest_name = \"fio\"\n",
+        r#"name = "f"
+[[Tests]]
+id = "fio"
+test_name = "fio"
+"#,
     );
     let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
@@ -96,7 +116,7 @@ fn fio_runs_standalone_and_is_reported() {
     let trt = std::fs::read_to_string(it.join("test-run.toml")).unwrap();
     assert!(
         trt.contains(&format!(
-            "test_cmd = \"export FIO_ENV=\\\"from-the-test\\\"; {} --name=myjob",
+            r#"test_cmd = "export FIO_ENV=\"from-the-test\"; {} --name=myjob"#,
             bin.display()
         )),
         "{trt}"
@@ -138,13 +158,22 @@ fn fio_errors_fail_with_fios_words() {
     w.file(
         "tests/fio.toml",
         &format!(
-            "name = \"fio\"\ndescription = \"d\"\ntest_template_name = \"Fio\"\n[cmd_args]\nfio_binary = \"{}\"\n",
+            r#"name = "fio"
+description = "d"
+test_template_name = "Fio"
+[cmd_args]
+fio_binary = "{}"
+"#,
             bin.display()
         ),
     );
     w.file(
         "s.toml",
-        "name = \"f\"\n[[Tests]]\nid = \"fio\"\ntest_name = \"fio\"\n",
+        r#"name = "f"
+[[Tests]]
+id = "fio"
+test_name = "fio"
+"#,
     );
     let run = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
     assert_eq!(run.status.code(), Some(3), "{}", stdout_of(&run));
@@ -169,11 +198,20 @@ fn fio_option_names_are_checked() {
     w.standalone();
     w.file(
         "tests/fio.toml",
-        "name = \"fio\"\ndescription = \"d\"\ntest_template_name = \"Fio\"\n[cmd_args.args]\n\"rw; rm -rf /\" = \"x\"\n",
+        r#"name = "fio"
+description = "d"
+test_template_name = "Fio"
+[cmd_args.args]
+"rw; rm -rf /" = "x"
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"f\"\n[[Tests]]\nid = \"fio\"\ntest_name = \"fio\"\n",
+        r#"name = "f"
+[[Tests]]
+id = "fio"
+test_name = "fio"
+"#,
     );
     let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
@@ -406,21 +444,35 @@ fn osu_runs_and_is_held_to_a_baseline() {
         w.script(
             "osu/osu_allreduce",
             &format!(
-                "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args.txt\"\ncat {}\n",
+                r#"#!/bin/sh
+echo "$@" > "$(dirname "$0")/args.txt"
+cat {}
+"#,
                 printed.display()
             ),
         );
         w.file(
             "tests/osu.toml",
             &format!(
-                "name = \"osu\"\ndescription = \"d\"\ntest_template_name = \"OSUBench\"\n[cmd_args]\n\
-                 docker_image_url = \"img\"\nbenchmarks_dir = \"{}\"\nbenchmark = \"osu_allreduce\"\niterations = 10\n",
+                r#"name = "osu"
+description = "d"
+test_template_name = "OSUBench"
+[cmd_args]
+docker_image_url = "img"
+benchmarks_dir = "{}"
+benchmark = "osu_allreduce"
+iterations = 10
+"#,
                 w.path().join("osu").display()
             ),
         );
         w.file(
             "s.toml",
-            "name = \"o\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"osu\"\n",
+            r#"name = "o"
+[[Tests]]
+id = "ar"
+test_name = "osu"
+"#,
         );
         let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
         (w, out)
@@ -497,14 +549,25 @@ fn slurm_container_script() {
     );
     w.file(
         "tests/sc.toml",
-        "name = \"sc\"\ndescription = \"d\"\ntest_template_name = \"SlurmContainer\"\n\
-         extra_srun_args = [\"--ntasks-per-node=1\", \"--cpus-per-task=4\"]\n\
-         [cmd_args]\ndocker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\ncmd = \"python -c 'print(1)'\"\n\
-         [nsys]\nenable = true\n",
+        r#"name = "sc"
+description = "d"
+test_template_name = "SlurmContainer"
+extra_srun_args = ["--ntasks-per-node=1", "--cpus-per-task=4"]
+[cmd_args]
+docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
+cmd = "python -c 'print(1)'"
+[nsys]
+enable = true
+"#,
     );
     w.file(
         "s.toml",
-        "name = \"c\"\n[[Tests]]\nid = \"sc\"\ntest_name = \"sc\"\nnum_nodes = 2\n",
+        r#"name = "c"
+[[Tests]]
+id = "sc"
+test_name = "sc"
+num_nodes = 2
+"#,
     );
     let out = w
         .cloudai()
@@ -524,20 +587,26 @@ fn slurm_container_script() {
         "{script}"
     );
     assert!(
-        sruns[2].ends_with("; nsys profile python -c 'print(1)'\""),
+        sruns[2].ends_with(r#"; nsys profile python -c 'print(1)'""#),
         "{}",
         sruns[2]
     );
     let trt = std::fs::read_to_string(it.join("test-run.toml")).unwrap();
     assert!(
-        trt.contains("extra_srun_args = [ \"--ntasks-per-node=1\", \"--cpus-per-task=4\",]"),
+        trt.contains(r#"extra_srun_args = [ "--ntasks-per-node=1", "--cpus-per-task=4",]"#),
         "{trt}"
     );
     // files to install are refused, not ignored
     w.file(
         "tests/sc.toml",
-        "name = \"sc\"\ndescription = \"d\"\ntest_template_name = \"SlurmContainer\"\nscripts = [\"a.py\"]\n\
-         [cmd_args]\ndocker_image_url = \"x\"\ncmd = \"true\"\n",
+        r#"name = "sc"
+description = "d"
+test_template_name = "SlurmContainer"
+scripts = ["a.py"]
+[cmd_args]
+docker_image_url = "x"
+cmd = "true"
+"#,
     );
     let out = w
         .cloudai()
@@ -560,10 +629,10 @@ fn templates_say_where_they_run() {
     let list = w.cloudai().args(["list", "templates"]).output().unwrap();
     let text = stdout_of(&list);
     for line in [
-        "\"Fio\" schedulers=standalone,slurm",
-        "\"NeMoRun\" schedulers=slurm",
-        "\"SlurmContainer\" schedulers=slurm",
-        "\"OSUBench\" schedulers=standalone,slurm,runai,kubernetes",
+        r#""Fio" schedulers=standalone,slurm"#,
+        r#""NeMoRun" schedulers=slurm"#,
+        r#""SlurmContainer" schedulers=slurm"#,
+        r#""OSUBench" schedulers=standalone,slurm,runai,kubernetes"#,
     ] {
         assert!(text.contains(line), "{line} missing:\n{text}");
     }

@@ -9,9 +9,12 @@ use cloudai::scenario::{self, Inputs};
 use common::{data, stdout_of, Work};
 use serde_json::Value;
 
-const UCC: &str =
-    "name = \"ucc\"\ndescription = \"d\"\ntest_template_name = \"UCCTest\"\n[cmd_args]\n\
-    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\n";
+const UCC: &str = r#"name = "ucc"
+description = "d"
+test_template_name = "UCCTest"
+[cmd_args]
+docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
+"#;
 
 fn sample() -> String {
     std::fs::read_to_string(data().join("ucc-samples/alltoall-cuda-float32-full.txt")).unwrap()
@@ -31,7 +34,11 @@ fn a_real_output_is_graded_and_reported() {
     w.file("tests/ucc.toml", UCC);
     w.file(
         "s.toml",
-        "name = \"u\"\n[[Tests]]\nid = \"a2a\"\ntest_name = \"ucc\"\n",
+        r#"name = "u"
+[[Tests]]
+id = "a2a"
+test_name = "ucc"
+"#,
     );
     let dry = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
     assert_eq!(dry.status.code(), Some(0), "{}", stdout_of(&dry));
@@ -39,7 +46,7 @@ fn a_real_output_is_graded_and_reported() {
     let trt = std::fs::read_to_string(root.join("a2a/0/test-run.toml")).unwrap();
     assert!(
         trt.contains(
-            "test_cmd = \"/opt/hpcx/ucc/bin/ucc_perftest -c alltoall -b 1 -e 8M -m cuda -F\""
+            r#"test_cmd = "/opt/hpcx/ucc/bin/ucc_perftest -c alltoall -b 1 -e 8M -m cuda -F""#
         ),
         "{trt}"
     );
@@ -100,20 +107,45 @@ fn container_schedulers_render_ucc_from_its_launch() {
     let w = Work::new();
     let k8s = w.file(
         "k8s.toml",
-        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\noutput_path = \"o\"\n\
-         default_namespace = \"bench\"\ngpus_per_node = 8\n",
+        r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "i"
+output_path = "o"
+default_namespace = "bench"
+gpus_per_node = 8
+"#,
     );
     let runai = w.file(
         "runai.toml",
-        "name = \"r\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"o\"\ngpus_per_node = 8\n\
-         base_url = \"https://runai.example.com\"\nuser_email = \"u@example.com\"\napp_id = \"a\"\napp_secret = \"s\"\n\
-         project_id = \"4501\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\n",
+        r#"name = "r"
+scheduler = "runai"
+install_path = "i"
+output_path = "o"
+gpus_per_node = 8
+base_url = "https://runai.example.com"
+user_email = "u@example.com"
+app_id = "a"
+app_secret = "s"
+project_id = "4501"
+cluster_id = "71f69d83-ba66-4822-adf5-55ce55efd210"
+"#,
     );
     w.file("tests/ucc.toml", UCC);
     let scen = w.file(
         "s.toml",
-        "name = \"u\"\n[[Tests]]\nid = \"one\"\ntest_name = \"ucc\"\nnum_nodes = 1\n\
-         [[Tests]]\nid = \"two\"\ntest_name = \"ucc\"\nnum_nodes = 2\n[Tests.cmd_args]\ncollective = \"allreduce\"\n",
+        r#"name = "u"
+[[Tests]]
+id = "one"
+test_name = "ucc"
+num_nodes = 1
+[[Tests]]
+id = "two"
+test_name = "ucc"
+num_nodes = 2
+[Tests.cmd_args]
+collective = "allreduce"
+"#,
     );
     let tests = w.path().join("tests");
     let load = |sys: &std::path::Path| {
@@ -225,8 +257,14 @@ fn generator_mode_checks_its_matrix() {
     w.file("s.toml", &scenario);
     w.file(
         "system.toml",
-        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\noutput_path = \"o\"\n\
-         default_namespace = \"bench\"\ngpus_per_node = 8\n",
+        r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "i"
+output_path = "o"
+default_namespace = "bench"
+gpus_per_node = 8
+"#,
     );
     let k = dry("out-k8s");
     assert_eq!(k.status.code(), Some(1), "{}", stdout_of(&k));

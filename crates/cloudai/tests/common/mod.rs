@@ -78,7 +78,11 @@ impl Work {
     pub fn standalone(&self) -> PathBuf {
         self.file(
             "system.toml",
-            "name = \"local\"\nscheduler = \"standalone\"\ninstall_path = \"install\"\noutput_path = \"out\"\n",
+            r#"name = "local"
+scheduler = "standalone"
+install_path = "install"
+output_path = "out"
+"#,
         )
     }
 
@@ -276,8 +280,26 @@ pub fn nccl_standalone(
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     w.standalone();
-    w.file("tests/nccl.toml", "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\n");
-    w.file("s.toml", &format!("name = \"nccl-local\"\n[[Tests]]\nid = \"ar\"\ntest_name = \"nccl\"\niterations = {iterations}\n"));
+    w.file(
+        "tests/nccl.toml",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+"#,
+    );
+    w.file(
+        "s.toml",
+        &format!(
+            r#"name = "nccl-local"
+[[Tests]]
+id = "ar"
+test_name = "nccl"
+iterations = {iterations}
+"#
+        ),
+    );
     w.cloudai_with_bin()
         .args(RUN_S_TOML)
         .args(extra)

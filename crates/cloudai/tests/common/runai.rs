@@ -44,17 +44,34 @@ pub fn setup(w: &Work, url: &str, scenario: &str) {
     w.file(
         "system.toml",
         &format!(
-            "name = \"mock-runai\"\nscheduler = \"runai\"\ninstall_path = \"install\"\noutput_path = \"out\"\nmonitor_interval = 1\n\
-             base_url = \"{url}\"\nuser_email = \"me@example.com\"\napp_id = \"my-app\"\napp_secret = \"wrong-in-file\"\n\
-             project_id = \"4501\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\ngpus_per_node = 8\n\
-             [global_env_vars]\nNCCL_IB_GID_INDEX = \"3\"\n"
+            r#"name = "mock-runai"
+scheduler = "runai"
+install_path = "install"
+output_path = "out"
+monitor_interval = 1
+base_url = "{url}"
+user_email = "me@example.com"
+app_id = "my-app"
+app_secret = "wrong-in-file"
+project_id = "4501"
+cluster_id = "71f69d83-ba66-4822-adf5-55ce55efd210"
+gpus_per_node = 8
+[global_env_vars]
+NCCL_IB_GID_INDEX = "3"
+"#
         ),
     );
     w.file(
         "tests/nccl.toml",
-        "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n\
-         [extra_env_vars]\nNCCL_DEBUG = \"INFO\"\n",
+        r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
+subtest_name = "all_reduce_perf_mpi"
+[extra_env_vars]
+NCCL_DEBUG = "INFO"
+"#,
     );
     w.file("s.toml", scenario);
 }

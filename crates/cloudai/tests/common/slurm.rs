@@ -83,11 +83,33 @@ name = "debug"
 "#;
 
 pub const TESTS: &[(&str, &str)] = &[
-    ("sleep.toml", "name = \"sleep\"\ndescription = \"sleep\"\ntest_template_name = \"Sleep\"\n[cmd_args]\nseconds = 1\n"),
-    ("bash.toml", "name = \"bash\"\ndescription = \"bash\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n"),
+    (
+        "sleep.toml",
+        r#"name = "sleep"
+description = "sleep"
+test_template_name = "Sleep"
+[cmd_args]
+seconds = 1
+"#,
+    ),
+    (
+        "bash.toml",
+        r#"name = "bash"
+description = "bash"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "true"
+"#,
+    ),
     (
         "nccl.toml",
-        "name = \"nccl\"\ndescription = \"bare-metal nccl\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\ndocker_image_url = \"\"\nsubtest_name = \"all_reduce_perf_mpi\"\n",
+        r#"name = "nccl"
+description = "bare-metal nccl"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = ""
+subtest_name = "all_reduce_perf_mpi"
+"#,
     ),
 ];
 
@@ -152,7 +174,10 @@ pub fn counting_sbatch(w: &Work) -> (std::path::PathBuf, String) {
     let wrapper = w.file(
         "bin/sbatch",
         &format!(
-            "#!/bin/bash\necho x >> {}\nexec {} \"$@\"\n",
+            r#"#!/bin/bash
+echo x >> {}
+exec {} "$@"
+"#,
             count.display(),
             real.trim()
         ),
@@ -171,8 +196,19 @@ pub fn counting_sbatch(w: &Work) -> (std::path::PathBuf, String) {
 }
 
 /// Two sleeps of 300 s, one on two nodes: jobs that stay in the queue until something stops them.
-pub const TWO_LONG_SLEEPS: &str = "name = \"int\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n[Tests.cmd_args]\nseconds = 300\n\
-     [[Tests]]\nid = \"b\"\ntest_name = \"sleep\"\nnum_nodes = 2\n[Tests.cmd_args]\nseconds = 300\n";
+pub const TWO_LONG_SLEEPS: &str = r#"name = "int"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+[Tests.cmd_args]
+seconds = 300
+[[Tests]]
+id = "b"
+test_name = "sleep"
+num_nodes = 2
+[Tests.cmd_args]
+seconds = 300
+"#;
 
 /// The ids of the `n` jobs a run in `w` submitted, once all of them are in the queue (read from its debug.log).
 pub fn queued_jobs(w: &Work, n: usize) -> Vec<String> {

@@ -168,9 +168,18 @@ impl Cluster {
     /// A Kubernetes system in this namespace.
     pub fn system(&self, extra: &str) -> String {
         format!(
-            "name = \"test-k8s\"\nscheduler = \"kubernetes\"\nkube_config_path = \"{}\"\ninstall_path = \"install\"\n\
-             output_path = \"out\"\ndefault_namespace = \"{}\"\ngpus_per_node = 8\nmonitor_interval = 1\n{extra}\n\
-             [global_env_vars]\nNCCL_IB_GID_INDEX = \"3\"\n",
+            r#"name = "test-k8s"
+scheduler = "kubernetes"
+kube_config_path = "{}"
+install_path = "install"
+output_path = "out"
+default_namespace = "{}"
+gpus_per_node = 8
+monitor_interval = 1
+{extra}
+[global_env_vars]
+NCCL_IB_GID_INDEX = "3"
+"#,
             kubeconfig().display(),
             self.ns
         )
@@ -217,8 +226,8 @@ impl Cluster {
         // JSON is YAML: the kubeconfig reader takes it as is
         std::fs::write(path, serde_json::to_vec(&kc).unwrap()).unwrap();
         self.system("").replace(
-            &format!("kube_config_path = \"{}\"", kubeconfig().display()),
-            &format!("kube_config_path = \"{}\"", path.display()),
+            &format!(r#"kube_config_path = "{}""#, kubeconfig().display()),
+            &format!(r#"kube_config_path = "{}""#, path.display()),
         )
     }
 
@@ -285,12 +294,25 @@ impl Drop for Cluster {
 }
 
 /// An NCCL test definition (`tests/nccl.toml` of [`setup`]).
-pub const NCCL_TEST: &str = "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
-    docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"all_reduce_perf_mpi\"\n";
+pub const NCCL_TEST: &str = r#"name = "nccl"
+description = "d"
+test_template_name = "NcclTest"
+[cmd_args]
+docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
+subtest_name = "all_reduce_perf_mpi"
+"#;
 
 /// A scenario of one NCCL test on `nodes` nodes.
 pub fn scenario(nodes: u64) -> String {
-    format!("name = \"k8s\"\n[[Tests]]\nid = \"nccl\"\ntest_name = \"nccl\"\nnum_nodes = {nodes}\ntime_limit = \"00:05:00\"\n")
+    format!(
+        r#"name = "k8s"
+[[Tests]]
+id = "nccl"
+test_name = "nccl"
+num_nodes = {nodes}
+time_limit = "00:05:00"
+"#
+    )
 }
 
 /// A work directory with the cluster's system (plus `system_extra`), the NCCL and Sleep tests, and `scenario`.
@@ -300,7 +322,10 @@ pub fn setup(c: &Cluster, system_extra: &str, scenario: &str) -> super::Work {
     w.file("tests/nccl.toml", NCCL_TEST);
     w.file(
         "tests/sleep.toml",
-        "name = \"sleep\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+        r#"name = "sleep"
+description = "d"
+test_template_name = "Sleep"
+"#,
     );
     w.file("s.toml", scenario);
     w

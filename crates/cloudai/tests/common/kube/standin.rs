@@ -168,7 +168,7 @@ impl Standin {
                         let st = json!({"status": {"phase": "Pending", "containerStatuses": [{"name": container,
                             "ready": false, "restartCount": 0, "image": "x", "imageID": "",
                             "state": {"waiting": {"reason": "ImagePullBackOff",
-                            "message": "Back-off pulling image \"nvcr.io/nvidia/does-not-exist:1\""}}}]}});
+                            "message": r#"Back-off pulling image "nvcr.io/nvidia/does-not-exist:1""#}}}]}});
                         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(st))
                             .await?;
                         self.event(
@@ -176,7 +176,7 @@ impl Standin {
                             &name,
                             "Warning",
                             "Failed",
-                            "Failed to pull image \"nvcr.io/nvidia/does-not-exist:1\": not found",
+                            r#"Failed to pull image "nvcr.io/nvidia/does-not-exist:1": not found"#,
                         )
                         .await;
                     }
@@ -186,9 +186,7 @@ impl Standin {
                         self.bind(&pods, &name, &node).await?;
                         if role == "worker" {
                             // containerd + runc's words when the command does not exist in the image
-                            let msg = "failed to create containerd task: failed to create shim task: OCI runtime \
-                                create failed: runc create failed: unable to start container process: exec: \
-                                \"/usr/sbin/sshd\": stat /usr/sbin/sshd: no such file or directory: unknown";
+                            let msg = r#"failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/usr/sbin/sshd": stat /usr/sbin/sshd: no such file or directory: unknown"#;
                             let st = json!({"status": {"phase": "Running", "startTime": now(), "containerStatuses": [{
                                 "name": container, "ready": false, "restartCount": 1, "image": "x", "imageID": "",
                                 "state": {"waiting": {"reason": "CrashLoopBackOff",
