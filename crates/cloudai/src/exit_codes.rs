@@ -124,12 +124,12 @@ impl Failure {
         }
     }
 
-    /// What `cli::main` still has to print.
-    pub fn message(&self) -> Option<&str> {
-        match self {
-            Failure::Error(m) => Some(m),
-            _ => None,
+    /// Prints what was not yet said (once) and gives the exit code: where a failure ends a command.
+    pub fn report(self) -> i32 {
+        if let Failure::Error(m) = &self {
+            crate::error!("{m}");
         }
+        self.exit_code()
     }
 
     /// A command's exit code as a result (0 is success).

@@ -20,6 +20,16 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The names a line's paths give right after `prefix` (`crate::` → `config` in `crate::config::node`).
+fn names_after<'a>(line: &'a str, prefix: &'a str) -> impl Iterator<Item = String> + 'a {
+    line.match_indices(prefix).map(move |(i, _)| {
+        line[i + prefix.len()..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    })
+}
+
 /// Top-level module → the top-level modules its code names as `crate::<module>` (comments ignored).
 fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     let root = src();
@@ -45,11 +55,7 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
         let from = top(f);
         let text = std::fs::read_to_string(f).unwrap();
         for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-            for (i, _) in line.match_indices("crate::") {
-                let name: String = line[i + 7..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
+            for name in names_after(line, "crate::") {
                 if name != from && modules.contains(&name) {
                     graph.entry(from.clone()).or_default().insert(name);
                 }
@@ -308,11 +314,7 @@ fn sibling_files_have_no_import_cycle() {
             for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
                 let prefixes = ["super::".to_string(), format!("crate::{crate_path}")];
                 for prefix in prefixes.iter().filter(|p| p.as_str() != "crate::") {
-                    for (i, _) in line.match_indices(prefix.as_str()) {
-                        let name: String = line[i + prefix.len()..]
-                            .chars()
-                            .take_while(|c| c.is_alphanumeric() || *c == '_')
-                            .collect();
+                    for name in names_after(line, prefix) {
                         if name != from && siblings.contains(&name) {
                             graph.entry(from.clone()).or_default().insert(name);
                         }

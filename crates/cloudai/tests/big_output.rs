@@ -69,15 +69,7 @@ fn report_with_peak_rss(w: &Work, root: &std::path::Path) -> (i32, f64) {
 fn two_gigabytes_of_output_are_graded_in_bounded_memory() {
     let w = Work::new();
     w.standalone();
-    w.file(
-        "tests/nccl.toml",
-        r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-    );
+    w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
     w.file(
         "s.toml",
         r#"name = "big"
@@ -117,15 +109,7 @@ test_name = "nccl"
 fn a_soak_run_of_many_rows_is_graded_in_bounded_memory() {
     let w = Work::new();
     w.standalone();
-    w.file(
-        "tests/nccl.toml",
-        r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-    );
+    w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
     w.file(
         "s.toml",
         r#"name = "big"

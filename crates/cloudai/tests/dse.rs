@@ -22,15 +22,7 @@ awk -v S="$SPEED" 'NF==13 && $1 ~ /^[0-9]+$/ {{ $6=$6/S; $7=$7*S; $8=$8*S; $10=$
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    w.file(
-        "tests/nccl.toml",
-        r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-    );
+    w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
     w.file(
         "s.toml",
         r#"name = "sweep"

@@ -254,15 +254,7 @@ fn an_unwritable_junit_path_is_an_error() {
 fn dry_run_and_generate_report_agree() {
     let w = Work::new();
     w.standalone();
-    w.file(
-        "tests/nccl.toml",
-        r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-    );
+    w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
     w.file(
         "s.toml",
         r#"name = "d"

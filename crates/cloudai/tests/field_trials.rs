@@ -538,15 +538,7 @@ test_name = "bash"
     for (entry, big, expected) in cases {
         let w = Work::new();
         w.standalone();
-        w.file(
-            "tests/nccl.toml",
-            r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-        );
+        w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
         let cmd = if big.is_empty() {
             "true".to_string()
         } else {

@@ -380,15 +380,7 @@ fn the_scenario_page_compares_tests_of_one_collective() {
         &format!("#!/bin/bash\ncat {}\n", printed.display()),
     );
     w.standalone();
-    w.file(
-        "tests/nccl.toml",
-        r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-    );
+    w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
     w.file(
         "s.toml",
         r#"name = "two"

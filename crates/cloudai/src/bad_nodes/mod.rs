@@ -182,12 +182,7 @@ pub fn run(req: &Request) -> i32 {
         // each round's engine starts as `run`'s does: built, checked, connected (on its own runtime)
         let started = match crate::runner::start::start(&sys_cfg, &scenario, req.dry_run) {
             Ok(s) => s,
-            Err(f) => {
-                if let Some(m) = f.message() {
-                    error!("{m}");
-                }
-                return f.exit_code();
-            }
+            Err(f) => return f.report(),
         };
         let layout = Layout {
             root: root.join(format!("round-{round}")),

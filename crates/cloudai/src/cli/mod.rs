@@ -250,12 +250,7 @@ pub fn main() -> i32 {
             // the one place a command's failure is printed and becomes the exit code
             match result {
                 Ok(()) => crate::exit_codes::OK,
-                Err(f) => {
-                    if let Some(msg) = f.message() {
-                        crate::error!("{msg}");
-                    }
-                    f.exit_code()
-                }
+                Err(f) => f.report(),
             }
         }
     }

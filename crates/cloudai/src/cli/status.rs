@@ -99,10 +99,18 @@ fn live(
             .or_default()
             .extend(r.job_id.as_deref());
     }
+    if by_scheduler.is_empty() {
+        return HashMap::new();
+    }
+    let rt = crate::runner::runtime();
     by_scheduler
         .into_iter()
         .map(|(sched, ids)| {
-            let seen = crate::systems::live::observe(sched, &ids, || recorded_system(root));
+            let seen = rt.as_ref().map_err(Clone::clone).and_then(|rt| {
+                rt.block_on(crate::systems::live::observe(sched, &ids, || {
+                    recorded_system(root)
+                }))
+            });
             (sched.to_string(), seen)
         })
         .collect()

@@ -21,7 +21,7 @@ pub enum Live {
 
 /// The jobs `ids` of `scheduler` as it sees them now (an id it says nothing of is missing); `recorded` loads
 /// the tree's system when the scheduler needs it to be asked. An error says why it could not be asked.
-pub fn observe(
+pub async fn observe(
     scheduler: &str,
     ids: &[&str],
     recorded: impl FnOnce() -> Result<SystemConfig, String>,
@@ -39,14 +39,10 @@ pub fn observe(
             .collect()),
         "runai" | "kubernetes" => {
             let cfg = recorded()?;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the async runtime: {e}"))?;
             let phases = if scheduler == "kubernetes" {
-                rt.block_on(super::kubernetes::phases(&cfg))?
+                super::kubernetes::phases(&cfg).await?
             } else {
-                rt.block_on(super::runai::phases(&cfg))?
+                super::runai::phases(&cfg).await?
             };
             Ok(ids
                 .iter()

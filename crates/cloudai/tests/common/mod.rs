@@ -280,15 +280,7 @@ pub fn nccl_standalone(
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     w.standalone();
-    w.file(
-        "tests/nccl.toml",
-        r#"name = "nccl"
-description = "d"
-test_template_name = "NcclTest"
-[cmd_args]
-docker_image_url = ""
-"#,
-    );
+    w.file("tests/nccl.toml", scratch::fixtures::NCCL);
     w.file(
         "s.toml",
         &format!(

@@ -18,6 +18,8 @@ pub mod fixtures {
     pub const STANDALONE: &str = include_str!("../data/fixtures/standalone.toml");
     pub const SLEEP: &str = include_str!("../data/fixtures/sleep.toml");
     pub const BASH: &str = include_str!("../data/fixtures/bash.toml");
+    /// NCCL without a container (the binary from PATH).
+    pub const NCCL: &str = include_str!("../data/fixtures/nccl.toml");
 }
 
 pub struct Scratch {
