@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A 4-node fake Slurm cluster on localhost (node[001-004], 8 fake GPUs each) for tests and demos.
+# A 16-node fake Slurm cluster on localhost (node[001-016], 8 fake GPUs each) for tests and demos: the default
+# partition `debug` holds node[001-004], `wide` all sixteen (find-bad-nodes at scale).
 #
 #   scripts/slurm-cluster.sh install   # apt packages (Debian: slurm-wlm 22.05, munge, slurmdbd, MariaDB)
-#   scripts/slurm-cluster.sh start     # start MariaDB, munged, slurmdbd, slurmctld, 4 x slurmd; wait until idle
+#   scripts/slurm-cluster.sh start     # start MariaDB, munged, slurmdbd, slurmctld, 16 x slurmd; wait until idle
 #   scripts/slurm-cluster.sh stop
 #   scripts/slurm-cluster.sh status
 #
@@ -11,7 +12,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BASE=/var/tmp/cloudai-slurm
-NODES=(node001 node002 node003 node004)
+NODES=($(seq -f 'node%03g' 1 16))
 
 log() { echo "[slurm-cluster] $*"; }
 
@@ -95,13 +96,13 @@ start() {
     done
     for _ in $(seq 1 120); do
         idle=$(sinfo -h -N -t idle -o '%N' | sort -u | wc -l)
-        [ "$idle" -ge 4 ] && break
-        scontrol update nodename=node[001-004] state=resume >/dev/null 2>&1 || true
+        [ "$idle" -ge 16 ] && break
+        scontrol update nodename=node[001-016] state=resume >/dev/null 2>&1 || true
         sleep 0.5
     done
     sinfo
-    [ "$(sinfo -h -N -t idle -o '%N' | sort -u | wc -l)" -ge 4 ] || { log "nodes are not idle"; tail -20 "$BASE"/log/*.log; exit 1; }
-    log "cluster up: 4 nodes idle"
+    [ "$(sinfo -h -N -t idle -o '%N' | sort -u | wc -l)" -ge 16 ] || { log "nodes are not idle"; tail -20 "$BASE"/log/*.log; exit 1; }
+    log "cluster up: 16 nodes idle"
 }
 
 # Stops exactly what start started: the Slurm daemons by the pid files slurm.conf puts under $BASE, munged and

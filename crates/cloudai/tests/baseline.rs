@@ -158,16 +158,22 @@ fn a_shape_missing_from_the_baseline_is_reported() {
     let good = tree(&w, &sample(SAMPLE), 1);
     let b = create(&w, &[&good]);
     let w2 = Work::new();
-    let other = tree(
-        &w2,
-        &sample("multinode-2x8-h100-allreduce-kubeflow-mpijob.txt"),
-        1,
-    );
+    // the same node with 4 of its GPUs: a shape the baseline has no entry for
+    let four: String = sample(SAMPLE)
+        .lines()
+        .filter(|l| {
+            !["Rank  4", "Rank  5", "Rank  6", "Rank  7"]
+                .iter()
+                .any(|r| l.contains(r))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let other = tree(&w2, &four, 1);
     let (code, out, s) = report(&w2, &other, &b);
     let t = &s["tests"][0];
     let msg = t["message"].as_str().unwrap();
     assert!(
-        msg.contains("not in baseline: all_reduce_perf float 2x8"),
+        msg.contains("not in baseline: all_reduce_perf float 1x4"),
         "{msg}"
     );
     assert!(!t["baseline"]["not_in_baseline"]

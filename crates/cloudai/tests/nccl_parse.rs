@@ -384,3 +384,48 @@ proptest! {
         let _ = failure(&out, Path::new("f"), None);
     }
 }
+
+/// Rows cut by NCCL's own log lines (every process writes to one stream): a row written after a log line's text,
+/// a row whose first part, a whole log line and its rest stand on three lines, a row with a log line glued to its
+/// end — every row is read, none twice, and the log lines still say which network NCCL used.
+#[test]
+fn rows_split_by_interleaved_nccl_info_lines_are_read() {
+    let text = std::fs::read_to_string(
+        data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
+    )
+    .unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(rows.len(), 25);
+    let info = "dkh:584419:584500 [3] NCCL INFO Channel 02/0 : 3[3] -> 4[4] via P2P/CUMEM/read";
+    let mut mangled = String::new();
+    for l in text.lines() {
+        if l == rows[20] {
+            // after a log line's text, before its newline
+            mangled.push_str(&format!("{info}{l}\n"));
+        } else if l == rows[21] {
+            // first part / whole log line / rest
+            let (head, tail) = l.split_at(l.find("float").unwrap() + 28);
+            mangled.push_str(&format!("{head}\n{info}\n{tail}\n"));
+        } else if l == rows[22] {
+            // a log line glued to the row's end
+            mangled.push_str(&format!(
+                "{l}dkh:584419:584500 [3] NCCL INFO Using network IB\n"
+            ));
+        } else {
+            mangled.push_str(l);
+            mangled.push('\n');
+        }
+    }
+    let out = parse(&mangled);
+    let read: Vec<u64> = out.runs[0].rows.iter().map(|r| r.size).collect();
+    let want: Vec<u64> = rows
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(read, want, "{mangled}");
+    assert_eq!(out.runs[0].tally.peak_busbw, 182.9);
+    assert_eq!(out.network.as_ref().map(|n| n.name.as_str()), Some("IB"));
+}

@@ -79,10 +79,10 @@ fn nccl_without_container_runs_the_binary_from_path() {
         &format!(
             r#"#!/bin/bash
 echo "args: $*" >&2
-[ "${{SLURM_PROCID:-0}}" = 0 ] && cat {}
+[ "${{SLURM_PROCID:-0}}" = 0 ] && {}
 exit 0
 "#,
-            sample.display()
+            common::slurm::print_as_this_job(&sample)
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

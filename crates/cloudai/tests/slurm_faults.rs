@@ -466,12 +466,23 @@ fn find_bad_nodes_where(check: &str) -> (i32, String, serde_json::Value, Work) {
 
 /// As [`find_bad_nodes_where`], with more arguments.
 fn find_bad_nodes_with(check: &str, extra: &[&str]) -> (i32, String, serde_json::Value, Work) {
+    find_bad_nodes_on(common::slurm::SYSTEM, "node[001-004]", check, extra)
+}
+
+/// As [`find_bad_nodes_with`], on another system and other nodes.
+fn find_bad_nodes_on(
+    system: &str,
+    nodes: &str,
+    check: &str,
+    extra: &[&str],
+) -> (i32, String, serde_json::Value, Work) {
     let w = slurm_work(
         "",
         r#"name = "unused"
 "#,
     )
     .expect("cluster checked by the caller");
+    w.file("system.toml", system);
     let sample = std::fs::read_to_string(
         common::data().join("nccl-samples/single-node-8gpu-a100-allreduce-v2.19.4.txt"),
     )
@@ -483,17 +494,17 @@ fn find_bad_nodes_with(check: &str, extra: &[&str]) -> (i32, String, serde_json:
         &format!(
             r#"#!/bin/bash
 [ "${{SLURM_PROCID:-0}}" = 0 ] || exit 0
-if {check}; then cat {}; else cat {}; fi
+if {check}; then {}; else {}; fi
 "#,
-            bad.display(),
-            good.display()
+            common::slurm::print_as_this_job(&bad),
+            common::slurm::print_as_this_job(&good)
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = w
         .cloudai_with_bin()
         .args(common::FIND_BAD_NODES_NCCL)
-        .args(["--nodes", "node[001-004]", "--output-dir", "out"])
+        .args(["--nodes", nodes, "--output-dir", "out"])
         .args(extra)
         .timeout(Duration::from_secs(300))
         .output()
@@ -824,4 +835,121 @@ fn find_bad_nodes_refuses_to_drain_more_than_the_allowed_fraction() {
     );
     let (st, _) = node_state("node003");
     assert!(!st.starts_with("dr"), "node003 is {st}");
+}
+
+/// Every node slow (a slow majority of 4 of 4): round 1's pairs cannot tell, but the hardware's expectation (the
+/// adapters the system declares) can: every pair fails, the finding is cluster-wide, all four are named, exit 3, and
+/// `--drain` changes nothing.
+#[test]
+fn find_bad_nodes_names_a_cluster_wide_slowness_and_refuses_to_drain() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    // top-level fields go before the system's tables
+    let system = format!(
+        "nics_per_node = 8\nnic_gbps = 200\n{}",
+        common::slurm::SYSTEM
+    );
+    let (code, text, report, _w) = find_bad_nodes_on(
+        &system,
+        "node[001-004]",
+        "true",
+        &["--drain", "--max-act-fraction", "100"],
+    );
+    assert_eq!(code, 3, "{text}");
+    let wide = report["cluster_wide"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        wide.starts_with("cluster-wide: 2 of 2 pairs failed"),
+        "{wide}"
+    );
+    let mut named: Vec<String> = ["bad", "suspect"]
+        .iter()
+        .flat_map(|k| report[k].as_array().cloned().unwrap_or_default())
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        ["node001", "node002", "node003", "node004"],
+        "{report}"
+    );
+    assert!(
+        report["actions_refused"]
+            .as_str()
+            .unwrap()
+            .contains("cluster-wide"),
+        "{report}"
+    );
+    assert!(report["actions"].is_null(), "{report}");
+    // each pair failed against the hardware, in the pair's own words
+    let first = &report["verdicts"][0]["evidence"][0];
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap()
+            .contains("of the 180 GB/s expected for 8 × 200 Gb/s adapters per node"),
+        "{first}"
+    );
+    for n in ["node001", "node002", "node003", "node004"] {
+        let (st, _) = node_state(n);
+        assert!(!st.starts_with("dr"), "{n} is {st}");
+    }
+}
+
+/// A slow majority on sixteen nodes (partition `wide`): twelve run at a fifth of the speed. Round 1's median pair is
+/// a slow one; judged against the fastest pair instead, the twelve are named bad, the finding is cluster-wide, exit
+/// 3, and `--drain` changes nothing.
+#[test]
+fn find_bad_nodes_names_twelve_slow_nodes_of_sixteen_and_refuses_to_drain() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let system = common::slurm::SYSTEM
+        .replace(
+            r#"default_partition = "debug""#,
+            r#"default_partition = "wide""#,
+        )
+        .replace(r#"name = "debug""#, r#"name = "wide""#)
+        .replace(
+            r#"nodes = ["node[001-004]"]"#,
+            r#"nodes = ["node[001-016]"]"#,
+        );
+    // slow whenever the job holds a node other than node001 … node004
+    let slow = r#"scontrol show hostnames "$SLURM_JOB_NODELIST" | grep -qvx -e node001 -e node002 -e node003 -e node004"#;
+    let (code, text, report, _w) = find_bad_nodes_on(&system, "node[001-016]", slow, &["--drain"]);
+    assert_eq!(code, 3, "{text}");
+    let bad: Vec<&str> = report["bad"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (5..=16).map(|i| format!("node{i:03}")).collect();
+    assert_eq!(bad, want, "{report}");
+    assert!(
+        report["cluster_wide"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("cluster-wide: 6 of 8 pairs failed or ran slower than"),
+        "{report}"
+    );
+    assert!(
+        report["actions_refused"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cluster-wide"),
+        "{report}"
+    );
+    assert!(
+        text.contains("Round 1's fastest pair: 182.90 GB/s"),
+        "{text}"
+    );
+    for n in &want {
+        let (st, _) = node_state(n);
+        assert!(!st.starts_with("dr"), "{n} is {st}");
+    }
 }

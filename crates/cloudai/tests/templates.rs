@@ -433,28 +433,25 @@ fn osu_outputs_of_real_runs() {
     );
 }
 
-/// An OSU collective on Standalone (a stand-in benchmark printing a real output): PASSED with CloudAI's CSV and a
-/// page; a baseline made from it fails a run whose large sizes got 50% slower, naming them.
-#[test]
-fn osu_runs_and_is_held_to_a_baseline() {
-    let run = |stdout: &str| {
-        let w = Work::new();
-        w.standalone();
-        let printed = w.file("osu-out.txt", stdout);
-        w.script(
-            "osu/osu_allreduce",
-            &format!(
-                r#"#!/bin/sh
+/// A stand-in `osu_allreduce` printing `stdout`, run as an OSUBench test on Standalone.
+fn osu_standalone(stdout: &str) -> (Work, std::process::Output) {
+    let w = Work::new();
+    w.standalone();
+    let printed = w.file("osu-out.txt", stdout);
+    w.script(
+        "osu/osu_allreduce",
+        &format!(
+            r#"#!/bin/sh
 echo "$@" > "$(dirname "$0")/args.txt"
 cat {}
 "#,
-                printed.display()
-            ),
-        );
-        w.file(
-            "tests/osu.toml",
-            &format!(
-                r#"name = "osu"
+            printed.display()
+        ),
+    );
+    w.file(
+        "tests/osu.toml",
+        &format!(
+            r#"name = "osu"
 description = "d"
 test_template_name = "OSUBench"
 [cmd_args]
@@ -463,20 +460,26 @@ benchmarks_dir = "{}"
 benchmark = "osu_allreduce"
 iterations = 10
 "#,
-                w.path().join("osu").display()
-            ),
-        );
-        w.file(
-            "s.toml",
-            r#"name = "o"
+            w.path().join("osu").display()
+        ),
+    );
+    w.file(
+        "s.toml",
+        r#"name = "o"
 [[Tests]]
 id = "ar"
 test_name = "osu"
 "#,
-        );
-        let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
-        (w, out)
-    };
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    (w, out)
+}
+
+/// An OSU collective on Standalone (a stand-in benchmark printing a real output): PASSED with CloudAI's CSV and a
+/// page; a baseline made from it fails a run whose large sizes got 50% slower, naming them.
+#[test]
+fn osu_runs_and_is_held_to_a_baseline() {
+    let run = osu_standalone;
     let good = osu_sample("osu-7.5-allreduce-int.txt");
     let (w, out) = run(&good);
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
@@ -718,5 +721,64 @@ fn nemo_run_sweeps_nested_values() {
         scripts[0].contains("numactl --cpunodebind=\\$((SLURM_LOCALID/4))"),
         "{}",
         scripts[0]
+    );
+}
+
+/// OSU's own data check (`-c`: a `Validation` column, `Pass` per row) is read, and a `Fail` row fails the run at its
+/// size; non-blocking collectives' tables (`Overall(us) Compute(us) Pure Comm.(us) Overlap(%)`) are tables; an error
+/// glued onto the header line (UCX's, Open MPI's fatal banner) is named as the cause.
+#[test]
+fn osu_validation_non_blocking_tables_and_glued_errors() {
+    use cloudai::workloads::osu::parse;
+    let validated = "# OSU MPI Allreduce Latency Test v7.3\n# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)        Validation\n1                       1.83              Pass\n2                       1.80              Pass\n4                       1.90              Pass\n";
+    let v = parse(validated);
+    assert_eq!(v.rows.len(), 3);
+    assert!(v.rows.iter().all(|r| r.valid == Some(true)));
+    let (_, out) = osu_standalone(validated);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let failing = validated.replacen("1.90              Pass", "1.90              Fail", 1);
+    let (w, out) = osu_standalone(&failing);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let r = common::record(&w.results_root(), "ar", 0);
+    assert!(
+        r.message
+            .contains(":6: the data check failed at size 4 B (Validation: Fail)"),
+        "{}",
+        r.message
+    );
+    let nbc = "# OSU MPI Non-blocking Allreduce Latency Test v7.3\n# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait\n\n# Datatype: MPI_CHAR.\n# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)\n1                       8.28              5.71              4.64              44.51\n2                       8.12              5.60              4.55              44.96\n";
+    let n = parse(nbc);
+    assert_eq!(n.rows.len(), 2);
+    assert_eq!(n.rows[1].avg_lat_us, Some(8.12));
+    let (_, out) = osu_standalone(nbc);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let glued = "# OSU MPI Latency Test v7.3\n# Size          Latency (us)[1717000000.123456] [gpu01:4242:0]        ib_iface.c:1037 UCX  ERROR ibv_create_cq(cqe=4096) failed: Cannot allocate memory\n";
+    let g = parse(glued);
+    assert_eq!(g.errors.len(), 1, "{:?}", g.errors);
+    assert!(
+        g.errors[0]
+            .1
+            .starts_with("[1717000000.123456] [gpu01:4242:0]"),
+        "{:?}",
+        g.errors
+    );
+    assert_eq!(g.columns, ["Size", "Latency (us)"]);
+    let (w, out) = osu_standalone(glued);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    let r = common::record(&w.results_root(), "ar", 0);
+    assert!(
+        r.message.contains("UCX  ERROR ibv_create_cq"),
+        "{}",
+        r.message
+    );
+    let banner = "*** An error occurred in MPI_Init\n*** on a NULL communicator\n*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n***    and potentially your MPI job)\n";
+    let (w, out) = osu_standalone(banner);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
+    let r = common::record(&w.results_root(), "ar", 0);
+    assert!(
+        r.message.contains(":1: *** An error occurred in MPI_Init"),
+        "{}",
+        r.message
     );
 }

@@ -40,3 +40,4 @@ mod slurm_faults;
 mod slurm_script;
 mod templates;
 mod ucc;
+mod verdicts;

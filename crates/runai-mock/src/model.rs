@@ -373,3 +373,55 @@ pub fn events(w: &Workload, t: f64, namespace: &str) -> Vec<Value> {
     }
     out
 }
+
+/// A log printed as this workload's ranks would print it: nccl-tests' Rank lines (`#  Rank  0 … on <host> device
+/// 0 …`) become one per GPU of each worker (a distributed workload's `numWorkers` × `slotsPerWorker`, on the worker
+/// pods), keeping the original's device names and bus ids. A log without Rank lines, or a single-pod workload, is
+/// served as given.
+pub fn as_ranks_of(stdout: &str, w: &Workload) -> String {
+    if w.kind != "distributed" {
+        return stdout.to_string();
+    }
+    let workers = w.request["spec"]["numWorkers"].as_u64().unwrap_or(1);
+    let slots = w.request["spec"]["slotsPerWorker"].as_u64().unwrap_or(1);
+    let rank_line = |l: &str| {
+        let t = l.trim_start_matches('#').trim_start();
+        l.starts_with('#') && t.starts_with("Rank ") && t.contains(" device ")
+    };
+    let originals: Vec<&str> = stdout.lines().filter(|l| rank_line(l)).collect();
+    if originals.is_empty() {
+        return stdout.to_string();
+    }
+    let mut ranks = String::new();
+    let mut r = 0;
+    for worker in 0..workers {
+        let host = format!("{}-worker-{worker}", w.name);
+        for d in 0..slots {
+            // the original line's device part (`[0000:14:00] NVIDIA A100-SXM4-80GB`) for this local device
+            let orig = originals[(d as usize) % originals.len()];
+            let tail = orig
+                .split_once(" device ")
+                .and_then(|(_, rest)| rest.trim_start().split_once(' '))
+                .map(|(_, t)| t)
+                .unwrap_or("");
+            ranks.push_str(&format!(
+                "#  Rank {r:2} Group  0 Pid {:6} on {host:>10} device {d:2} {tail}\n",
+                100 + d
+            ));
+            r += 1;
+        }
+    }
+    let mut out = String::new();
+    let mut done = false;
+    for l in stdout.split_inclusive('\n') {
+        if rank_line(l.trim_end_matches(['\n', '\r'])) {
+            if !done {
+                out.push_str(&ranks);
+                done = true;
+            }
+            continue;
+        }
+        out.push_str(l);
+    }
+    out
+}

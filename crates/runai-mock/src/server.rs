@@ -416,6 +416,7 @@ fn register(s: &Shared, kind: &str, v: Value, cfg: &Config) -> Result<Value, Api
     };
     let w = Workload {
         nodes: model::place(&w, &cfg.nodes, ignore),
+        stdout: model::as_ranks_of(&w.stdout, &w),
         ..w
     };
     let body = workload_json(s, &w, t);

@@ -2,8 +2,14 @@
 //! the node or link to blame: `bad-nodes.json`, `bad-nodes.md` and `bad-nodes.html` in the results root, each
 //! round a scenario results tree of its own (`round-<n>/`).
 //!
-//! A pair fails when its iteration fails (with `--baseline`, also by falling below it), when its peak busbw is
-//! below `--min-busbw`, or, with neither, when it is more than `--tolerance` below the median of round 1's pairs.
+//! A pair fails when its iteration fails (with `--baseline`, also by falling below it; without, below the
+//! hardware's expectation when the system's GPUs or adapters are known), when its peak busbw is below
+//! `--min-busbw`, or, with neither, when it is more than `--tolerance` below the fastest of round 1's pairs: a slow
+//! majority must not set the bar. When more than half of round 1's pairs fail, the finding is cluster-wide: it is
+//! said so, the slow nodes are named, and nothing is drained.
+//!
+//! The pairs' jobs ask NCCL to say which network it chose (`NCCL_DEBUG=INFO`, `NCCL_DEBUG_SUBSYS=INIT,NET`), so a
+//! pair that fell back to TCP sockets fails as such.
 
 pub mod act;
 pub mod plan;
@@ -48,11 +54,47 @@ fn round_scenario(round: usize, test: &str, pairs: &[[String; 2]]) -> String {
     let mut s = format!("name = \"find-bad-nodes-round-{round}\"\n");
     for [a, b] in pairs {
         s.push_str(&format!(
-            "\n[[Tests]]\nid = \"{a}+{b}\"\ntest_name = {}\nnum_nodes = 2\nnodes = [\"{a}\", \"{b}\"]\n",
+            "\n[[Tests]]\nid = \"{a}+{b}\"\ntest_name = {}\nnum_nodes = 2\nnodes = [\"{a}\", \"{b}\"]\n\
+             [Tests.extra_env_vars]\nNCCL_DEBUG = \"INFO\"\nNCCL_DEBUG_SUBSYS = \"INIT,NET\"\n",
             serde_json::to_string(test).unwrap_or_default()
         ));
     }
     s
+}
+
+/// The bar of a sweep without a baseline or `--min-busbw`: the fastest pair of round 1 that passed (and whose
+/// busbw is physically plausible), less the tolerance. The median would let a slow majority set it.
+fn fast_end(summary: &crate::report::scenario::Summary, tolerance: f64) -> Option<(f64, f64)> {
+    fastest(
+        summary
+            .tests
+            .iter()
+            .filter(|e| e.record.status == Status::Passed && e.suspect.is_none())
+            .filter_map(|e| e.metrics.get("peak_busbw_gbps").and_then(|v| v.as_f64())),
+        tolerance,
+    )
+}
+
+/// The fastest of `peaks` and the bar below it: (fastest, fastest × (1 − tolerance)).
+fn fastest(peaks: impl Iterator<Item = f64>, tolerance: f64) -> Option<(f64, f64)> {
+    peaks
+        .filter(|b| b.is_finite() && *b > 0.0)
+        .max_by(|a, b| a.total_cmp(b))
+        .map(|fast| (fast, fast * (1.0 - tolerance)))
+}
+
+/// `cluster-wide: 6 of 8 pairs failed or ran slower than 172.84 GB/s` when more than half of round 1's pairs did
+/// (two at least: on four nodes one bad node fails one pair of two, and stays each node's own finding).
+fn cluster_wide(round1: &[Evidence], threshold: Option<f64>) -> Option<String> {
+    let failed = round1.iter().filter(|e| !e.passed).count();
+    (failed >= 2 && failed * 2 > round1.len()).then(|| {
+        format!(
+            "cluster-wide: {failed} of {} pairs failed or ran slower than {}; the slow nodes are named, but a fault \
+             this wide is the fabric's, the image's or the test's as likely as each node's: nothing is drained",
+            round1.len(),
+            threshold.map_or("the criterion".into(), |t| format!("{t:.2} GB/s"))
+        )
+    })
 }
 
 pub fn run(req: &Request) -> i32 {
@@ -131,6 +173,7 @@ pub fn run(req: &Request) -> i32 {
     let mut plan = Plan::new(nodes).with_repeat(req.repeat);
     plan.unavailable = unavailable.into_iter().collect();
     let mut reference: Option<f64> = req.min_busbw;
+    let mut wide: Option<String> = None;
     loop {
         let pairs = plan.next_round();
         if pairs.is_empty() {
@@ -212,6 +255,7 @@ pub fn run(req: &Request) -> i32 {
             baseline: req.baseline.clone(),
             peaks: Peaks::of(&sys_cfg),
             per_test: true,
+            fabric: None,
         };
         let summary = match generate(&runner.layout.root, Some(&outcome.records), &opts) {
             Ok(s) => s,
@@ -226,11 +270,15 @@ pub fn run(req: &Request) -> i32 {
         let peak = |e: &crate::report::scenario::Entry| {
             e.metrics.get("peak_busbw_gbps").and_then(|v| v.as_f64())
         };
-        if reference.is_none() && req.baseline.is_none() {
-            // the median of round 1's pairs: slow pairs stand out against the rest
-            let mut v: Vec<f64> = summary.tests.iter().filter_map(peak).collect();
-            v.sort_by(|a, b| a.total_cmp(b));
-            reference = v.get(v.len() / 2).map(|m| m * (1.0 - req.tolerance));
+        if reference.is_none() && req.baseline.is_none() && round == 1 {
+            // the fastest pair of round 1: slow pairs stand out against it, however many they are
+            if let Some((fast, bar)) = fast_end(&summary, req.tolerance) {
+                info!(
+                    "Round 1's fastest pair: {fast:.2} GB/s; a pair fails below {bar:.2} GB/s ({}% less)",
+                    req.tolerance * 100.0
+                );
+                reference = Some(bar);
+            }
         }
         let results: Vec<Evidence> = pairs
             .iter()
@@ -296,6 +344,12 @@ pub fn run(req: &Request) -> i32 {
                     .map_or("no busbw".into(), |b| format!("{b:.2} GB/s"))
             );
         }
+        if round == 1 {
+            wide = cluster_wide(&results, reference);
+            if let Some(w) = &wide {
+                warn!("{w}");
+            }
+        }
         plan.record(results);
     }
     let criterion = match (&req.baseline, req.min_busbw) {
@@ -306,11 +360,12 @@ pub fn run(req: &Request) -> i32 {
         ),
         (None, Some(m)) => format!("peak busbw >= {m} GB/s"),
         (None, None) => format!(
-            "peak busbw within {}% of round 1's median",
+            "its iteration passing (the hardware's expectation where known) and peak busbw within {}% of round 1's \
+             fastest pair",
             req.tolerance * 100.0
         ),
     };
-    let acted = act_on(req.act, &system, &plan, &rt);
+    let acted = act_on(req.act, &system, &plan, wide.as_deref(), &rt);
     let topology = fleet::topology(&system, req.topology_label, &rt)
         .map(|(source, leaf)| topology::Topology { leaf, source })
         .unwrap_or_default();
@@ -322,6 +377,7 @@ pub fn run(req: &Request) -> i32 {
             criterion,
             acted,
             topology,
+            cluster_wide: wide,
         },
     )
 }
@@ -331,10 +387,16 @@ fn act_on(
     w: act::Wanted,
     sys: &crate::config::system::SystemConfig,
     plan: &Plan,
+    wide: Option<&str>,
     rt: &tokio::runtime::Runtime,
 ) -> (Vec<act::Action>, Option<String>) {
     if !w.any() {
         return (Vec::new(), None);
+    }
+    if let Some(w) = wide {
+        let r = format!("nothing changed: {w}");
+        error!("{r}");
+        return (Vec::new(), Some(r));
     }
     let bad: Vec<(String, String)> = plan
         .verdicts()
@@ -365,4 +427,83 @@ fn act_on(
         return (Vec::new(), Some(r));
     }
     (crate::systems::fleet::take_out(w, sys, &bad, rt), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 16 nodes of which 12 run at 30 %: the four fast ones paired together in round 1, six slow pairs.
+    fn round1(bar: f64) -> Vec<Evidence> {
+        let names: Vec<String> = (1..=16).map(|i| format!("node{i:03}")).collect();
+        names
+            .chunks(2)
+            .enumerate()
+            .map(|(i, c)| {
+                let busbw = if i < 2 { 182.9 } else { 54.9 };
+                Evidence {
+                    round: 1,
+                    pair: [c[0].clone(), c[1].clone()],
+                    job_id: None,
+                    busbw: Some(busbw),
+                    threshold: Some(bar),
+                    passed: busbw >= bar,
+                    reason: String::new(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_slow_majority_does_not_set_the_bar_and_is_called_cluster_wide() {
+        let peaks = round1(0.0)
+            .iter()
+            .map(|e| e.busbw.unwrap())
+            .collect::<Vec<_>>();
+        // the median of these pairs is a slow one: against it every pair would pass
+        let mut sorted = peaks.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(sorted[sorted.len() / 2], 54.9);
+        let (fast, bar) = fastest(peaks.into_iter(), 0.05).unwrap();
+        assert_eq!(fast, 182.9);
+        assert!((bar - 173.755).abs() < 1e-9);
+        let results = round1(bar);
+        assert_eq!(results.iter().filter(|e| !e.passed).count(), 6);
+        let wide = cluster_wide(&results, Some(bar)).unwrap();
+        assert!(
+            wide.starts_with("cluster-wide: 6 of 8 pairs failed or ran slower than 173.75 GB/s"),
+            "{wide}"
+        );
+        // the search then names the twelve slow nodes, each against a cleared partner
+        let slow = |n: &String| n.as_str() > "node004";
+        let plan = sim::drive(
+            Plan::new((1..=16).map(|i| format!("node{i:03}")).collect()),
+            usize::MAX,
+            |p| !slow(&p[0]) && !slow(&p[1]),
+        );
+        let bad: Vec<String> = plan
+            .verdicts()
+            .into_iter()
+            .filter(|(_, v)| *v == Verdict::Bad)
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(bad.len(), 12, "{bad:?}");
+        assert!(act::refusal(bad.len(), 16, 0.25).is_some());
+    }
+
+    #[test]
+    fn one_bad_node_of_four_is_its_own_finding_not_a_cluster_wide_one() {
+        let ev = |passed| Evidence {
+            round: 1,
+            pair: ["a".into(), "b".into()],
+            job_id: None,
+            busbw: None,
+            threshold: None,
+            passed,
+            reason: String::new(),
+        };
+        assert_eq!(cluster_wide(&[ev(true), ev(false)], None), None);
+        assert!(cluster_wide(&[ev(false), ev(false)], None).is_some());
+        assert_eq!(fastest([f64::NAN, 0.0].into_iter(), 0.05), None);
+    }
 }

@@ -56,6 +56,9 @@ pub(super) struct Report<'a> {
     /// Why nothing was changed although it was asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     actions_refused: Option<String>,
+    /// More than half of round 1's pairs failed: a fault this wide is not each node's alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_wide: Option<String>,
     verdicts: Vec<NodeReport<'a>>,
 }
 
@@ -117,6 +120,8 @@ pub(super) struct Findings<'a> {
     pub criterion: String,
     pub acted: (Vec<act::Action>, Option<String>),
     pub topology: Topology,
+    /// More than half of round 1's pairs failed: said so, and nothing was acted on.
+    pub cluster_wide: Option<String>,
 }
 
 pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
@@ -126,6 +131,7 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         criterion,
         acted,
         topology,
+        cluster_wide,
     } = f;
     let repeat = plan.repeat();
     let verdicts = plan.verdicts();
@@ -162,6 +168,7 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         switches,
         actions: acted.0,
         actions_refused: acted.1,
+        cluster_wide,
         verdicts: verdicts
             .iter()
             .map(|(n, v)| NodeReport {
@@ -181,6 +188,9 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         "# find-bad-nodes: {test}\n\n{} nodes, {} jobs in {} rounds; a pair passes on {}.\n\n| node | verdict | evidence |\n|---|---|---|\n",
         report.nodes, report.jobs, report.rounds, report.criterion
     );
+    if let Some(w) = &report.cluster_wide {
+        md.push_str(&format!("\n**{w}**\n\n"));
+    }
     let mut rows = String::new();
     for nr in &report.verdicts {
         let ev: Vec<String> = nr
@@ -297,7 +307,7 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         )
     };
     let body = format!(
-        "<h1>find-bad-nodes: {}</h1>\n<p>{} nodes, {} jobs in {} rounds; a pair passes on {}.</p>\n<p class=\"{}\">bad: {} &middot; suspect: {}</p>\n<table><tr><th class=\"l\">node</th><th class=\"l\">verdict</th><th class=\"l\">evidence (pair, job, peak busbw)</th></tr>\n{rows}</table>\n{links_html}{switches_html}<p class=\"muted\">Each round is a results tree of its own: {}</p>\n",
+        "<h1>find-bad-nodes: {}</h1>\n<p>{} nodes, {} jobs in {} rounds; a pair passes on {}.</p>\n<p class=\"{}\">bad: {} &middot; suspect: {}</p>\n{}<table><tr><th class=\"l\">node</th><th class=\"l\">verdict</th><th class=\"l\">evidence (pair, job, peak busbw)</th></tr>\n{rows}</table>\n{links_html}{switches_html}<p class=\"muted\">Each round is a results tree of its own: {}</p>\n",
         esc(test),
         report.nodes,
         report.jobs,
@@ -306,6 +316,10 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         if report.bad.is_empty() && report.suspect.is_empty() && report.bad_links.is_empty() { "pass" } else { "fail" },
         esc(&none_or(&report.bad)),
         esc(&none_or(&report.suspect)),
+        report
+            .cluster_wide
+            .as_ref()
+            .map_or(String::new(), |w| format!("<p class=\"fail\">{}</p>\n", esc(w))),
         (1..=report.rounds).map(|r| format!("<a href=\"round-{r}/find-bad-nodes-round-{r}.html\">round {r}</a>")).collect::<Vec<_>>().join(" ")
     );
     if let Some(why) = &report.actions_refused {

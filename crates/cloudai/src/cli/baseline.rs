@@ -50,6 +50,16 @@ pub fn baseline(cmd: &BaselineCmd) -> Result<(), Failure> {
                 dir.display(),
                 other.len()
             );
+            // a run whose shape was not the one asked (or that failed any other check) is no reference
+            for e in &other {
+                warn!(
+                    "  {} #{}: {}: {}",
+                    e.record.test_id,
+                    e.record.iteration,
+                    e.record.status.as_str(),
+                    e.record.message
+                );
+            }
         }
         trees.push((dir.display().to_string(), passed));
     }

@@ -42,6 +42,7 @@ pub fn conclude(
         baseline: grading,
         peaks: crate::report::scenario::Peaks::of(system),
         per_test: runner.scenario.report_enabled(system, "per_test"),
+        fabric: None,
     };
     let known = (!resumed).then_some(&outcome.records);
     match crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts) {

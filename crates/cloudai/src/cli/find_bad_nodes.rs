@@ -21,7 +21,7 @@ pub struct FindArgs {
     /// Nodes to check [default: the Slurm default partition's nodes; Kubernetes: every usable GPU node]
     #[arg(long)]
     nodes: Option<String>,
-    /// A pair fails below this peak busbw (GB/s) [default: more than --tolerance below the median pair]
+    /// A pair fails below this peak busbw (GB/s) [default: more than --tolerance below the fastest pair of round 1]
     #[arg(long, value_name = "GBPS", conflicts_with = "baseline")]
     min_busbw: Option<f64>,
     /// Where the results go [default: the system's output_path]

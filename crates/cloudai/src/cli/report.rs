@@ -25,7 +25,7 @@ pub struct ReportArgs {
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// System TOML: only its link peaks (nvlink_peak_gbps, net_peak_gbps) are used, to flag implausible busbw
+    /// System TOML: only its link peaks (nvlink_peak_gbps, net_peak_gbps) and fabric (fabric, nics_per_node, nic_gbps, expected_busbw_gbps, expectation_fraction) are used: to flag implausible busbw and to re-grade against the hardware
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
     /// Accepted for CloudAI compatibility
@@ -152,13 +152,17 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
     if let Some(why) = not_a_tree(&args.result_dir) {
         return Err(Failure::Error(why));
     }
-    // the system file only matters for its link peaks (a busbw above them is flagged)
-    let peaks = match args
+    // the system file only matters for its link peaks (a busbw above them is flagged) and its declared fabric
+    // (the transport and expectation checks)
+    let (peaks, fabric) = match args
         .system_config
         .as_deref()
         .map(crate::config::system::load)
     {
-        Some(Ok(sys)) => crate::report::scenario::Peaks::of(&sys),
+        Some(Ok(sys)) => (
+            crate::report::scenario::Peaks::of(&sys),
+            Some(sys.fabric.clone()),
+        ),
         Some(Err(e)) => {
             return Err(e.into());
         }
@@ -179,6 +183,7 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
         baseline: grading,
         peaks,
         per_test: true,
+        fabric,
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {

@@ -321,6 +321,31 @@ impl<'a> View<'a> {
         }
     }
 
+    /// A number in `lo..=hi` (a whole one when `whole`), or an error naming the range; `None` when absent.
+    pub fn float_in(&self, ctx: &mut Ctx, key: &str, lo: f64, hi: f64, whole: bool) -> Option<f64> {
+        let n = self.get(key)?;
+        let x = if whole {
+            as_int(ctx, n, &self.field(key))? as f64
+        } else {
+            as_float(ctx, n, &self.field(key))?
+        };
+        if x.is_finite() && x >= lo && x <= hi {
+            return Some(x);
+        }
+        let range = if whole {
+            format!("{lo} to {hi}")
+        } else {
+            format!("a number from {lo} to {hi}")
+        };
+        ctx.err(
+            &n.loc,
+            &self.field(key),
+            format!("must be {range}, found {x}"),
+            None,
+        );
+        None
+    }
+
     /// A non-negative integer with a default.
     pub fn count(&self, ctx: &mut Ctx, key: &str, default: u64) -> u64 {
         match self.get(key) {

@@ -4,7 +4,8 @@
 //! - `time` = seconds from start (or submission) to end, 0 when it never ran;
 //! - FAILED, TIMEOUT and CANCELLED → `<failure type="STATUS" message="reason">` with the end reason and job in
 //!   the body; SKIPPED and DRY-RUN → `<skipped message=…>`; PASSED and STOPPED pass;
-//! - `<system-out>` names the iteration directory and its `stdout.txt` (GitLab's `[[ATTACHMENT|path]]` form).
+//! - `<system-out>` names the iteration directory, the checks behind the verdict (`check shape: pass: 16 ranks on
+//!   2 hosts (a, b)`, one line each) and its `stdout.txt` (GitLab's `[[ATTACHMENT|path]]` form).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -112,10 +113,23 @@ pub fn render(scenario: &str, records: &[IterationRecord]) -> String {
             Status::Passed | Status::Stopped => {}
         }
         let stdout = Path::new(&r.output_path).join("stdout.txt");
+        let checks: String = r
+            .checks
+            .iter()
+            .map(|c| {
+                format!(
+                    "check {}: {}: {}\n",
+                    c.check.as_str(),
+                    c.status.as_str(),
+                    c.detail
+                )
+            })
+            .collect();
         let _ = writeln!(
             o,
-            "      <system-out>results: {}\n[[ATTACHMENT|{}]]</system-out>",
+            "      <system-out>results: {}\n{}[[ATTACHMENT|{}]]</system-out>",
             xml(&r.output_path),
+            xml(&checks),
             xml(&stdout.display().to_string())
         );
         o.push_str("    </testcase>\n");

@@ -1,5 +1,6 @@
 //! The body of the scenario page: counts, then one row per iteration with its status, end reason, job, nodes,
-//! key numbers, reason (with requeues, queue states and suspect measurements) and report links.
+//! key numbers, reason (with the checks behind the verdict, requeues, queue states and suspect measurements) and
+//! report links.
 
 use std::path::Path;
 
@@ -79,6 +80,26 @@ pub(super) fn body(s: &Summary, sections: &str) -> String {
 fn reason_cell(e: &Entry) -> String {
     let r = &e.record;
     let mut out = esc(&r.message);
+    if !r.checks.is_empty() {
+        let items: String = r
+            .checks
+            .iter()
+            .map(|c| {
+                let class = match c.status {
+                    crate::workloads::judge::CheckStatus::Pass => "pass",
+                    crate::workloads::judge::CheckStatus::Fail => "fail",
+                    crate::workloads::judge::CheckStatus::NotShown => "muted",
+                };
+                format!(
+                    "<li class=\"{class}\">{} {}: {}</li>",
+                    c.check.as_str(),
+                    c.status.as_str(),
+                    esc(&c.detail)
+                )
+            })
+            .collect();
+        out.push_str(&format!("<ul class=\"checks\">{items}</ul>"));
+    }
     if let Some(s) = &e.suspect {
         out.push_str(&format!("<br><span class=\"fail\">{}</span>", esc(s)));
     }

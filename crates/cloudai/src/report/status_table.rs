@@ -46,6 +46,14 @@ pub fn render_at(records: &[IterationRecord], width: Option<usize>) -> String {
                 details.push('\n');
                 details.push_str(&r.message);
             }
+            // a PASS says what it rests on
+            if r.status == crate::results::Status::Passed {
+                let brief = crate::workloads::judge::brief(&r.checks);
+                if !brief.is_empty() {
+                    details.push('\n');
+                    details.push_str(&brief);
+                }
+            }
             let case = if r.iterations > 1 {
                 format!("{} #{}", r.test_id, r.iteration)
             } else {

@@ -1,6 +1,7 @@
 //! The results tree: `<output>/<scenario>_<timestamp>/<test id>/<iteration>/`, with CloudAI's files and our typed
 //! per-iteration record.
 
+pub mod checks;
 pub mod record;
 pub mod state;
 

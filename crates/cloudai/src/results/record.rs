@@ -169,6 +169,12 @@ pub struct IterationRecord {
     /// Why the job's output is incomplete (a log stream that could not be read to its end), when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_incomplete: Option<String>,
+    /// What was launched (hosts, GPUs per host, the system's declared fabric), so a re-grade checks the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched: Option<super::checks::Asked>,
+    /// The checks behind the status: shape, transport, expectation or baseline, table, data check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<super::checks::Check>,
 }
 
 /// A change of the job's queue state as seen by polling.

@@ -427,10 +427,13 @@ impl Runner {
             time_limit: run.effective_time_limit(),
             job_status_check: self.scenario.job_status_check,
         };
-        let verdict = graded.verdict(|| {
-            run.workload
+        let asked = run.asked();
+        let (status, message, checks) = graded.verdict_with_checks(|| {
+            let v = run
+                .workload
                 .grade(&run.test, &a.dir, &outcome)
-                .with_stderr(&a.dir, &outcome)
+                .with_stderr(&a.dir, &outcome);
+            crate::workloads::judge::judge(v, Some(&asked))
         });
         let mut rec = self
             .journal
@@ -447,7 +450,8 @@ impl Runner {
         rec.queue_states = a.queue.clone();
         rec.log_incomplete = outcome.log_incomplete.clone();
         rec.attempts = self.system.attempts(&a.id);
-        (rec.status, rec.message) = verdict;
+        (rec.status, rec.message, rec.checks) = (status, message, checks);
+        rec.launched = Some(asked);
         if !self.dry_run && crate::util::fsx::is_full(&a.dir) {
             crate::error!(
                 "The disk holding {} is full: the output of {} #{} may be cut short",

@@ -214,10 +214,14 @@ pub fn run(
                     exit_code: Some(code),
                     ..Default::default()
                 };
+                let asked = run.asked();
                 let v = run
                     .workload
                     .grade(&run.test, dir, &outcome)
                     .with_stderr(dir, &outcome);
+                let v = crate::workloads::judge::judge(v, Some(&asked));
+                rec.checks = v.checks.clone();
+                rec.launched = Some(asked);
                 let st = if !scenario.job_status_check || v.passed {
                     Status::Passed
                 } else {

@@ -43,8 +43,17 @@ impl Graded<'_> {
     /// The iteration's status and message; `grade` (the workload reading the job's output) is called only for a
     /// job that ended by itself and whose status is checked.
     pub fn verdict(&self, grade: impl FnOnce() -> Verdict) -> (Status, String) {
+        let (status, message, _) = self.verdict_with_checks(grade);
+        (status, message)
+    }
+
+    /// [`Graded::verdict`] with the checks behind the grade (none when the workload did not grade).
+    pub fn verdict_with_checks(
+        &self,
+        grade: impl FnOnce() -> Verdict,
+    ) -> (Status, String, Vec<crate::workloads::judge::Check>) {
         let failure = || self.outcome.failure.clone().unwrap_or_default();
-        match self.end_reason {
+        let (status, message) = match self.end_reason {
             EndReason::TimeLimit => (
                 Status::Timeout,
                 format!(
@@ -81,20 +90,24 @@ impl Graded<'_> {
                 let Verdict {
                     passed,
                     mut message,
+                    checks,
+                    ..
                 } = grade();
                 if let (false, Some(why)) = (passed, &self.outcome.log_incomplete) {
                     message = format!(
                         "its output is incomplete ({why}), so it could not be graded whole: {message}"
                     );
                 }
-                match (&self.outcome.failure, passed) {
+                let (status, message) = match (&self.outcome.failure, passed) {
                     (Some(f), true) => (Status::Failed, f.clone()),
                     (Some(f), false) => (Status::Failed, format!("{f}; {message}")),
                     (None, true) => (Status::Passed, message),
                     (None, false) => (Status::Failed, message),
-                }
+                };
+                return (status, message, checks);
             }
-        }
+        };
+        (status, message, Vec::new())
     }
 }
 
@@ -118,6 +131,7 @@ mod tests {
             } else {
                 "no rows".into()
             },
+            ..Default::default()
         })
     }
 

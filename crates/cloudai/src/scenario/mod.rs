@@ -87,12 +87,41 @@ pub struct TestRun {
     pub gpus_per_node: Option<u64>,
     /// Tasks per node of an MPI test on the system, when known.
     pub tasks_per_node: Option<u64>,
+    /// The scheduler starts `tasks_per_node` MPI ranks per node, whatever GPUs each drives (Slurm); otherwise one
+    /// rank per group of a node's GPUs.
+    pub ranks_are_tasks: bool,
+    /// The system's declared fabric and hardware, for the verdict's checks.
+    pub fabric: crate::workloads::judge::Fabric,
 }
 
 impl TestRun {
     /// What the test runs, as every scheduler renders it.
     pub fn launch(&self) -> crate::workloads::Launch {
         self.workload.launch(&self.test, &self.placement())
+    }
+
+    /// What the run launches, as its output should show it: hosts, and GPUs (ranks × GPUs per rank) per host.
+    pub fn asked(&self) -> crate::workloads::judge::Asked {
+        use crate::workloads::Procs;
+        let launch = self.launch();
+        let (nodes, gpus_per_node) = match launch.procs {
+            // one process drives its GPUs itself, on one node
+            Procs::Single => (1, Some(launch.gpus_per_rank)),
+            Procs::Mpi => {
+                let ranks = if self.ranks_are_tasks {
+                    self.tasks_per_node
+                } else {
+                    self.gpus_per_node.map(|g| launch.ranks_per_node(g))
+                };
+                (self.num_nodes, ranks.map(|r| r * launch.gpus_per_rank))
+            }
+            _ => (self.num_nodes, None),
+        };
+        crate::workloads::judge::Asked {
+            nodes,
+            gpus_per_node,
+            fabric: self.fabric.clone(),
+        }
     }
 
     /// Where the run is placed, as its workload sees it.
@@ -331,6 +360,8 @@ fn resolve_entry(
         step: 0,
         gpus_per_node: system.and_then(|s| s.kind.gpus_per_node()),
         tasks_per_node: system.and_then(|s| s.kind.tasks_per_node()),
+        ranks_are_tasks: system.is_some_and(|s| s.kind.ranks_are_tasks()),
+        fabric: system.map(|s| s.fabric.clone()).unwrap_or_default(),
     };
     // a sweep's values are checked per step, when they are single values
     if system.is_some() && !run.is_dse() {

@@ -286,7 +286,9 @@ fn number_and_unit(s: &str) -> Option<(f64, String)> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let num = s[..end].parse::<f64>().ok()?;
+    // `269100 B/s`: a blank may stand between the number and its unit
     let unit: String = s[end..]
+        .trim_start_matches(' ')
         .chars()
         .take_while(|c| c.is_ascii_alphabetic() || *c == '/')
         .collect();
@@ -775,6 +777,11 @@ mod tests {
         );
         // the group summary (upper case) and the job header are not rows
         assert!(op_line("  WRITE: bw=112MiB/s (118MB/s), 112MiB/s-112MiB/s").is_none());
+        // a blank before the unit (fio 2's small rates)
+        assert_eq!(
+            op_line("  read : io=1024.0KB, bw=269100 B/s, iops=65 , runt=  3897msec").unwrap(),
+            ("read".to_string(), 65.0, 269100.0, "B/s".to_string())
+        );
         assert!(
             op_line("write: IOPS=1, BW=1MiB/s").is_none(),
             "summary lines are indented"

@@ -3,6 +3,7 @@
 
 mod bash_cmd;
 pub mod fio;
+pub mod judge;
 pub mod launch;
 pub mod nccl;
 pub mod nemo_run;
@@ -36,23 +37,28 @@ pub struct JobOutcome {
     pub log_incomplete: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Verdict {
     pub passed: bool,
     pub message: String,
+    /// The checks behind it ([`judge::judge`] adds shape, transport and expectation to the workload's own).
+    pub checks: Vec<judge::Check>,
+    /// What the output shows of how it ran, for [`judge::judge`]; `None` when the workload reads nothing of it.
+    pub shown: Option<judge::Shown>,
 }
 
 impl Verdict {
     pub fn pass() -> Self {
         Self {
             passed: true,
-            message: String::new(),
+            ..Default::default()
         }
     }
     pub fn fail(message: impl Into<String>) -> Self {
         Self {
             passed: false,
             message: message.into(),
+            ..Default::default()
         }
     }
 
@@ -246,7 +252,31 @@ pub fn launcher_failure(line: &str) -> bool {
         || has("prterun noticed that process")
         || has("UCX  ERROR")
         || has("UCX ERROR")
+        // Open MPI's fatal-error banner: `*** An error occurred in MPI_Init` … `*** MPI_ERRORS_ARE_FATAL …`
+        || has("*** An error occurred in")
+        || has("MPI_ERRORS_ARE_FATAL")
         || (has("srun: error:") && has("Exited with exit code"))
+}
+
+/// A line with an error written into it by another process (no newline between them): the text before the error
+/// and the error's own text. UCX prefixes its lines with `[<seconds>.<micros>] [host:pid:tid]`; Open MPI's banner
+/// starts with `***`.
+pub fn split_glued_error(line: &str) -> (&str, Option<&str>) {
+    let ucx = line.find("UCX").and_then(|u| {
+        // the `[` of the UCX line's time stamp, before its message
+        line[..u].match_indices('[').map(|(i, _)| i).find(|&i| {
+            line[i + 1..].split(']').next().is_some_and(|t| {
+                t.contains('.') && t.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            })
+        })
+    });
+    let mpi = line.find("*** An error occurred in");
+    match ucx.into_iter().chain(mpi).min() {
+        Some(i) if !line[..i].trim().is_empty() && launcher_failure(&line[i..]) => {
+            (&line[..i], Some(&line[i..]))
+        }
+        _ => (line, None),
+    }
 }
 
 /// A workload's `cmd_args.docker_image_url`, when set.

@@ -234,6 +234,8 @@ pub struct Row {
     pub iterations: Option<u64>,
     pub mb_s: Option<f64>,
     pub messages_s: Option<f64>,
+    /// The row's `Validation` column (`-c`): `Some(false)` for `Fail`.
+    pub valid: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -269,6 +271,8 @@ enum Col {
     Iterations,
     MbS,
     MessagesS,
+    /// `Validation` (`-c`): `Pass` or `Fail` per row.
+    Validation,
     Other,
 }
 
@@ -288,6 +292,11 @@ fn column(name: &str) -> Col {
         Col::MessagesS
     } else if n.contains("bandwidth") || n == "mb/s" {
         Col::MbS
+    } else if n.starts_with("overall") {
+        // non-blocking collectives: `Overall(us) Compute(us) Pure Comm.(us) Overlap(%)`; overall is the latency
+        Col::AvgLat
+    } else if n == "validation" {
+        Col::Validation
     } else {
         Col::Other
     }
@@ -297,7 +306,10 @@ fn column(name: &str) -> Col {
 /// single-spaced `# Size Bandwidth (MB/s)` too).
 fn header(line: &str) -> Option<Vec<String>> {
     let rest = line.trim().strip_prefix('#')?.trim();
-    if !(rest.starts_with("Size") || rest.starts_with("Avg Latency") || rest.starts_with("Latency"))
+    if !(rest.starts_with("Size")
+        || rest.starts_with("Avg Latency")
+        || rest.starts_with("Latency")
+        || rest.starts_with("Overall"))
     {
         return None;
     }
@@ -329,6 +341,11 @@ pub fn parse(text: &str) -> Output {
     let mut out = Output::default();
     let mut cols: Vec<Col> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
+        // an error written into the middle of another line (a UCX error glued to the header) is the cause
+        let (raw, glued) = super::split_glued_error(raw);
+        if let Some(e) = glued {
+            out.errors.push((i + 1, e.trim().to_string()));
+        }
         let line = raw.trim();
         if let Some(t) = line.strip_prefix("# OSU") {
             out.title.get_or_insert_with(|| format!("OSU{t}"));
@@ -360,6 +377,17 @@ pub fn parse(text: &str) -> Output {
                 let ok = t.iter().zip(&cols).all(|(v, c)| match c {
                     Col::Size => v.parse().map(|s| row.size = s).is_ok(),
                     Col::Iterations => v.parse().map(|n| row.iterations = Some(n)).is_ok(),
+                    Col::Validation => match *v {
+                        "Pass" | "PASS" | "pass" => {
+                            row.valid = Some(true);
+                            true
+                        }
+                        "Fail" | "FAIL" | "fail" => {
+                            row.valid = Some(false);
+                            true
+                        }
+                        _ => false,
+                    },
                     c => v.parse::<f64>().is_ok_and(|x| {
                         match c {
                             Col::AvgLat => row.avg_lat_us = Some(x),
@@ -436,6 +464,16 @@ fn verdict(benchmark: &str, dir: &Path, outcome: &JobOutcome) -> Verdict {
                 last_err()
             )
         });
+    }
+    if let Some(r) = out.rows.iter().find(|r| r.valid == Some(false)) {
+        return Verdict::fail(format!(
+            "{}:{}: the data check failed at size {} (Validation: Fail): {} computed wrong results; suspect a bad \
+             GPU, memory or link on one of the nodes",
+            stdout.display(),
+            r.line,
+            crate::html::size_iec(r.size),
+            out.title.as_deref().unwrap_or(benchmark)
+        ));
     }
     if let Some(c) = outcome.exit_code.filter(|c| *c != 0) {
         return Verdict::fail(format!(

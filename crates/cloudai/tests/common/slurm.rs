@@ -1,5 +1,5 @@
-//! The real local Slurm cluster of the tests (scripts/slurm-cluster.sh: node[001-004] on localhost, fake GPUs):
-//! a scratch directory with a system for it, and `cloudai run` there.
+//! The real local Slurm cluster of the tests (scripts/slurm-cluster.sh: node[001-016] on localhost, the default
+//! partition node[001-004], fake GPUs): a scratch directory with a system for it, and `cloudai run` there.
 
 use std::path::Path;
 use std::process::Command;
@@ -229,4 +229,17 @@ pub fn queued_jobs(w: &Work, n: usize) -> Vec<String> {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A shell command that prints the nccl-tests output `file` as this job's rank 0 would: its Rank lines replaced by
+/// the job's own, each host of `SLURM_JOB_NODELIST` with `SLURM_NTASKS_PER_NODE` ranks (one GPU each), so a
+/// stand-in binary shows the shape that was launched.
+pub fn print_as_this_job(file: &Path) -> String {
+    format!(
+        r##"awk -v hosts="$(scontrol show hostnames "$SLURM_JOB_NODELIST")" -v per="${{SLURM_NTASKS_PER_NODE:-1}}" '
+BEGIN {{ n = split(hosts, h, "\n") }}
+/^# +Rank / {{ if (!done) {{ r = 0; for (i = 1; i <= n; i++) for (d = 0; d < per; d++) {{ printf "#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:%02x:00] NVIDIA A100-SXM4-80GB\n", r, 1000 + r, h[i], d, 16 + d; r++ }} done = 1 }} next }}
+{{ print }}' {}"##,
+        file.display()
+    )
 }

@@ -2,6 +2,7 @@
 //! (its config type, its fields and its decoder) named by one line of [`SCHEDULERS`], so a config can be checked
 //! before it is used. `docs/design/systems.md` lists what else a new scheduler touches.
 
+pub mod fabric;
 mod kubernetes;
 mod runai;
 mod slurm;
@@ -94,6 +95,9 @@ pub struct SystemConfig {
     /// Physical link peaks per GPU, GB/s (our fields): a busbw above them is flagged as a suspect measurement.
     pub nvlink_peak_gbps: Option<f64>,
     pub net_peak_gbps: Option<f64>,
+    /// The fabric and hardware it declares (`fabric`, `nics_per_node`, `nic_gbps`, `expected_busbw_gbps`,
+    /// `expectation_fraction`; our fields), for the transport and expectation checks of a verdict.
+    pub fabric: fabric::Fabric,
     pub kind: SystemKind,
 }
 
@@ -115,6 +119,12 @@ impl SystemKind {
             SystemKind::RunAi(r) => Some(r.gpus_per_node),
             SystemKind::Kubernetes(k) => Some(k.gpus_per_node),
         }
+    }
+
+    /// Whether an MPI launch gets [`SystemKind::tasks_per_node`] ranks per node whatever GPUs each drives (Slurm's
+    /// `ntasks_per_node`), rather than one per group of the node's GPUs.
+    pub fn ranks_are_tasks(&self) -> bool {
+        matches!(self, SystemKind::Slurm(_))
     }
 
     /// Tasks an MPI test gets per node: Slurm's `ntasks_per_node` when set, one per GPU on the others.
@@ -200,6 +210,11 @@ const BASE_FIELDS: &[&str] = &[
     "max_pending_time",
     "nvlink_peak_gbps",
     "net_peak_gbps",
+    "fabric",
+    "nics_per_node",
+    "nic_gbps",
+    "expected_busbw_gbps",
+    "expectation_fraction",
 ];
 
 /// The system used when none is given: conf/common/system/standalone_system.toml, built in.
@@ -261,8 +276,9 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
     let global_env_vars = env_table(&mut ctx, &v, "global_env_vars");
     let monitor_interval = v.count(&mut ctx, "monitor_interval", sched.default_monitor_interval);
     let max_pending_time = v.duration(&mut ctx, "max_pending_time");
-    let nvlink_peak_gbps = v.opt_float(&mut ctx, "nvlink_peak_gbps");
-    let net_peak_gbps = v.opt_float(&mut ctx, "net_peak_gbps");
+    let nvlink_peak_gbps = v.float_in(&mut ctx, "nvlink_peak_gbps", 0.001, 100_000.0, false);
+    let net_peak_gbps = v.float_in(&mut ctx, "net_peak_gbps", 0.001, 100_000.0, false);
+    let fabric = fabric::decode(&mut ctx, &v);
 
     let kind = (sched.decode)(&mut ctx, &v);
     let pod_fields: &[&str] = if sched.pods { super::pods::FIELDS } else { &[] };
@@ -290,6 +306,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<SystemConfig, ConfigErrors> {
                 max_pending_time,
                 nvlink_peak_gbps,
                 net_peak_gbps,
+                fabric,
                 kind,
             })
         }

@@ -405,11 +405,165 @@ fn recorded_command(dir: &Path) -> Option<String> {
     }
 }
 
-/// The grade of parsed output, with CloudAI's `min_busbw` threshold when set.
+/// The grade of parsed output, with CloudAI's `min_busbw` threshold when set: the table's and the data check's
+/// outcomes as checks, and what the output shows of its shape, network and peaks for [`crate::workloads::judge`].
 fn verdict(out: &parse::Output, path: &Path, test: &TestDefinition) -> Verdict {
+    use crate::workloads::judge::{Check, CheckKind};
     let min = test.cmd_args.get("min_busbw").and_then(ArgValue::as_float);
-    match grade::failure(out, path, min) {
-        None => Verdict::pass(),
-        Some(msg) => Verdict::fail(msg),
+    let failure = grade::failure(out, path, min);
+    let m = grade::metrics(out);
+    let mut checks = Vec::new();
+    let sizes = |r: &parse::Run| {
+        let first = r.rows.first().map(|x| x.size);
+        let last = r.tally.last.as_ref().map(|x| x.size);
+        match (first, last) {
+            (Some(a), Some(b)) => format!(
+                ", {} – {}",
+                crate::html::size_iec(a),
+                crate::html::size_iec(b)
+            ),
+            _ => String::new(),
+        }
+    };
+    let complete = out
+        .runs
+        .iter()
+        .filter(|r| r.tally.rows > 0)
+        .all(|r| r.avg_busbw.is_some() || r.out_of_bounds.is_some() || r.concluded);
+    match out.runs.iter().find(|r| r.tally.rows > 0) {
+        Some(r) if complete => checks.push(Check::pass(
+            CheckKind::Table,
+            format!("{} rows{}, summary present", m.rows, sizes(r)),
+        )),
+        Some(r) => checks.push(Check::fail(
+            CheckKind::Table,
+            format!("{} rows{}, no summary after them", m.rows, sizes(r)),
+        )),
+        None => checks.push(Check::fail(CheckKind::Table, "no result row")),
+    }
+    let counts_wrong = out
+        .runs
+        .iter()
+        .all(|r| !r.columns.iter().any(|c| c == "error"));
+    let wrong_rows = out
+        .runs
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .filter(|r| r.wrong() > 0.0)
+        .count()
+        + out
+            .runs
+            .iter()
+            .filter(|r| r.tally.first_wrong_dropped.is_some())
+            .count();
+    let oob_failed = out
+        .runs
+        .iter()
+        .any(|r| matches!(r.out_of_bounds, Some((_, false))));
+    let unchecked = out
+        .runs
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .all(|r| r.out_of_place.wrong.is_none());
+    if m.rows > 0 {
+        checks.push(if (wrong_rows > 0 && counts_wrong) || oob_failed {
+            Check::fail(
+                CheckKind::Wrong,
+                "wrong elements or out-of-bounds values: the data check failed",
+            )
+        } else if unchecked {
+            Check::not_shown(CheckKind::Wrong, "data check off (-c 0): #wrong is N/A")
+        } else {
+            Check::pass(CheckKind::Wrong, "0 wrong elements")
+        });
+    }
+    if let Some(min) = min {
+        let status = if m.rows > 0 && m.peak_busbw >= min {
+            Check::pass(
+                CheckKind::MinBusbw,
+                format!("peak {:.2} GB/s ≥ min_busbw {min} GB/s", m.peak_busbw),
+            )
+        } else {
+            Check::fail(
+                CheckKind::MinBusbw,
+                format!("peak {:.2} GB/s < min_busbw {min} GB/s", m.peak_busbw),
+            )
+        };
+        checks.push(status);
+    }
+    let passed = failure.is_none();
+    // the grade's own reason is the most specific: an error line of the output stands as the output's check beside
+    // the others; a reason about the table, the data or min_busbw replaces that check's shorter detail
+    if let Some(msg) = &failure {
+        let fatal = out.errors.iter().any(|e| e.kind.is_fatal());
+        match checks
+            .iter_mut()
+            .find(|c| c.status == crate::workloads::judge::CheckStatus::Fail)
+        {
+            Some(c) if !fatal => c.detail = msg.clone(),
+            _ => checks.insert(0, Check::fail(CheckKind::Output, msg.clone())),
+        }
+    }
+    Verdict {
+        passed,
+        message: failure.unwrap_or_default(),
+        checks,
+        shown: Some(shown(out, NcclTest::subtest(test), min.is_some())),
+    }
+}
+
+/// What nccl-tests' output shows of how it ran: the first test's Rank lines, NCCL's network, each test's peak.
+fn shown(out: &parse::Output, subtest: &str, own_floor: bool) -> crate::workloads::judge::Shown {
+    use crate::workloads::judge::{Peak, SeenRank, Shown};
+    let ranks = out
+        .runs
+        .iter()
+        .find(|r| !r.ranks.is_empty())
+        .map(|r| {
+            r.ranks
+                .iter()
+                .map(|k| SeenRank {
+                    host: k.host.clone(),
+                    gpu: if k.bus_id.is_empty() {
+                        format!("device {}", k.device)
+                    } else {
+                        k.bus_id.clone()
+                    },
+                    device: k.device_name.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let network = out.network.clone().map(|mut n| {
+        n.no_ib_device = out.no_ib_device;
+        if n.socket {
+            if let Some(ifs) = &out.socket_ifs {
+                n.detail = format!("{} on {ifs}", n.detail);
+            }
+        }
+        n
+    });
+    let peaks = out
+        .runs
+        .iter()
+        .filter(|r| r.tally.rows > 0)
+        .map(|r| Peak {
+            collective: r
+                .test
+                .as_deref()
+                .unwrap_or(subtest)
+                .trim_end_matches("_mpi")
+                .trim_end_matches("_perf")
+                .to_string(),
+            busbw_gbps: r.tally.peak_busbw,
+            at_size: r.tally.peak_size,
+            max_size: r.tally.max_size,
+        })
+        .collect();
+    Shown {
+        ranks,
+        network,
+        peaks,
+        own_floor,
     }
 }

@@ -23,6 +23,12 @@ pub struct Output {
     /// Failure lines seen past [`MAX_ERRORS`] (counted, not kept: a log full of warnings stays small in memory).
     pub errors_dropped: usize,
     pub lines: usize,
+    /// The network NCCL says it used (`Using network IB`, channels `via NET/Socket/0`), when it says.
+    pub network: Option<crate::workloads::judge::Network>,
+    /// `NET/IB : No device found`: NCCL looked for InfiniBand and found none.
+    pub no_ib_device: bool,
+    /// The interfaces of `NET/Socket : Using [0]eth0:…`.
+    pub socket_ifs: Option<String>,
 }
 
 /// Failure lines kept per file; the first fatal one decides the verdict, the rest are for people.
@@ -129,6 +135,8 @@ pub struct Tally {
     pub dropped: u64,
     pub peak_busbw: f64,
     pub peak_size: u64,
+    /// The largest message size of any row.
+    pub max_size: u64,
     pub small_size: Option<u64>,
     pub small_latency_us: Option<f64>,
     pub ip_time_sum: f64,
@@ -149,6 +157,7 @@ impl Tally {
             self.peak_busbw = b;
             self.peak_size = r.size;
         }
+        self.max_size = self.max_size.max(r.size);
         if self.small_size.is_none_or(|s| r.size < s) {
             self.small_size = Some(r.size);
             self.small_latency_us = Some(r.out_of_place.time_us);

@@ -46,6 +46,9 @@ fn classify_error(line: &str) -> Option<ErrorKind> {
         || has("prterun detected that one or more processes exited")
         || has("prterun noticed that process")
         || has("prterun has exited due to process")
+        // Open MPI's fatal-error banner
+        || has("*** An error occurred in")
+        || has("MPI_ERRORS_ARE_FATAL")
         || (has("srun: error:") && has("Exited with exit code"))
         {
             ErrorKind::Killed
@@ -353,6 +356,22 @@ impl Partial {
             }
             let mut toks: Vec<String> = self.head.clone();
             match (prefix.is_empty(), continues, rest.split_first()) {
+                // the first part ended inside a token (a newline written into it): its last token and the rest's
+                // first are one, when the column count says so
+                (true, true, Some((first, more))) if self.glued.is_empty() => {
+                    let mut merged = toks.clone();
+                    if let Some(last) = merged.last_mut() {
+                        last.push_str(first);
+                    }
+                    merged.extend(more.iter().map(|t| t.to_string()));
+                    let refs: Vec<&str> = merged.iter().map(String::as_str).collect();
+                    if let Some(row) = parse_row(&refs, cols, self.line)
+                        .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
+                    {
+                        return Some(row);
+                    }
+                    toks.extend(rest.iter().map(|t| t.to_string()));
+                }
                 (true, _, _) => toks.extend(rest.iter().map(|t| t.to_string())),
                 (false, true, Some((first, more))) => {
                     toks.push(format!("{prefix}{first}"));
@@ -553,8 +572,19 @@ impl Parser {
                 Some(r) if !r.columns.is_empty() => &r.columns,
                 _ => &self.default_cols,
             };
-            let rest: Vec<&str> = line.split_ascii_whitespace().take(MAX_TOKENS).collect();
+            let mut rest: Vec<&str> = line.split_ascii_whitespace().take(MAX_TOKENS).collect();
             let continues = !text.starts_with(|c: char| c.is_whitespace());
+            // the rest of the row may have a log line glued after it: the row ends where the log line starts
+            if let Some(i) = rest.iter().position(|t| !row_token(t)) {
+                let t = rest[i];
+                let cut = (1..t.len())
+                    .filter(|&k| t.is_char_boundary(k))
+                    .find(|&k| log_start(&t[k..]));
+                rest.truncate(i);
+                if let Some(k) = cut {
+                    rest.push(&t[..k]);
+                }
+            }
             if let Some(row) = p.join(&rest, continues, cols) {
                 self.partial = None;
                 let run = self.run.get_or_insert_with(|| Run::at(lineno));
@@ -608,6 +638,28 @@ impl Parser {
                         let r = run.get_or_insert_with(|| Run::at(lineno));
                         r.columns = cols;
                         add_row(r, row, kept, cap, pending);
+                        return;
+                    }
+                }
+            }
+            // a whole row with a log line glued to its end (written before the row's newline)
+            if let Some(i) = tokens.iter().position(|t| !row_token(t)) {
+                let t = tokens[i];
+                if let Some(k) = (1..t.len())
+                    .filter(|&k| t.is_char_boundary(k))
+                    .find(|&k| log_start(&t[k..]))
+                {
+                    let mut whole: Vec<&str> = tokens[..i].to_vec();
+                    whole.push(&t[..k]);
+                    if let Some(row) = parse_row(&whole, cols, lineno)
+                        .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
+                    {
+                        *partial = None;
+                        let r = run.get_or_insert_with(|| Run::at(lineno));
+                        add_row(r, row, kept, cap, pending);
+                        if let Some(j) = line.find("NCCL INFO") {
+                            net_info(out, lineno, &line[j + "NCCL INFO".len()..]);
+                        }
                         return;
                     }
                 }
@@ -701,7 +753,17 @@ impl Parser {
             }
             return; // other comment lines: "Using devices", units, GPU memory usage …
         }
-        if line.contains("NCCL INFO") {
+        if let Some(i) = line.find("NCCL INFO") {
+            net_info(out, lineno, &line[i + "NCCL INFO".len()..]);
+            // a row glued after the log line (written into it before its newline)
+            glued_row(
+                line,
+                run,
+                partial,
+                default_cols,
+                lineno,
+                (kept, cap, pending),
+            );
             return;
         }
         // a banner wrapped after "exited on": the signal is on the next line, and belongs to the same message
@@ -721,6 +783,119 @@ impl Parser {
         } else if line.ends_with("exited on") {
             // `... on node x exited on` + `signal 9 (Killed).`: kept so the next line can complete it
             out.push_error(lineno, ErrorKind::Killed, line);
+        }
+    }
+}
+
+/// What an `NCCL INFO` line says of the network: `Using network <name>`, `NET/IB : No device found`,
+/// `NET/Socket : Using [0]eth0:…`, and channels `… via NET/<name>/<dev>[/GDRDMA]`.
+fn net_info(out: &mut Output, lineno: usize, msg: &str) {
+    let msg = msg.trim();
+    if !(msg.starts_with("Using network") || msg.contains("NET/")) {
+        return;
+    }
+    if let Some(name) = msg.strip_prefix("Using network") {
+        let name = name.trim();
+        if name.is_empty() {
+            return;
+        }
+        set_network(out, lineno, name, format!("NET/{name}"));
+        return;
+    }
+    if msg.starts_with("NET/IB") && msg.contains("No device found") {
+        out.no_ib_device = true;
+        return;
+    }
+    if let Some(rest) = msg.strip_prefix("NET/Socket : Using") {
+        // `[0]eth0:10.0.0.1<0> [1]eth1:…` → `eth0, eth1`
+        let ifs: Vec<&str> = rest
+            .split_whitespace()
+            .filter_map(|t| t.split(']').nth(1)?.split(':').next())
+            .collect();
+        if !ifs.is_empty() {
+            out.socket_ifs = Some(ifs.join(", "));
+        }
+        return;
+    }
+    if let Some(i) = msg.find("via NET/") {
+        let path = msg[i + 4..].split_whitespace().next().unwrap_or("");
+        let name = path[4..].split('/').next().unwrap_or("");
+        if !name.is_empty() {
+            // a channel over sockets outweighs what another line said
+            let known = out.network.as_ref();
+            if known.is_none() || (name == "Socket" && !known.is_some_and(|n| n.socket)) {
+                set_network(out, lineno, name, path.to_string());
+            } else if let Some(n) = out
+                .network
+                .as_mut()
+                .filter(|n| n.detail == format!("NET/{name}"))
+            {
+                n.detail = path.to_string(); // `NET/IB/0/GDRDMA` says more than `NET/IB`
+            }
+        }
+    }
+}
+
+fn set_network(out: &mut Output, lineno: usize, name: &str, detail: String) {
+    let socket = name == "Socket";
+    // any process over sockets decides: one node without RDMA drags every collective down
+    if out.network.as_ref().is_some_and(|n| n.socket && !socket) {
+        return;
+    }
+    out.network = Some(crate::workloads::judge::Network {
+        name: name.to_string(),
+        socket,
+        detail,
+        line: lineno,
+        no_ib_device: false,
+    });
+}
+
+/// A row written right after a log line's text, before its newline: the line's last tokens, when they make a whole
+/// row of the table; or the first part of one (a size, then row tokens), to be completed by a later line.
+fn glued_row(
+    line: &str,
+    run: &mut Option<Run>,
+    partial: &mut Option<Partial>,
+    default_cols: &[String],
+    lineno: usize,
+    (kept, cap, pending): (&mut usize, usize, &mut Option<Vec<Row>>),
+) {
+    let tokens: Vec<&str> = line.split_ascii_whitespace().collect();
+    let tail = tokens.iter().rev().take_while(|t| row_token(t)).count();
+    if tail < 2 {
+        return;
+    }
+    let cols: &[String] = match run {
+        Some(r) if !r.columns.is_empty() => &r.columns,
+        _ => default_cols,
+    };
+    let has_ts = cols.last().is_some_and(|c| c == "timestamp");
+    let expected = cols.len() + usize::from(has_ts);
+    let start = tokens.len() - tail;
+    for from in start..tokens.len() {
+        let part = &tokens[from..];
+        if uint(part[0]).is_none() {
+            continue;
+        }
+        if part.len() == expected {
+            if let Some(row) = parse_row(part, cols, lineno)
+                .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
+            {
+                let r = run.get_or_insert_with(|| Run::at(lineno));
+                add_row(r, row, kept, cap, pending);
+                return;
+            }
+        } else if part.len() < expected
+            && part.len() >= 5
+            && part.get(2).is_some_and(|t| TYPES.contains(t))
+        {
+            *partial = Some(Partial {
+                line: lineno,
+                head: part.iter().map(|s| s.to_string()).collect(),
+                glued: String::new(),
+            });
+            return;
         }
     }
 }
