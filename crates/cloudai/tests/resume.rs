@@ -394,3 +394,189 @@ test_name = "nccl"
         .unwrap()
         .contains("reason=Started"));
 }
+
+/// The default `./results`, a relative output directory: after kill -9, `resume` given the tree by another spelling
+/// of its path (relative to another directory) computes the same workload names as the run did, re-attaches, and the
+/// workload ends deleted — nothing is left holding GPUs (issue 41, item 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runai_kill_9_with_a_relative_output_dir_then_resume_re_attaches_and_deletes() {
+    use common::runai::{mock, requests, setup, RUN, SECRET};
+    let m = mock(6.0, None).await;
+    let w = Work::new();
+    setup(
+        &w,
+        &m.url(),
+        r#"name = "runai"
+[[Tests]]
+id = "a"
+test_name = "nccl"
+"#,
+    );
+    let mut args = RUN.to_vec();
+    args.extend(["--output-dir", "./results"]);
+    let mut child = spawn(&w, &args, &[("RUNAI_APP_SECRET", SECRET)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.shared.data.lock().unwrap().workloads.is_empty() {
+        assert!(Instant::now() < deadline, "nothing was created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let results = w.path().join("results");
+    let name = std::fs::read_dir(&results)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .file_name();
+    let (cwd, tree) = (results.clone(), format!("./{}", name.to_string_lossy()));
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+            .current_dir(cwd)
+            .arg("resume")
+            .arg(tree)
+            .env("RUNAI_APP_SECRET", SECRET)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("cannot re-attach"), "{text}");
+    assert_eq!(
+        requests(&m.journal(), "POST", "/api/v1/workloads/trainings").len(),
+        1,
+        "{text}"
+    );
+    let root = results.join(name);
+    assert_eq!(record(&root, "a", 0).status, Status::Passed, "{text}");
+    let data = m.shared.data.lock().unwrap();
+    assert!(
+        data.workloads.iter().all(|wl| wl.deleted_at.is_some()),
+        "a workload was left: {:?}",
+        data.workloads
+            .iter()
+            .map(|wl| (&wl.name, wl.deleted_at))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A finished tree with a second iteration still to run (the first run was killed after one): its records are lost
+/// or damaged in every way a disk or a person can; `resume` runs only what never ran (issue 41, item 3).
+#[test]
+fn a_lost_or_damaged_record_is_repaired_from_the_journal_and_nothing_that_ran_runs_again() {
+    let w = Work::new();
+    w.standalone();
+    let log = w.path().join("runs.log");
+    w.file(
+        "tests/step.toml",
+        &format!(
+            r#"name = "step"
+description = "s"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "echo $CLOUDAI_OUTPUT_DIR >> {}"
+"#,
+            log.display()
+        ),
+    );
+    w.file(
+        "s.toml",
+        r#"name = "four"
+[[Tests]]
+id = "a"
+test_name = "step"
+iterations = 4
+"#,
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = root_of(&w).unwrap();
+    let runs = || std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(runs(), 4);
+    // #3 never ran (as if cloudai was killed before it): no directory, no journal entry
+    std::fs::remove_dir_all(root.join("a/3")).unwrap();
+    let journal = root.join(".cloudai/journal.jsonl");
+    let kept: String = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("\"iteration\":3"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&journal, kept).unwrap();
+    // #0 deleted, #1 damaged, #2 emptied
+    std::fs::remove_file(root.join("a/0/cloudai-run.json")).unwrap();
+    std::fs::write(
+        root.join("a/1/cloudai-run.json"),
+        "{\"test_id\": \"a\", \"itera",
+    )
+    .unwrap();
+    std::fs::write(root.join("a/2/cloudai-run.json"), "").unwrap();
+    let out = resume(&w, &root, &[]);
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(runs(), 5, "only #3 ran again: {text}");
+    for i in 0..3 {
+        assert!(
+            text.contains(&format!("a #{i}: its cloudai-run.json was")),
+            "{i}: {text}"
+        );
+        assert_eq!(record(&root, "a", i).status, Status::Passed, "{i}: {text}");
+    }
+    assert_eq!(record(&root, "a", 3).status, Status::Passed);
+    // without the journal, an iteration that left output is named, never run over
+    std::fs::remove_file(root.join(".cloudai/journal.jsonl")).unwrap();
+    std::fs::remove_file(root.join("a/1/cloudai-run.json")).unwrap();
+    std::fs::write(root.join("a/1/stdout.txt"), "kept\n").unwrap();
+    let out = resume(&w, &root, &[]);
+    let text = stdout_of(&out);
+    assert_eq!(runs(), 5, "{text}");
+    assert!(text.contains("a #1: its cloudai-run.json is missing and the journal has no copy, but it left output: it is not run again"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a/1/stdout.txt")).unwrap(),
+        "kept\n"
+    );
+}
+
+/// `.cloudai/run.json` that is not a file of ours: a FIFO (a reader would block for ever, holding the tree's lock)
+/// or `/dev/zero` (a reader would grow without end): one clear error at once (issue 41, item 4).
+#[test]
+fn a_run_json_that_is_a_fifo_or_a_device_is_refused_at_once() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/sleep.toml", common::scratch::fixtures::SLEEP);
+    w.file(
+        "s.toml",
+        r#"name = "one"
+[[Tests]]
+id = "a"
+test_name = "sleep"
+"#,
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = root_of(&w).unwrap();
+    let run_json = root.join(".cloudai/run.json");
+    for how in ["fifo", "device"] {
+        std::fs::remove_file(&run_json).ok();
+        if how == "fifo" {
+            assert!(Command::new("mkfifo")
+                .arg(&run_json)
+                .status()
+                .unwrap()
+                .success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &run_json).unwrap();
+        }
+        let started = Instant::now();
+        let out = resume(&w, &root, &[]);
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{how}: {text}");
+        assert!(text.contains("not a regular file"), "{how}: {text}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{how}");
+        // the lock was given back: the next resume is not told another process owns the tree
+        assert!(!text.contains("owned by"), "{text}");
+    }
+}

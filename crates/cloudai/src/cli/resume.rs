@@ -62,14 +62,18 @@ async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
     for i in 0..run.iterations {
         let dir = root.join(&run.id).join(i.to_string());
         let rec = match IterationRecord::read(&dir) {
-            Err(_) => {
-                return SlotPlan {
-                    iteration: i,
-                    state: PlanState::Waiting,
-                    started,
-                }
-            }
             Ok(r) => r,
+            // the record file deleted or damaged: the journal's copy is the truth
+            Err(e) => match repaired(root, run, i, &dir, &e) {
+                Some(r) => r,
+                None => {
+                    return SlotPlan {
+                        iteration: i,
+                        state: PlanState::Waiting,
+                        started,
+                    }
+                }
+            },
         };
         if !rec.is_unfinished() {
             started = true;
@@ -133,6 +137,63 @@ async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
         state: PlanState::Done,
         started,
     }
+}
+
+/// An iteration whose record file is missing or unreadable: rewritten from the journal's last copy; with none, an
+/// iteration that left output is named and counted as ended (never run again over its output); `None`: it never
+/// started.
+fn repaired(
+    root: &Path,
+    run: &TestRun,
+    i: u64,
+    dir: &Path,
+    e: &std::io::Error,
+) -> Option<IterationRecord> {
+    let missing = e.kind() == std::io::ErrorKind::NotFound;
+    if let Some(mut r) = state::journal_entry(root, &run.id, i) {
+        r.output_path = dir.display().to_string();
+        warn!(
+            "{} #{i}: its {} was {}; repaired from the journal ({})",
+            run.id,
+            crate::results::record::RECORD_FILE,
+            if missing { "missing" } else { "damaged" },
+            r.status.as_str()
+        );
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| r.write(dir)) {
+            warn!("Cannot write the repaired record in {}: {e}", dir.display());
+        }
+        return Some(r);
+    }
+    let ran = ["stdout.txt", "stderr.txt"]
+        .iter()
+        .any(|f| dir.join(f).exists());
+    if !ran {
+        return None;
+    }
+    warn!(
+        "{} #{i}: its {} is {} and the journal has no copy, but it left output: it is not run again (its output \
+         stays as it is); `cloudai generate-report` grades it",
+        run.id,
+        crate::results::record::RECORD_FILE,
+        if missing { "missing" } else { "damaged" }
+    );
+    let r = IterationRecord {
+        test_id: run.id.clone(),
+        test_name: run.test.name.clone(),
+        template: run.test.test_template_name.clone(),
+        iteration: i,
+        iterations: run.iterations,
+        output_path: dir.display().to_string(),
+        status: crate::results::Status::Failed,
+        end_reason: EndReason::Lost,
+        message: format!(
+            "its {} was lost ({e}) and the journal has no copy: not run again; its output is graded by              generate-report",
+            crate::results::record::RECORD_FILE
+        ),
+        ..Default::default()
+    };
+    let _ = r.write(dir);
+    Some(r)
 }
 
 fn inputs(

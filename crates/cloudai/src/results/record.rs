@@ -232,7 +232,7 @@ impl IterationRecord {
     }
 
     pub fn read(dir: &Path) -> std::io::Result<Self> {
-        let text = std::fs::read(dir.join(RECORD_FILE))?;
+        let text = crate::util::fsx::read_regular(&dir.join(RECORD_FILE), 1 << 20)?;
         serde_json::from_slice(&text).map_err(std::io::Error::other)
     }
 }

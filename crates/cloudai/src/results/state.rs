@@ -32,6 +32,44 @@ pub fn state_dir(root: &Path) -> PathBuf {
     root.join(STATE_DIR)
 }
 
+/// The journal's second copy: every iteration record as it was written, one JSON line each, appended and synced.
+/// An iteration's `cloudai-run.json` deleted or damaged is repaired from it by `resume`.
+pub fn journal_path(root: &Path) -> PathBuf {
+    state_dir(root).join("journal.jsonl")
+}
+
+/// Appends one record to the journal (synced: it outlives a kill -9 or a power cut as the record file does).
+pub fn append_journal(root: &Path, rec: &crate::results::IterationRecord) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(journal_path(root))?;
+    f.write_all(&line)?;
+    f.sync_data()
+}
+
+/// The last record the journal holds for a test's iteration; a line cut short by a crash is passed over.
+pub fn journal_entry(
+    root: &Path,
+    test_id: &str,
+    iteration: u64,
+) -> Option<crate::results::IterationRecord> {
+    use std::io::BufRead;
+    let f = crate::util::fsx::open_regular(&journal_path(root)).ok()?;
+    let mut last = None;
+    for line in std::io::BufReader::new(f).lines().map_while(Result::ok) {
+        if let Ok(r) = serde_json::from_str::<crate::results::IterationRecord>(&line) {
+            if r.test_id == test_id && r.iteration == iteration {
+                last = Some(r);
+            }
+        }
+    }
+    last
+}
+
 /// The run's own log (every line of `run` and each `resume` of the tree, appended).
 pub fn log_path(root: &Path) -> PathBuf {
     state_dir(root).join("run.log")
@@ -168,7 +206,7 @@ pub fn restore_secret(
 }
 
 pub fn read_info(root: &Path) -> std::io::Result<RunInfo> {
-    let b = std::fs::read(state_dir(root).join("run.json"))?;
+    let b = crate::util::fsx::read_regular(&state_dir(root).join("run.json"), 1 << 20)?;
     serde_json::from_slice(&b).map_err(std::io::Error::other)
 }
 

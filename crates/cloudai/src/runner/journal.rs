@@ -1,5 +1,6 @@
 //! The run's journal: each iteration's `cloudai-run.json`, written durably before its job is submitted, once the
-//! scheduler's id is known, when the job is first seen running, and at its end. A `kill -9` of cloudai at any
+//! scheduler's id is known, when the job is first seen running, and at its end, and each version appended to the
+//! tree's `.cloudai/journal.jsonl` as well (the record a `resume` repairs a lost or damaged file from). A `kill -9` of cloudai at any
 //! moment leaves a tree from which `resume` loses nothing and submits nothing twice. A dry-run keeps none (its tree
 //! holds exactly CloudAI's files).
 
@@ -13,12 +14,15 @@ use crate::results::{EndReason, IterationRecord, Status};
 use crate::scenario::TestRun;
 use crate::systems::Prepared;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Journal {
     /// The scheduler's name, recorded with every iteration.
     pub scheduler: &'static str,
     /// Records are written (not in a dry-run).
     pub writes: bool,
+    /// The results root: each record is also appended to its `.cloudai/journal.jsonl`, when the tree has one
+    /// (a tree `run` made; not a find-bad-nodes round), so a record file deleted or damaged later can be repaired.
+    pub root: std::path::PathBuf,
 }
 
 /// A job seen running, as the journal keeps it.
@@ -60,6 +64,14 @@ impl Journal {
         }
         if let Err(e) = rec.write(dir) {
             error!("Cannot write the run record in {}: {e}", dir.display());
+        }
+        if crate::results::state::state_dir(&self.root).is_dir() {
+            if let Err(e) = crate::results::state::append_journal(&self.root, rec) {
+                error!(
+                    "Cannot append to {}: {e}",
+                    crate::results::state::journal_path(&self.root).display()
+                );
+            }
         }
     }
 

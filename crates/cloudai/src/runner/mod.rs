@@ -132,6 +132,7 @@ impl Runner {
     /// The engine for a scenario on a system, with the system's own settings (monitor interval, max pending time).
     pub fn new(system: Arc<dyn System>, scenario: Scenario, layout: Layout) -> Self {
         let settings = system.settings();
+        let root = layout.root.clone();
         Runner {
             system,
             scenario: Arc::new(scenario),
@@ -139,6 +140,7 @@ impl Runner {
             journal: journal::Journal {
                 scheduler: settings.scheduler,
                 writes: !settings.dry_run,
+                root,
             },
             dry_run: settings.dry_run,
             interval: settings.monitor_interval,

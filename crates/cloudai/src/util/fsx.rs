@@ -186,3 +186,32 @@ pub fn failure_summary(root: &Path) -> Option<String> {
         root.display()
     ))
 }
+
+/// Opens a file to read only when it is a regular file: a FIFO would block the reader for ever (holding the
+/// tree's lock), a device like `/dev/zero` never ends.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let m = std::fs::metadata(path)?;
+    if !m.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{}: not a regular file (a device, FIFO, socket or directory)",
+            path.display()
+        )));
+    }
+    std::fs::File::open(path)
+}
+
+/// Reads a regular file of at most `max` bytes (a state file of ours: a larger one is not what we wrote).
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_regular(path)?;
+    let mut buf = Vec::new();
+    f.take(max + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "{}: larger than the {} KiB this file can be",
+            path.display(),
+            max >> 10
+        )));
+    }
+    Ok(buf)
+}

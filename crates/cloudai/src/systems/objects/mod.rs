@@ -182,11 +182,17 @@ pub fn plan<B: Backend>(b: &B, run: &TestRun, dir: &Path) -> Vec<Step<B::Spec>> 
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     };
-    let salt = names::short_hash(&root.display().to_string());
+    // the tree as it is on disk, however its path was written (`./results/…` or absolute, through a symlink): a
+    // `resume` from elsewhere computes the same names
+    let real_root = std::fs::canonicalize(root)
+        .or_else(|_| std::path::absolute(root))
+        .unwrap_or_else(|_| root.to_path_buf());
+    let salt = names::short_hash(&real_root.display().to_string());
     let (scenario, iteration) = (file_name(root), file_name(dir));
     let step = |run: &TestRun, part: StepKind, dir: &Path| {
-        // the step's directory names scenario, test, iteration and hook; the salt, this results tree
-        let identity_src = format!("{salt}|{}", dir.display());
+        // the step's directory (within the tree) names scenario, test, iteration and hook; the salt, this tree
+        let within = dir.strip_prefix(root).unwrap_or(dir);
+        let identity_src = format!("{salt}|{}", within.display());
         let launch = run.launch();
         let readable = [run.id.as_str(), part.tag()];
         let name = if launch.across_nodes(run.num_nodes) {
