@@ -959,3 +959,154 @@ test_name = "bash"
         rec.message
     );
 }
+
+/// Every number has its range, every size its grammar (issue 41, item 5): one table of bad values per template and
+/// system field, each one clear error naming the field and nothing created.
+#[test]
+fn numbers_out_of_range_and_sizes_that_are_not_sizes_are_refused() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("Sleep", "seconds = -5", "field 'cmd_args.seconds': must be 0 or more, found -5"),
+        ("Fio", "num_tasks_per_node = 0", "field 'cmd_args.num_tasks_per_node'"),
+        (
+            "OSUBench",
+            "docker_image_url = \"i\"\nbenchmarks_dir = \"/b\"\nbenchmark = \"osu_allreduce\"\niterations = 0",
+            "field 'cmd_args.iterations': must be 1 or more, found 0",
+        ),
+        (
+            "OSUBench",
+            "docker_image_url = \"i\"\nbenchmarks_dir = \"/b\"\nbenchmark = \"osu_allreduce\"\nwarmup = -1",
+            "field 'cmd_args.warmup': must be 0 or more, found -1",
+        ),
+        (
+            "UCCTest",
+            "docker_image_url = \"i\"\nb = 0",
+            "field 'cmd_args.b': must be 1 or more, found 0",
+        ),
+        (
+            "UCCTest",
+            "docker_image_url = \"i\"\ne = \"8X\"",
+            "\"8X\" is not a size",
+        ),
+        (
+            "NcclTest",
+            "docker_image_url = \"i\"\nmaxbytes = \"4X\"",
+            "field 'cmd_args.maxbytes': \"4X\" is not a size",
+        ),
+        (
+            "NcclTest",
+            "docker_image_url = \"i\"\nminbytes = [\"8\", \"0.5G\"]",
+            "\"0.5G\" is not a size",
+        ),
+        (
+            "NeMoRun",
+            "docker_image_url = \"i\"\ntask = \"pretrain\"\nrecipe_name = \"llama3_8b\"\n[cmd_args.trainer]\nmax_steps = 0",
+            "field 'cmd_args.trainer.max_steps': must be 1 or more, found 0",
+        ),
+        (
+            "NeMoRun",
+            "docker_image_url = \"i\"\ntask = \"pretrain\"\nrecipe_name = \"llama3_8b\"\n[cmd_args.data]\nmicro_batch_size = -2",
+            "field 'cmd_args.data.micro_batch_size': must be 1 or more, found -2",
+        ),
+    ];
+    for (template, args, expected) in cases {
+        let test = format!(
+            "name = \"t\"\ndescription = \"d\"\ntest_template_name = \"{template}\"\n[cmd_args]\n{args}\n"
+        );
+        fails(
+            None,
+            &[("t.toml", &test)],
+            &scenario_with("test_name = \"t\"\n"),
+            &[expected],
+        );
+    }
+    // system numbers: a node has at most 1024 GPUs; the fabric fields their ranges
+    for (extra, expected) in [
+        (
+            "gpus_per_node = 9223372036854775807",
+            "field 'gpus_per_node': must be 0 to 1024",
+        ),
+        (
+            "nic_gbps = -1",
+            "field 'nic_gbps': must be a number from 1 to 3200, found -1",
+        ),
+        (
+            "expectation_fraction = 1.5",
+            "field 'expectation_fraction': must be a number from 0.001 to 1",
+        ),
+        ("fabric = \"ethernet\"", "unknown fabric \"ethernet\""),
+        (
+            "nvlink_peak_gbps = nan",
+            "field 'nvlink_peak_gbps': must be a number",
+        ),
+    ] {
+        let sys = format!(
+            "name = \"local\"\nscheduler = \"standalone\"\ninstall_path = \"i\"\noutput_path = \"o\"\n{extra}\n"
+        );
+        fails(
+            Some(&sys),
+            &[("sleep.toml", SLEEP_TEST)],
+            OK_SCENARIO,
+            &[expected],
+        );
+    }
+}
+
+/// find-bad-nodes' numbers and names, checked before anything is created (issue 41, item 5).
+#[test]
+fn find_bad_nodes_flags_are_checked_before_anything_is_created() {
+    let w = Work::new();
+    w.file("system.toml", "name = \"s\"\nscheduler = \"slurm\"\ninstall_path = \"i\"\noutput_path = \"out\"\ndefault_partition = \"p\"\n[[partitions]]\nname = \"p\"\n");
+    w.file("tests/nccl.toml", common::scratch::fixtures::NCCL);
+    w.file("tests/sleep.toml", SLEEP_TEST);
+    let base = [
+        "find-bad-nodes",
+        "--system-config",
+        "system.toml",
+        "--tests-dir",
+        "tests",
+    ];
+    for (args, expected) in [
+        (
+            vec!["--test", "nccl", "--max-act-fraction", "101"],
+            "101 is not a percentage from 0 to 100",
+        ),
+        (
+            vec!["--test", "nccl", "--max-act-fraction", "inf"],
+            "inf is not a percentage from 0 to 100",
+        ),
+        (
+            vec!["--test", "nccl", "--min-busbw", "nan"],
+            "nan is not a bandwidth in GB/s",
+        ),
+        (
+            vec!["--test", "nccl", "--min-busbw=-3"],
+            "-3 is not a bandwidth in GB/s",
+        ),
+        (
+            vec!["--test", "nccl", "--nodes", "node1;reboot"],
+            "is not a node list",
+        ),
+        (
+            vec!["--test", "nccl", "--nodes", "node1 node2"],
+            "is not a node list",
+        ),
+        (
+            vec!["--test", "ncc", "--nodes", "node[1-2]"],
+            "--test \"ncc\": no test of that name",
+        ),
+        (
+            vec!["--test", "sleep", "--nodes", "node[1-2]"],
+            "test 'sleep' is a Sleep test, not NcclTest",
+        ),
+    ] {
+        let out = w.cloudai().args(base).args(&args).output().unwrap();
+        let text = stdout_of(&out);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {text}");
+        assert!(text.contains(expected), "{args:?}: {text}");
+        assert!(
+            !w.path().join("out").exists(),
+            "{args:?} created out/: {text}"
+        );
+        assert!(!text.contains("panicked"), "{text}");
+    }
+}

@@ -62,6 +62,43 @@ fn round_scenario(round: usize, test: &str, pairs: &[[String; 2]]) -> String {
     s
 }
 
+/// The test the pairs run: it must exist in the tests directory and be an NcclTest.
+fn check_test(tests_dir: &Path, test: &str) -> Result<(), String> {
+    let lib = crate::scenario::TestLibrary::load_dir(tests_dir).map_err(|e| {
+        e.report();
+        format!(
+            "find-bad-nodes cannot read the tests in {}",
+            tests_dir.display()
+        )
+    })?;
+    let Some(raw) = lib.get(test) else {
+        let names: Vec<&str> = lib.names().collect();
+        let hint = match crate::config::error::did_you_mean(test, names.iter().copied()) {
+            Some(n) => format!("did you mean \"{n}\"?"),
+            None => format!("the tests there: {}", names.join(", ")),
+        };
+        return Err(format!(
+            "--test {test:?}: no test of that name in {} ({hint})",
+            tests_dir.display()
+        ));
+    };
+    let template = raw
+        .node
+        .as_table()
+        .and_then(|t| t.get("test_template_name"))
+        .and_then(|n| match &n.kind {
+            crate::config::node::Kind::Str(s) => Some(s.as_str()),
+            _ => None,
+        });
+    match template {
+        Some("NcclTest") => Ok(()),
+        other => Err(format!(
+            "find-bad-nodes grades bus bandwidth: test '{test}' is a {} test, not NcclTest",
+            other.unwrap_or("?")
+        )),
+    }
+}
+
 /// The bar of a sweep without a baseline or `--min-busbw`: the fastest pair of round 1 that passed (and whose
 /// busbw is physically plausible), less the tolerance. The median would let a slow majority set it.
 fn fast_end(summary: &crate::report::scenario::Summary, tolerance: f64) -> Option<(f64, f64)> {
@@ -141,6 +178,11 @@ pub fn run(req: &Request) -> i32 {
             "find-bad-nodes needs at least 2 nodes, got {}: give --nodes node[001-016]",
             nodes.len()
         );
+        return 1;
+    }
+    // the test is checked before anything is created: a typo must not leave an empty results tree behind
+    if let Err(e) = check_test(req.tests_dir, req.test) {
+        error!("{e}");
         return 1;
     }
     let output = req

@@ -19,10 +19,10 @@ pub struct FindArgs {
     #[arg(long)]
     test: String,
     /// Nodes to check [default: the Slurm default partition's nodes; Kubernetes: every usable GPU node]
-    #[arg(long)]
+    #[arg(long, value_parser = parse_nodes)]
     nodes: Option<String>,
     /// A pair fails below this peak busbw (GB/s) [default: more than --tolerance below the fastest pair of round 1]
-    #[arg(long, value_name = "GBPS", conflicts_with = "baseline")]
+    #[arg(long, value_name = "GBPS", conflicts_with = "baseline", value_parser = parse_gbps)]
     min_busbw: Option<f64>,
     /// Where the results go [default: the system's output_path]
     #[arg(long)]
@@ -48,7 +48,7 @@ pub struct FindArgs {
     #[arg(long, value_name = "KEY")]
     topology_label: Option<String>,
     /// Act on no node when more than this percentage of the checked nodes is judged bad
-    #[arg(long, value_name = "PERCENT", default_value_t = 25.0)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 25.0, value_parser = parse_percent)]
     max_act_fraction: f64,
     #[command(flatten)]
     grading: super::BaselineArgs,
@@ -80,4 +80,40 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
         repeat: args.repeat as usize,
         topology_label: args.topology_label.as_deref(),
     }))
+}
+
+/// A bandwidth in GB/s: a finite number above 0.
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e6 => Ok(v),
+        _ => Err(format!(
+            "{s} is not a bandwidth in GB/s (a number above 0, such as 150)"
+        )),
+    }
+}
+
+/// A percentage from 0 to 100 (`25`, `25%`).
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s} is not a percentage from 0 to 100")),
+    }
+}
+
+/// Node names as the schedulers write them, alone or as a host list: letters, digits, `.`, `_`, `-`, and `[`, `]`,
+/// `,` for ranges (`node[001-016],gpu7`). Anything else (a blank, `;`, a quote) would reach a job script.
+fn parse_nodes(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'[' | b']' | b',')
+        })
+        && s.bytes().filter(|b| *b == b'[').count() == s.bytes().filter(|b| *b == b']').count();
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a node list: names of letters, digits, '.', '_' and '-', with ranges as node[001-016], \
+             separated by ','"
+        ))
+    }
 }

@@ -134,6 +134,10 @@ pub struct ArgSpec {
     pub default: ArgDefault,
     /// Whether a list (a DSE sweep over values) is accepted.
     pub sweep: bool,
+    /// The smallest integer accepted (each value of a sweep too).
+    pub min: Option<i64>,
+    /// A message size as the benchmarks read it: whole bytes with an optional K, M or G (`4096`, `32M`, `8G`).
+    pub size: bool,
 }
 
 impl ArgSpec {
@@ -143,12 +147,32 @@ impl ArgSpec {
             ty,
             default,
             sweep: true,
+            min: None,
+            size: false,
         }
     }
     pub const fn single(mut self) -> Self {
         self.sweep = false;
         self
     }
+    /// Integers below `min` are refused.
+    pub const fn at_least(mut self, min: i64) -> Self {
+        self.min = Some(min);
+        self
+    }
+    /// A message size (`32M`): other text is refused (nccl-tests reads `4X` as 4 bytes).
+    pub const fn size(mut self) -> Self {
+        self.size = true;
+        self
+    }
+}
+
+/// Whether `s` is a size the benchmarks read whole: digits, then at most one of K, M, G (either case), then at
+/// most a B (`32M`, `1GB`, `4096`).
+pub fn is_size(s: &str) -> bool {
+    let s = s.strip_suffix(['B', 'b']).unwrap_or(s);
+    let digits = s.strip_suffix(['K', 'k', 'M', 'm', 'G', 'g']).unwrap_or(s);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Validated `cmd_args`: declared fields in schema order (unset optional ones absent), then extra keys in TOML
@@ -215,8 +239,39 @@ impl CmdArgs {
 
 fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option<ArgValue> {
     match spec.ty {
+        ArgType::Str if spec.size => {
+            let s = as_str(ctx, node, field)?;
+            if is_size(s.trim()) {
+                Some(ArgValue::Str(s))
+            } else {
+                ctx.err(
+                    &node.loc,
+                    field,
+                    format!("\"{s}\" is not a size"),
+                    Some(
+                        "a whole number of bytes with an optional K, M or G: 4096, 32M, 8G, 1GB"
+                            .into(),
+                    ),
+                );
+                None
+            }
+        }
         ArgType::Str => as_str(ctx, node, field).map(ArgValue::Str),
-        ArgType::Int => as_int(ctx, node, field).map(ArgValue::Int),
+        ArgType::Int => {
+            let v = as_int(ctx, node, field)?;
+            match spec.min {
+                Some(min) if v < min => {
+                    ctx.err(
+                        &node.loc,
+                        field,
+                        format!("must be {min} or more, found {v}"),
+                        None,
+                    );
+                    None
+                }
+                _ => Some(ArgValue::Int(v)),
+            }
+        }
         ArgType::Float => as_float(ctx, node, field).map(ArgValue::Float),
         ArgType::Bool => as_bool(ctx, node, field).map(ArgValue::Bool),
         ArgType::Num => match node.kind {

@@ -346,6 +346,23 @@ impl<'a> View<'a> {
         None
     }
 
+    /// A non-negative integer with a default, at most `max`.
+    pub fn count_max(&self, ctx: &mut Ctx, key: &str, default: u64, max: u64) -> u64 {
+        let v = self.count(ctx, key, default);
+        if v > max {
+            if let Some(n) = self.get(key) {
+                ctx.err(
+                    &n.loc,
+                    &self.field(key),
+                    format!("must be 0 to {max}, found {v}"),
+                    None,
+                );
+            }
+            return default;
+        }
+        v
+    }
+
     /// A non-negative integer with a default.
     pub fn count(&self, ctx: &mut Ctx, key: &str, default: u64) -> u64 {
         match self.get(key) {

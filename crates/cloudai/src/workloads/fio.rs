@@ -27,7 +27,9 @@ static ARGS: &[ArgSpec] = &[
     ArgSpec::new("job_file", T::Str, D::Unset).single(),
     ArgSpec::new("args", T::Dict, D::Table),
     ArgSpec::new("docker_image_url", T::Str, D::Unset).single(),
-    ArgSpec::new("num_tasks_per_node", T::Int, D::Int(1)).single(),
+    ArgSpec::new("num_tasks_per_node", T::Int, D::Int(1))
+        .single()
+        .at_least(1),
     ArgSpec::new("metric_operation", T::Enum(OPERATIONS), D::Str("all")).single(),
     ArgSpec::new("metric_name", T::Enum(METRICS), D::Str("bw")).single(),
     ArgSpec::new("metric_aggregate", T::Enum(AGGREGATES), D::Str("sum")).single(),

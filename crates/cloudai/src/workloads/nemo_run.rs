@@ -19,28 +19,32 @@ pub struct NeMoRun;
 
 static PLUGIN: &[ArgSpec] = &[
     ArgSpec::new("fp8", T::Str, D::Unset),
-    ArgSpec::new("fp8_margin", T::Int, D::Unset),
-    ArgSpec::new("fp8_amax_history_len", T::Int, D::Unset),
+    ArgSpec::new("fp8_margin", T::Int, D::Unset).at_least(0),
+    ArgSpec::new("fp8_amax_history_len", T::Int, D::Unset).at_least(1),
     ArgSpec::new("fp8_amax_compute_algo", T::Str, D::Unset),
     ArgSpec::new("fp8_wgrad", T::Bool, D::Unset),
     ArgSpec::new("fp8_params", T::Bool, D::Unset),
     ArgSpec::new("grad_reduce_in_fp32", T::Bool, D::Unset),
 ];
 static STRATEGY: &[ArgSpec] = &[
-    ArgSpec::new("tensor_model_parallel_size", T::Int, D::Int(1)),
-    ArgSpec::new("pipeline_model_parallel_size", T::Int, D::Int(1)),
-    ArgSpec::new("context_parallel_size", T::Int, D::Int(2)),
-    ArgSpec::new("virtual_pipeline_model_parallel_size", T::Int, D::Unset),
+    ArgSpec::new("tensor_model_parallel_size", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("pipeline_model_parallel_size", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("context_parallel_size", T::Int, D::Int(2)).at_least(1),
+    ArgSpec::new("virtual_pipeline_model_parallel_size", T::Int, D::Unset).at_least(1),
 ];
 static TRAINER: &[ArgSpec] = &[
-    ArgSpec::new("max_steps", T::Int, D::Int(100)),
+    ArgSpec::new("max_steps", T::Int, D::Int(100)).at_least(1),
     ArgSpec::new("val_check_interval", T::Num, D::Int(1000)),
     // sweeps over node counts are the scenario's num_nodes
-    ArgSpec::new("num_nodes", T::Int, D::Unset).single(),
+    ArgSpec::new("num_nodes", T::Int, D::Unset)
+        .single()
+        .at_least(1),
     ArgSpec::new("strategy", T::Model(STRATEGY, true), D::Table),
     ArgSpec::new("plugins", T::Model(PLUGIN, true), D::Unset),
     ArgSpec::new("callbacks", T::Str, D::Unset),
-    ArgSpec::new("log_every_n_steps", T::Int, D::Int(1)).single(),
+    ArgSpec::new("log_every_n_steps", T::Int, D::Int(1))
+        .single()
+        .at_least(1),
 ];
 static CKPT: &[ArgSpec] = &[
     ArgSpec::new("save_on_train_epoch_end", T::Bool, D::Unset).single(),
@@ -55,10 +59,12 @@ static LOG: &[ArgSpec] = &[
     ArgSpec::new("tensorboard", T::Model(TENSORBOARD, true), D::Unset),
 ];
 static DATA: &[ArgSpec] = &[
-    ArgSpec::new("seq_length", T::Int, D::Int(8192)),
-    ArgSpec::new("micro_batch_size", T::Int, D::Int(1)),
-    ArgSpec::new("global_batch_size", T::Int, D::Int(1)),
-    ArgSpec::new("num_train_samples", T::Int, D::Int(1000)).single(),
+    ArgSpec::new("seq_length", T::Int, D::Int(8192)).at_least(1),
+    ArgSpec::new("micro_batch_size", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("global_batch_size", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("num_train_samples", T::Int, D::Int(1000))
+        .single()
+        .at_least(1),
 ];
 static OPTIM_CONFIG: &[ArgSpec] = &[ArgSpec::new(
     "use_precision_aware_optimizer",
@@ -74,7 +80,9 @@ static ARGS: &[ArgSpec] = &[
     ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
     ArgSpec::new("task", T::Str, D::Required).single(),
     ArgSpec::new("recipe_name", T::Str, D::Required).single(),
-    ArgSpec::new("num_layers", T::Int, D::Unset).single(),
+    ArgSpec::new("num_layers", T::Int, D::Unset)
+        .single()
+        .at_least(1),
     ArgSpec::new("trainer", T::Model(TRAINER, true), D::Table),
     ArgSpec::new("log", T::Model(LOG, true), D::Table),
     ArgSpec::new("data", T::Model(DATA, true), D::Table),

@@ -23,9 +23,15 @@ static ARGS: &[ArgSpec] = &[
     ArgSpec::new("benchmarks_dir", T::Str, D::Required).single(),
     ArgSpec::new("benchmark", T::Str, D::Required),
     ArgSpec::new("message_size", T::Str, D::Unset),
-    ArgSpec::new("iterations", T::Int, D::Unset).single(),
-    ArgSpec::new("warmup", T::Int, D::Unset).single(),
-    ArgSpec::new("mem_limit", T::Int, D::Unset).single(),
+    ArgSpec::new("iterations", T::Int, D::Unset)
+        .single()
+        .at_least(1),
+    ArgSpec::new("warmup", T::Int, D::Unset)
+        .single()
+        .at_least(0),
+    ArgSpec::new("mem_limit", T::Int, D::Unset)
+        .single()
+        .at_least(1),
     ArgSpec::new("full", T::Bool, D::Bool(true)).single(),
 ];
 

@@ -8,7 +8,7 @@ pub struct Sleep;
 
 static ARGS: &[ArgSpec] = &[
     ArgSpec::new("docker_image_url", T::Str, D::Str("ubuntu:22.04")).single(),
-    ArgSpec::new("seconds", T::Int, D::Int(5)),
+    ArgSpec::new("seconds", T::Int, D::Int(5)).at_least(0),
 ];
 
 impl TemplateSchema for Sleep {

@@ -38,8 +38,8 @@ const COLLECTIVES: &[&str] = &[
 static ARGS: &[ArgSpec] = &[
     ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
     ArgSpec::new("collective", T::Enum(COLLECTIVES), D::Str("alltoall")),
-    ArgSpec::new("b", T::Int, D::Int(1)),
-    ArgSpec::new("e", T::Str, D::Str("8M")),
+    ArgSpec::new("b", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("e", T::Str, D::Str("8M")).size(),
     ArgSpec::new("gen", T::Str, D::Unset),
     ArgSpec::new("use_deepep_matrix", T::Bool, D::Bool(false)).single(),
 ];

@@ -1,5 +1,6 @@
 //! `scheduler = "kubernetes"`: the kubeconfig, the namespace, and what MPI workers and plain jobs run.
 
+use super::MAX_GPUS_PER_NODE;
 use std::path::PathBuf;
 
 use super::super::decode::{Ctx, View};
@@ -46,7 +47,7 @@ fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
     Some(KubernetesConfig {
         kube_config_path: kube_config_path?,
         default_namespace: default_namespace?,
-        gpus_per_node: v.count(ctx, "gpus_per_node", 1),
+        gpus_per_node: v.count_max(ctx, "gpus_per_node", 1, MAX_GPUS_PER_NODE),
         pods: crate::config::pods::decode(ctx, v, false),
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),

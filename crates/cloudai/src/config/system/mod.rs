@@ -199,6 +199,9 @@ impl SystemKind {
     }
 }
 
+/// The most GPUs (or tasks) a node can have: a larger `gpus_per_node` or `ntasks_per_node` is a typo.
+pub const MAX_GPUS_PER_NODE: u64 = 1024;
+
 const BASE_FIELDS: &[&str] = &[
     "name",
     "scheduler",

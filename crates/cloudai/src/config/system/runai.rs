@@ -1,5 +1,6 @@
 //! `scheduler = "runai"`: the control plane, its credentials (a [`Secret`] that never prints) and the project.
 
+use super::MAX_GPUS_PER_NODE;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -136,7 +137,7 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
         ca_bundle,
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),
-        gpus_per_node: v.count(ctx, "gpus_per_node", 8),
+        gpus_per_node: v.count_max(ctx, "gpus_per_node", 8, MAX_GPUS_PER_NODE),
         base_url: base_url?,
         user_email: user_email?,
         app_id: app_id?,

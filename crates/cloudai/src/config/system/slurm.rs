@@ -3,6 +3,7 @@
 use super::super::decode::{Ctx, View};
 use super::super::error::did_you_mean;
 use super::super::node::{Kind, Node};
+use super::MAX_GPUS_PER_NODE;
 use super::{check_reports, Needs, Scheduler, SystemKind};
 
 pub(super) const SCHEDULER: Scheduler = Scheduler {
@@ -151,10 +152,10 @@ fn decode_slurm(ctx: &mut Ctx, v: &View) -> Option<SlurmConfig> {
         mpi: v.opt_str(ctx, "mpi").unwrap_or_else(|| "pmix".into()),
         gpus_per_node: v
             .get("gpus_per_node")
-            .map(|_| v.count(ctx, "gpus_per_node", 0)),
+            .map(|_| v.count_max(ctx, "gpus_per_node", 0, MAX_GPUS_PER_NODE)),
         ntasks_per_node: v
             .get("ntasks_per_node")
-            .map(|_| v.count(ctx, "ntasks_per_node", 0)),
+            .map(|_| v.count_max(ctx, "ntasks_per_node", 0, MAX_GPUS_PER_NODE)),
         cache_docker_images_locally: v
             .opt_bool(ctx, "cache_docker_images_locally")
             .unwrap_or(false),

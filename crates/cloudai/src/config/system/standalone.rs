@@ -1,6 +1,7 @@
 //! `scheduler = "standalone"`: the local machine.
 
 use super::super::decode::{Ctx, View};
+use super::MAX_GPUS_PER_NODE;
 use super::{Needs, Scheduler, SystemKind};
 
 pub(super) const SCHEDULER: Scheduler = Scheduler {
@@ -47,6 +48,6 @@ fn decode(ctx: &mut Ctx, v: &View) -> Option<SystemKind> {
     Some(SystemKind::Standalone(StandaloneConfig {
         gpus_per_node: v
             .get("gpus_per_node")
-            .map(|_| v.count(ctx, "gpus_per_node", 1)),
+            .map(|_| v.count_max(ctx, "gpus_per_node", 1, MAX_GPUS_PER_NODE)),
     }))
 }
