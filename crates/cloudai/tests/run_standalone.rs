@@ -285,3 +285,51 @@ cmd = "echo main ran"
         }
     }
 }
+
+/// 500 tests at once under `ulimit -n 256` (soft and hard): each running job holds descriptors, so the engine starts
+/// jobs while some are left and queues the rest; every test passes (issue 41, item 6).
+#[test]
+fn five_hundred_tests_under_a_256_file_limit_all_pass() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/nap.toml",
+        r#"name = "nap"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "sleep 1"
+"#,
+    );
+    let mut s = String::from("name = \"many\"\n");
+    for i in 0..500 {
+        s.push_str(&format!("[[Tests]]\nid = \"t{i}\"\ntest_name = \"nap\"\n"));
+    }
+    w.file("s.toml", &s);
+    let bin = assert_cmd::cargo::cargo_bin("cloudai");
+    let out = std::process::Command::new("bash")
+        .current_dir(w.path())
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec {} {}",
+            bin.display(),
+            common::RUN_S_TOML.join(" ")
+        ))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        &text[text.len().saturating_sub(3000)..]
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.results_root().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["counts"]["PASSED"], 500, "{}", summary["counts"]);
+    assert!(
+        text.contains("Near the limit of open files (256)"),
+        "the limit was never reached"
+    );
+}

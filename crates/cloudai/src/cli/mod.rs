@@ -192,6 +192,8 @@ pub fn main() -> i32 {
         }
     };
     crate::util::color::init(cli.color);
+    // hundreds of tests at once hold hundreds of descriptors: take what the hard limit allows
+    crate::util::fds::raise_limit();
     match cli.command {
         Command::List(args) => list::list(&args),
         Command::Completions { shell } => {

@@ -60,6 +60,10 @@ pub struct Runner {
     pub detach: bool,
     /// Ending signals (and requests to stop this engine).
     pub stop: signals::Stop,
+    /// A job has waited for file descriptors (said once).
+    fd_wait: std::cell::Cell<bool>,
+    /// Descriptors open before any job: a job never waits when no other holds any (nothing would free them).
+    fd_base: u64,
 }
 
 pub struct RunOutcome {
@@ -149,6 +153,8 @@ impl Runner {
             plan: Default::default(),
             detach: false,
             stop: signals::Stop::default(),
+            fd_wait: Default::default(),
+            fd_base: crate::util::fds::open_count().unwrap_or(0),
         }
     }
 
@@ -271,6 +277,17 @@ impl Runner {
     /// Submits the slot's iteration; one that cannot be submitted is recorded as failed and the next iteration is
     /// tried (a refused submission never drops the iterations after it).
     async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
+        // near the open-files limit a job waits for another to end, rather than fail for want of a descriptor
+        if !self.dry_run && !crate::util::fds::room_for_a_job(self.fd_base) {
+            if !self.fd_wait.replace(true) {
+                info!(
+                    "Near the limit of open files ({}): further tests start as running ones end",
+                    crate::util::fds::limit().unwrap_or(0)
+                );
+            }
+            slot.phase = Phase::Waiting;
+            return;
+        }
         loop {
             match self.submit_one(slot, records).await {
                 Submitted::Yes | Submitted::Later => return,

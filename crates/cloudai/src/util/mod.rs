@@ -1,4 +1,5 @@
 pub mod color;
+pub mod fds;
 pub mod fsx;
 pub mod nodelist;
 pub mod pytoml;
