@@ -207,8 +207,13 @@ async fn ctrl_c_with_the_control_plane_down_names_what_may_still_run() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(4), "{text}");
+    // acted on at once, and out within the 15 s docs/runai.md promises (issue 41, item 2)
+    eprintln!(
+        "Ctrl-C to exit with the control plane down: {:?}",
+        t0.elapsed()
+    );
     assert!(
-        t0.elapsed() < Duration::from_secs(40),
+        t0.elapsed() < Duration::from_millis(15_900),
         "took {:?}",
         t0.elapsed()
     );

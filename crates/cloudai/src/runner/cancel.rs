@@ -34,26 +34,46 @@ impl Runner {
                 ids.push(a.id.clone());
             }
         }
-        // every cancel goes out at once, under the one deadline below
-        let answers =
-            futures_util::future::join_all(ids.iter().map(|id| self.cancel_job(id))).await;
+        // every cancel goes out at once, under the one deadline: from the interrupt to the exit takes CANCEL_WAIT
+        // at the most, whether the scheduler answers or not
+        let deadline = Instant::now() + CANCEL_WAIT;
         let mut refused = std::collections::HashMap::new();
-        for (id, answer) in ids.into_iter().zip(answers) {
-            if let Err(e) = answer {
-                error!("Cannot cancel job {id}: {e}");
-                refused.insert(id, e.message);
+        match tokio::time::timeout_at(
+            deadline.into(),
+            futures_util::future::join_all(ids.iter().map(|id| self.cancel_job(id))),
+        )
+        .await
+        {
+            Ok(answers) => {
+                for (id, answer) in ids.into_iter().zip(answers) {
+                    if let Err(e) = answer {
+                        error!("Cannot cancel job {id}: {e}");
+                        refused.insert(id, e.message);
+                    }
+                }
+            }
+            Err(_) => {
+                for id in ids {
+                    refused.insert(
+                        id,
+                        format!(
+                            "cancel requested; the scheduler did not answer within {} s",
+                            CANCEL_WAIT.as_secs()
+                        ),
+                    );
+                }
             }
         }
-        let deadline = Instant::now() + CANCEL_WAIT;
         let mut cut_short = false;
         while slots.iter().any(|s| matches!(s.phase, Phase::Active(_))) && Instant::now() < deadline
         {
             // a second interrupt cuts even a slow poll short (a control plane that does not answer)
             tokio::select! {
-                _ = async {
-                    self.poll(slots, records).await;
+                // a poll the scheduler does not answer ends at the deadline too
+                _ = tokio::time::timeout_at(deadline, async {
+                    self.poll(slots, records, false).await;
                     tokio::time::sleep(Duration::from_millis(100)).await;
-                } => {}
+                }) => {}
                 _ = self.stop.after(first) => {}
             }
             if self.stop.count() > first {
