@@ -39,7 +39,7 @@ impl Runner {
         let deadline = Instant::now() + CANCEL_WAIT;
         let mut refused = std::collections::HashMap::new();
         match tokio::time::timeout_at(
-            deadline.into(),
+            deadline,
             futures_util::future::join_all(ids.iter().map(|id| self.cancel_job(id))),
         )
         .await
