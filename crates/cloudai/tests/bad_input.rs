@@ -1008,7 +1008,19 @@ fn numbers_out_of_range_and_sizes_that_are_not_sizes_are_refused() {
             "field 'cmd_args.data.micro_batch_size': must be 1 or more, found -2",
         ),
     ];
-    for (template, args, expected) in cases {
+    let more: &[(&str, &str, &str)] = &[
+        (
+            "SlurmContainer",
+            "docker_image_url = \"i\"\ncmd = \"echo a\\necho b\"",
+            "field 'cmd_args.cmd': contains a newline",
+        ),
+        (
+            "OSUBench",
+            "docker_image_url = \"i\"\nbenchmarks_dir = \"/b\"\nbenchmark = \"../../bin/sh\"",
+            "\"../../bin/sh\" is not a benchmark name",
+        ),
+    ];
+    for (template, args, expected) in cases.iter().chain(more) {
         let test = format!(
             "name = \"t\"\ndescription = \"d\"\ntest_template_name = \"{template}\"\n[cmd_args]\n{args}\n"
         );

@@ -333,3 +333,34 @@ cmd = "sleep 1"
         "the limit was never reached"
     );
 }
+
+/// Our secrets are for the schedulers' APIs: a test's process on Standalone never sees RUNAI_APP_SECRET (issue 41,
+/// item 7).
+#[test]
+fn the_run_ai_secret_does_not_reach_standalone_processes() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/env.toml",
+        r#"name = "env"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "env > $CLOUDAI_OUTPUT_DIR/env.txt"
+"#,
+    );
+    w.file(
+        "s.toml",
+        "name = \"e\"\n[[Tests]]\nid = \"e\"\ntest_name = \"env\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args(common::RUN_S_TOML)
+        .env("RUNAI_APP_SECRET", "s3cr3t-do-not-pass")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let env = std::fs::read_to_string(w.results_root().join("e/0/env.txt")).unwrap();
+    assert!(env.contains("CLOUDAI_OUTPUT_DIR="), "{env}");
+    assert!(!env.contains("s3cr3t-do-not-pass"), "{env}");
+}

@@ -158,6 +158,8 @@ impl System for Standalone {
             .arg(wrapped(&job.full_cmd, dir))
             .envs(job.env.iter().map(|(k, v)| (k, v)))
             .env("CLOUDAI_OUTPUT_DIR", dir)
+            // our own secrets are for the schedulers' APIs, never for the tests' processes
+            .env_remove("RUNAI_APP_SECRET")
             .stdin(Stdio::null())
             .stdout(open("stdout.txt")?)
             .stderr(open("stderr.txt")?)

@@ -76,6 +76,40 @@ impl TemplateSchema for OsuBench {
     fn args(&self) -> &'static [ArgSpec] {
         ARGS
     }
+    /// A benchmark is a program name inside `benchmarks_dir` (`osu_allreduce`): no path, no `..`, no blank.
+    fn validate(
+        &self,
+        ctx: &mut crate::config::decode::Ctx,
+        v: &crate::config::decode::View,
+        args: &crate::config::args::CmdArgs,
+    ) {
+        let names: Vec<&str> = match args.get("benchmark") {
+            Some(ArgValue::List(items)) => items.iter().filter_map(|x| x.as_str()).collect(),
+            Some(ArgValue::Str(s)) => vec![s.as_str()],
+            _ => Vec::new(),
+        };
+        for name in names {
+            let ok = !name.is_empty()
+                && !name.starts_with('.')
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+            if !ok {
+                let node = v
+                    .get("cmd_args")
+                    .and_then(|n| n.as_table())
+                    .and_then(|t| t.entries.get("benchmark"))
+                    .map(|e| e.node.loc.clone())
+                    .unwrap_or_else(|| v.loc.clone());
+                ctx.err(
+                    &node,
+                    &crate::config::decode::join(&v.field("cmd_args"), "benchmark"),
+                    format!("\"{name}\" is not a benchmark name: it must name a program inside benchmarks_dir"),
+                    Some("a name such as osu_allreduce or osu_bw; put the directory in benchmarks_dir".into()),
+                );
+            }
+        }
+    }
 }
 
 fn benchmark(test: &TestDefinition) -> &str {

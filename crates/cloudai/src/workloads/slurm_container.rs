@@ -33,7 +33,23 @@ impl TemplateSchema for SlurmContainer {
     }
     /// CloudAI's `scripts` are files it installs; none of its configs use them and this version does not copy
     /// them, so a non-empty list is refused rather than ignored.
-    fn validate(&self, ctx: &mut Ctx, v: &View, _args: &CmdArgs) {
+    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
+        // the command is one line of srun in the batch script (BashCmd's is the script itself)
+        if args.str("cmd").is_some_and(|c| c.contains('\n')) {
+            let loc = v
+                .get("cmd_args")
+                .and_then(|n| n.as_table())
+                .and_then(|t| t.entries.get("cmd"))
+                .map(|e| e.node.loc.clone())
+                .unwrap_or_else(|| v.loc.clone());
+            ctx.err(
+                &loc,
+                &crate::config::decode::join(&v.field("cmd_args"), "cmd"),
+                "contains a newline: the command is one line of srun in the batch script, where a newline would \
+                 split it",
+                Some("write the command on one line, or put a multi-line script in a file and run that".into()),
+            );
+        }
         if let Some(n) = v.get("scripts") {
             if matches!(&n.kind, crate::config::node::Kind::Array(a) if !a.is_empty()) {
                 ctx.err(
