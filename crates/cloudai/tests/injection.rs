@@ -91,7 +91,7 @@ description = "d"
 test_template_name = "NcclTest"
 [cmd_args]
 docker_image_url = {}
-minbytes = {}
+inj = {}
 [extra_env_vars]
 INJ_ENV = {}
 "#,
@@ -131,7 +131,8 @@ fn received(w: &Work) -> (Vec<String>, String) {
 fn check_arrived(w: &Work, value: &str, mark: &Path, what: &str) {
     assert!(!mark.exists(), "{what}: a value ran a command: {value:?}");
     let (args, env) = received(w);
-    let i = args.iter().position(|a| a == "--minbytes");
+    // an extra cmd_arg (nccl-tests' own size fields are sizes now): `--inj <value>`
+    let i = args.iter().position(|a| a == "--inj");
     assert_eq!(
         i.and_then(|i| args.get(i + 1)).map(String::as_str),
         Some(value),

@@ -163,3 +163,81 @@ test_template_name = "Sleep"
         "{text}"
     );
 }
+
+/// A tree copied elsewhere (a tarball unpacked on a laptop): generate-report speaks of the copy, never of where the
+/// run wrote it (issue 41, item 8).
+#[test]
+fn a_copied_tree_reports_its_own_paths() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/sleep.toml", common::scratch::fixtures::SLEEP);
+    w.file(
+        "s.toml",
+        "name = \"c\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let original = w.results_root();
+    let copy = w
+        .path()
+        .join("elsewhere")
+        .join(original.file_name().unwrap());
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    assert!(std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&original)
+        .arg(&copy)
+        .status()
+        .unwrap()
+        .success());
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let orig = original.display().to_string();
+    assert!(!text.contains(&orig), "the original path is named: {text}");
+    assert!(text.contains("elsewhere/"), "{text}");
+    let summary = std::fs::read_to_string(copy.join("summary.json")).unwrap();
+    assert!(summary.contains("\"output_path\": \"a/0\""), "{summary}");
+    assert!(!summary.contains(&format!("{orig}/")), "{summary}");
+    let rec = std::fs::read_to_string(copy.join("a/0/cloudai-run.json")).unwrap();
+    assert!(!rec.contains(&orig), "{rec}");
+}
+
+/// `status` read by a pipe that closes early ends quietly; a directory that is not a results tree is said to be
+/// none, exit 1 (issue 41, item 11).
+#[test]
+fn status_in_a_short_pipe_and_on_a_directory_that_is_no_tree() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/sleep.toml", common::scratch::fixtures::SLEEP);
+    w.file(
+        "s.toml",
+        "name = \"c\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\niterations = 3\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let bin = assert_cmd::cargo::cargo_bin("cloudai");
+    let piped = std::process::Command::new("bash")
+        .current_dir(w.path())
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {} status --json {} | head -c 10 >/dev/null",
+            bin.display(),
+            w.results_root().display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    for dir in ["tests", "."] {
+        let out = w.cloudai().args(["status", dir]).output().unwrap();
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{dir}: {text}");
+        assert!(text.contains("not a results tree"), "{dir}: {text}");
+    }
+}

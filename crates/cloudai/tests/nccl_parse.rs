@@ -130,7 +130,7 @@ fn gh200_wrong_values_v2_17_8() {
     );
     let why = failure(&out, &p, None).unwrap();
     assert!(
-        why.contains("wrong-values-failed-v2.17.8.txt:29: 96 wrong elements at size 1048576 B"),
+        why.contains("wrong-values-failed-v2.17.8.txt:29: 96 wrong elements at size 1 MiB"),
         "{why}"
     );
     assert_eq!(metrics(&out).nodes, 2);

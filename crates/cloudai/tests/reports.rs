@@ -68,7 +68,7 @@ fn failing_output_is_graded_with_the_reason() {
     assert_eq!(t["status"], "FAILED");
     let msg = t["message"].as_str().unwrap();
     assert!(
-        msg.contains("stdout.txt:29: 96 wrong elements at size 1048576 B"),
+        msg.contains("stdout.txt:29: 96 wrong elements at size 1 MiB"),
         "{msg}"
     );
 }
@@ -134,7 +134,7 @@ fn generate_report_regrades_and_compares_without_rerunning() {
     };
     assert!(has("this run", 134217728), "{drops:?}");
     assert!(!has("iteration 1", 134217728), "{drops:?}");
-    assert!(text.contains("busbw at 134217728 B dropped"), "{text}");
+    assert!(text.contains("busbw at 128 MiB dropped"), "{text}");
     assert!(!root.join("ar/2").exists(), "nothing was re-run");
 }
 

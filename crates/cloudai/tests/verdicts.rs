@@ -295,7 +295,7 @@ fn a_run_shows_its_checks_in_the_table_the_summary_and_junit() {
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("checked: table 25 rows, 8 B – 128 MiB, summary present; wrong 0 wrong elements; shape 8 ranks on 1 host (dkh)"),
+        text.contains("checked: table 25 rows, 8 B – 128 MiB, peak busbw 182.90 GB/s at 128 MiB, summary present; wrong 0 wrong elements; shape 8 ranks on 1 host (dkh)"),
         "{text}"
     );
     let rec: serde_json::Value = serde_json::from_slice(

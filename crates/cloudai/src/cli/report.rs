@@ -195,9 +195,9 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
             );
             for f in &summary.drops {
                 crate::warn!(
-                    "{}: busbw at {} B dropped {}% ({:.2} -> {:.2} GB/s) vs {}",
+                    "{}: busbw at {} dropped {}% ({:.2} -> {:.2} GB/s) vs {}",
                     f.test_id,
-                    f.size,
+                    crate::html::size_iec(f.size),
                     f.drop_pct,
                     f.baseline_busbw,
                     f.busbw,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::RunArgs;
 use crate::exit_codes::Failure;
-use crate::log;
 use crate::results::Layout;
 use crate::runner::start::{start, Started};
 use crate::runner::Runner;
@@ -67,7 +66,8 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
     info!("Test Scenario Name: {}", scenario.name);
     info!("Checking if workloads components are installed.");
     info!("Test Scenario: {}", scenario.name);
-    log::print_info(&format!("\n{}", describe(&scenario)));
+    // the outline CloudAI prints, one section per test: in debug.log, not on the console
+    crate::debug!("\n{}", describe(&scenario));
     info!(
         "Initializing Runner [{}] mode",
         if dry_run { "DRY-RUN" } else { "RUN" }

@@ -3,6 +3,7 @@
 //! process owns the tree.
 
 use crate::exit_codes::Failure;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::Local;
@@ -125,6 +126,13 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         )));
     }
     let recs = records(root);
+    if recs.is_empty() && crate::report::scenario::iteration_dirs(root).is_empty() {
+        return Err(Failure::Error(format!(
+            "{}: not a results tree (no iteration directories with a test-run.toml or cloudai-run.json; give the \
+             directory `cloudai run` created, such as results/<scenario>_<timestamp>)",
+            root.display()
+        )));
+    }
     let live = live(root, &recs);
     let now = Local::now();
     let rows: Vec<Row> = recs
@@ -187,7 +195,12 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             owner_alive,
             iterations: rows,
         };
-        println!("{}", serde_json::to_string_pretty(&rep).unwrap_or_default());
+        // a reader that stops early (`| head`) ends the output quietly
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}",
+            serde_json::to_string_pretty(&rep).unwrap_or_default()
+        );
         return Ok(());
     }
     match (&owner, owner_alive) {

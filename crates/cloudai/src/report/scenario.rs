@@ -285,6 +285,14 @@ fn entry(
             }
             r
         });
+    // the tree may have been copied or unpacked elsewhere: its iterations are where they are now, not where the
+    // run wrote them
+    let here = std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string();
+    let moved = record.output_path != here;
+    record.output_path = here;
     // a dry-run writes no record into iteration directories (they hold exactly CloudAI's files); its summary
     // says it was a dry-run, and an iteration that has no output since is still one
     if opts.dry_run
@@ -296,8 +304,8 @@ fn entry(
         record.message = "dry-run: files written, nothing ran".into();
         report = None;
     }
-    // the record on disk is rewritten once, when re-grading or the baseline changed it
-    let mut changed = false;
+    // the record on disk is rewritten once, when re-grading or the baseline changed it, or the tree moved
+    let mut changed = moved && write;
     let gradable = matches!(
         record.end_reason,
         EndReason::Exited | EndReason::DryRun | EndReason::NotStarted

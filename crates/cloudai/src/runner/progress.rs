@@ -48,10 +48,8 @@ pub(super) fn show(slots: &[Slot], began: tokio::time::Instant) {
     if waiting > 0 {
         key.push_str(&format!(", {waiting} waiting for dependencies"));
     }
-    let mut text = format!(
-        "{key}; {} elapsed",
-        crate::config::time_limit::format(began.elapsed().as_secs())
-    );
+    // most important first: a terminal's width cuts the line from its end
+    let mut text = key.clone();
     if let Some((left, what)) = &closest {
         key.push_str(&format!("; closest to its time limit: {what}"));
         text.push_str(&format!(
@@ -59,6 +57,10 @@ pub(super) fn show(slots: &[Slot], began: tokio::time::Instant) {
             crate::config::time_limit::format(*left)
         ));
     }
+    text.push_str(&format!(
+        "; {} elapsed",
+        crate::config::time_limit::format(began.elapsed().as_secs())
+    ));
     if let Some((waited, what)) = longest {
         key.push_str(&format!("; longest pending: {what}"));
         text.push_str(&format!(

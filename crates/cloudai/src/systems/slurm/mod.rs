@@ -386,8 +386,11 @@ impl System for Slurm {
         Ok(())
     }
 
-    fn would_submit(&self, _run: &TestRun, _dir: &Path, _job: &Prepared) -> JobId {
-        info!("Submitted slurm job: 0");
+    fn would_submit(&self, _run: &TestRun, dir: &Path, _job: &Prepared) -> JobId {
+        info!(
+            "Dry-run: would submit {} with sbatch",
+            dir.join(script::SCRIPT).display()
+        );
         "0".into()
     }
 

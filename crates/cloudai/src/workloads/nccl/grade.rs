@@ -95,10 +95,10 @@ pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<Stri
             .or(run.tally.first_wrong_dropped.as_ref());
         if let Some(r) = wrong.filter(|_| counts_wrong) {
             return Some(format!(
-                "{}: {} wrong elements at size {} B: the data check failed (corrupted results); suspect a bad GPU, NVLink or network link on one of the nodes",
+                "{}: {} wrong elements at size {}: the data check failed (corrupted results); suspect a bad GPU, NVLink or network link on one of the nodes",
                 at(r.line),
                 r.wrong(),
-                r.size
+                crate::html::size_iec(r.size)
             ));
         }
         if let Some((n, false)) = run.out_of_bounds {
@@ -133,19 +133,19 @@ pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<Stri
             .as_ref()
             .expect("a run with rows has a last one");
         return Some(format!(
-            "{}: the output stops after the row for size {} B with no summary: the test hung or was killed; check stderr.txt and the scheduler's log",
+            "{}: the output stops after the row for size {} with no summary: the test hung or was killed; check stderr.txt and the scheduler's log",
             at(last.line),
-            last.size
+            crate::html::size_iec(last.size)
         ));
     }
     if let Some(min) = min_busbw {
         let m = metrics(out);
         if m.peak_busbw < min {
             return Some(format!(
-                "{}: peak bus bandwidth {:.2} GB/s (at {} B) is below min_busbw = {min} GB/s: the run is slow; compare nodes and links",
+                "{}: peak bus bandwidth {:.2} GB/s (at {}) is below min_busbw = {min} GB/s: the run is slow; compare nodes and links",
                 at(first.line),
                 m.peak_busbw,
-                m.peak_size
+                crate::html::size_iec(m.peak_size)
             ));
         }
     }

@@ -433,7 +433,13 @@ fn verdict(out: &parse::Output, path: &Path, test: &TestDefinition) -> Verdict {
     match out.runs.iter().find(|r| r.tally.rows > 0) {
         Some(r) if complete => checks.push(Check::pass(
             CheckKind::Table,
-            format!("{} rows{}, summary present", m.rows, sizes(r)),
+            format!(
+                "{} rows{}, peak busbw {:.2} GB/s at {}, summary present",
+                m.rows,
+                sizes(r),
+                m.peak_busbw,
+                crate::html::size_iec(m.peak_size)
+            ),
         )),
         Some(r) => checks.push(Check::fail(
             CheckKind::Table,
