@@ -693,3 +693,20 @@ fn a_command_that_cannot_start_says_why_once_and_exits_1() {
         assert!(!missing.exists());
     }
 }
+
+/// `run --help` ends with examples whose files exist in the repository (issue 41, item 12).
+#[test]
+fn run_help_has_examples_that_name_real_files() {
+    let w = Work::new();
+    let out = w.cloudai().args(["run", "--help"]).output().unwrap();
+    let help = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{help}");
+    let examples = help.split("Examples:").nth(1).expect("no examples");
+    for word in examples
+        .split_whitespace()
+        .filter(|w| w.starts_with("conf/"))
+    {
+        assert!(common::repo().join(word).exists(), "{word} does not exist");
+    }
+    assert!(examples.contains("cloudai resume"), "{examples}");
+}

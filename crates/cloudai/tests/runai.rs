@@ -47,6 +47,15 @@ num_nodes = 2
                 stdout,
                 sample("single-node-8gpu-a100-allreduce-v2.19.4.txt")
             );
+            // the page names what the workload ran: one rank runs the non-MPI build (issue 41, item 9)
+            let page =
+                std::fs::read_to_string(root.join("one/0/cloudai_nccl_test_bokeh_report.html"))
+                    .unwrap();
+            assert!(
+                page.contains("<code>all_reduce_perf "),
+                "the page's command"
+            );
+            assert!(!page.contains("all_reduce_perf_mpi"), "the page's command");
         } else {
             // the mock prints the ranks of the workers it ran: 2 × 8 on two pods, and the sample's table
             assert_eq!(stdout.matches("#  Rank ").count(), 16, "{stdout}");

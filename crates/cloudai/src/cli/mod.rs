@@ -50,9 +50,22 @@ fn parse_level(s: &str) -> Result<Level, String> {
         .ok_or_else(|| format!("invalid log level: {s} (use DEBUG, INFO, WARNING or ERROR)"))
 }
 
+/// `cloudai run --help`'s examples: the commands a first hour needs.
+const RUN_EXAMPLES: &str = "Examples:
+  # the sleep scenario on this machine (the built-in Standalone system)
+  cloudai run --tests-dir conf/common/test --test-scenario conf/common/test_scenario/sleep.toml
+  # NCCL on a Slurm cluster: write every file first, then run
+  cloudai dry-run --system-config my_slurm.toml --tests-dir conf/common/test \\
+      --test-scenario conf/common/test_scenario/nccl_test.toml
+  cloudai run --system-config my_slurm.toml --tests-dir conf/common/test \\
+      --test-scenario conf/common/test_scenario/nccl_test.toml --junit junit.xml
+  # finish a tree whose cloudai was killed
+  cloudai resume results/<scenario>_<timestamp>";
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a test scenario on the system
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Generate every file of a run without submitting anything; jobs complete at once
     DryRun(RunArgs),

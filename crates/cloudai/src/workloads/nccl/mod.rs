@@ -396,13 +396,18 @@ fn points(out: &parse::Output, test: &TestDefinition) -> Vec<crate::workloads::P
     pts
 }
 
-/// The command the iteration ran, as its test-run.toml records it (`test_cmd`).
+/// The command the scheduler ran, as the iteration's test-run.toml records it: `full_cmd` (srun's line, the
+/// pod's or workload's command: `all_reduce_perf` where a one-rank Run:ai job runs the non-MPI build), else
+/// `test_cmd`.
 fn recorded_command(dir: &Path) -> Option<String> {
     let root = crate::config::node::load(&dir.join("test-run.toml"), "test-run.toml").ok()?;
-    match &root.as_table()?.get("test_cmd")?.kind {
-        crate::config::node::Kind::Str(s) if !s.is_empty() => Some(s.clone()),
-        _ => None,
-    }
+    let t = root.as_table()?;
+    ["full_cmd", "test_cmd"]
+        .iter()
+        .find_map(|k| match &t.get(k)?.kind {
+            crate::config::node::Kind::Str(s) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        })
 }
 
 /// The grade of parsed output, with CloudAI's `min_busbw` threshold when set: the table's and the data check's
