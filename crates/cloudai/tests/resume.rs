@@ -107,18 +107,25 @@ test_name = "step"
     // status while the owner runs: a and c are under way
     let s = status_json(&w, &root);
     assert_eq!(s["owner_alive"], true, "{s}");
-    let states: Vec<&str> = s["iterations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["state"].as_str().unwrap())
-        .collect();
-    assert!(
-        states
+    let state_of = |test: &str| -> Vec<&str> {
+        s["iterations"]
+            .as_array()
+            .unwrap()
             .iter()
-            .all(|s| ["submitting", "queued", "running"].contains(s)),
+            .filter(|r| r["test_id"] == test)
+            .map(|r| r["state"].as_str().unwrap())
+            .collect()
+    };
+    let states: Vec<&str> = ["a", "c"].iter().flat_map(|t| state_of(t)).collect();
+    assert!(
+        states.len() == 2
+            && states
+                .iter()
+                .all(|s| ["submitting", "queued", "running"].contains(s)),
         "{states:?}"
     );
+    // b waits for a: its two iterations are listed, not started (issue 41, item 7)
+    assert_eq!(state_of("b"), ["not started", "not started"], "{s}");
     // a second owner is refused while the first lives
     let out = resume(&w, &root, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));

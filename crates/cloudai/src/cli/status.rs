@@ -46,6 +46,22 @@ struct Report {
     iterations: Vec<Row>,
 }
 
+/// Every iteration the tree's scenario plans (from its copy in `.cloudai/`): (test id, iteration); none when the
+/// tree has no copy (not written by `run`) or it cannot be read.
+fn planned(root: &Path) -> Vec<(String, u64)> {
+    let Ok(info) = state::read_info(root) else {
+        return Vec::new();
+    };
+    let Ok(file) = crate::config::scenario::load(&state::state_dir(root).join(&info.scenario))
+    else {
+        return Vec::new();
+    };
+    file.tests
+        .iter()
+        .flat_map(|t| (0..t.iterations.max(1)).map(move |i| (t.id.clone(), i)))
+        .collect()
+}
+
 /// Every iteration directory's record, in test and iteration order.
 fn records(root: &Path) -> Vec<IterationRecord> {
     let mut out = Vec::new();
@@ -135,7 +151,7 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     }
     let live = live(root, &recs);
     let now = Local::now();
-    let rows: Vec<Row> = recs
+    let mut rows: Vec<Row> = recs
         .iter()
         .map(|r| {
             let end = crate::results::record::local_time(&r.ended_at).unwrap_or(now);
@@ -186,6 +202,24 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             row
         })
         .collect();
+    // iterations the scenario has that never started (no record yet): listed too
+    for (test_id, iteration) in planned(root) {
+        if !rows
+            .iter()
+            .any(|r| r.test_id == test_id && r.iteration == iteration)
+        {
+            rows.push(Row {
+                test_id,
+                iteration,
+                state: "not started".into(),
+                job_id: None,
+                nodes: Vec::new(),
+                elapsed_s: None,
+                reason: String::new(),
+            });
+        }
+    }
+    rows.sort_by(|a, b| (&a.test_id, a.iteration).cmp(&(&b.test_id, b.iteration)));
     let owner = state::owner(root);
     let owner_alive = owner.as_ref().is_some_and(state::Owner::alive);
     if args.json {
