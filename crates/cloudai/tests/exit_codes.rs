@@ -710,3 +710,17 @@ fn run_help_has_examples_that_name_real_files() {
     }
     assert!(examples.contains("cloudai resume"), "{examples}");
 }
+
+/// The README's `cloudai verify-configs conf/` on the repository's own configs: exit 0 and no WARNING (issue 41,
+/// item 11).
+#[test]
+fn the_readme_s_verify_configs_is_clean() {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(common::repo())
+        .args(["verify-configs", "conf/"])
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("WARNING"), "{text}");
+}

@@ -232,6 +232,8 @@ id = "a"
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(started.elapsed() < Duration::from_secs(2), "detach waited");
     assert!(text.contains("Detached: 1 job(s) submitted"), "{text}");
+    // nothing has ended: no empty results table (issue 41, item 11)
+    assert!(!text.contains("║ Case"), "{text}");
     let root = root_of(&w).unwrap();
     assert!(!root.join("b/0").exists(), "b waits for a");
     let out = resume(&w, &root, &[]);

@@ -66,8 +66,11 @@ pub fn conclude(
             runner.layout.root.display()
         ),
     }
-    info!("Scenario results");
-    log::print(&crate::report::status_table::render(&outcome.records));
+    // detached, nothing has ended yet: no empty table (the runner said what runs on; `status` shows it)
+    if !(runner.detach && outcome.records.is_empty()) {
+        info!("Scenario results");
+        log::print(&crate::report::status_table::render(&outcome.records));
+    }
     let junit_ok = super::write_junit(junit, &runner.scenario.name, &outcome.records);
     let failed = outcome.records.iter().any(|r| !r.status.is_success());
     let tarball = tarball && runner.scenario.report_enabled(system, "tarball");

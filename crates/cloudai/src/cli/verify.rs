@@ -189,7 +189,10 @@ pub fn verify(args: &VerifyArgs) -> i32 {
         Some(d) => crate::scenario::library_files(d),
         None => {
             if !of(Class::Scenario).is_empty() {
-                warn!("Test configuration directory not provided, using all found test TOMLs in the specified directory.");
+                // what the README's own `verify-configs conf/` does: said, not warned of
+                crate::info!(
+                    "No --tests-dir given: scenarios are checked against every test TOML found in the directory"
+                );
             }
             of(Class::Test).into_iter().cloned().collect()
         }
