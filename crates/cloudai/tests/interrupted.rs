@@ -241,3 +241,45 @@ fn status_in_a_short_pipe_and_on_a_directory_that_is_no_tree() {
         assert!(text.contains("not a results tree"), "{dir}: {text}");
     }
 }
+
+/// An iteration whose submission failed before its files could be written (a full disk): only its record is in the
+/// tree, and generate-report still lists it with its reason (issue 41, item 7).
+#[test]
+fn an_iteration_with_only_its_record_is_reported() {
+    let w = Work::new();
+    w.standalone();
+    w.file("tests/sleep.toml", common::scratch::fixtures::SLEEP);
+    w.file(
+        "s.toml",
+        "name = \"c\"\n[[Tests]]\nid = \"a\"\ntest_name = \"sleep\"\niterations = 2\n",
+    );
+    let out = w.cloudai().args(common::RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = w.results_root();
+    // #1 as a full disk leaves it: the record (kept in its reserved space), nothing else
+    let dir = root.join("a/1");
+    let mut rec = IterationRecord::read(&dir).unwrap();
+    rec.status = Status::Failed;
+    rec.end_reason = EndReason::SubmitFailed;
+    rec.message = "cannot write test-run.toml: No space left on device (os error 28)".into();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        std::fs::remove_file(e.path()).unwrap();
+    }
+    rec.write(&dir).unwrap();
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("No space left on device"), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["tests"].as_array().unwrap().len(), 2, "{summary}");
+    assert_eq!(
+        summary["tests"][1]["end_reason"], "submit_failed",
+        "{summary}"
+    );
+}

@@ -197,7 +197,8 @@ pub fn scenario_name(root: &Path) -> String {
         .unwrap_or_else(|| name.to_string())
 }
 
-/// Iteration directories of a results tree: `<root>/<test id>/<n>/` holding a `test-run.toml`.
+/// Iteration directories of a results tree: `<root>/<test id>/<n>/` holding a `test-run.toml` (or only its
+/// record).
 pub fn iteration_dirs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(tests) = std::fs::read_dir(root) else {
@@ -215,7 +216,11 @@ pub fn iteration_dirs(root: &Path) -> Vec<PathBuf> {
         let mut its: Vec<(u64, PathBuf)> = iters
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter_map(|p| Some((p.file_name()?.to_str()?.parse().ok()?, p)))
-            .filter(|(_, p): &(u64, PathBuf)| p.join("test-run.toml").is_file())
+            // a record without test-run.toml: an iteration whose files could not be written
+            .filter(|(_, p): &(u64, PathBuf)| {
+                p.join("test-run.toml").is_file()
+                    || p.join(crate::results::record::RECORD_FILE).is_file()
+            })
             .collect();
         its.sort();
         out.extend(its.into_iter().map(|(_, p)| p));
@@ -257,7 +262,18 @@ fn entry(
     opts: &Options,
     write: bool,
 ) -> Option<Entry> {
-    let (id, iteration, iterations, def) = stored_test(dir)?;
+    let Some((id, iteration, iterations, def)) = stored_test(dir) else {
+        // an iteration whose files could not be written (a full disk when it was submitted): its record alone
+        let mut record = known.or_else(|| IterationRecord::read(dir).ok())?;
+        record.output_path = std::path::absolute(dir)
+            .unwrap_or_else(|_| dir.to_path_buf())
+            .display()
+            .to_string();
+        return Some(Entry {
+            record,
+            ..Default::default()
+        });
+    };
     let workload = workloads::find(&def.test_template_name)?;
     let title = format!("{id} — iteration {iteration}");
     let mut report = workload.report(&def, dir, &title);
