@@ -467,6 +467,12 @@ fn completions_man_page_version_and_json() {
         man.contains("find\\-bad\\-nodes") || man.contains("find-bad-nodes"),
         "{man}"
     );
+    // the one page describes its subcommands: no reference to a page that does not exist (issue 41, item 12)
+    assert!(
+        !man.contains("cloudai\\-run(1)") && !man.contains("(1)\n"),
+        "{man}"
+    );
+    assert!(man.contains(".SH SUBCOMMANDS"), "{man}");
     let v = w.cloudai().arg("--version").output().unwrap();
     let v = String::from_utf8_lossy(&v.stdout);
     // `cloudai 0.1.0 (<12 hex>[-modified] <date>)` in a checkout

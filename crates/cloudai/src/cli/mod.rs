@@ -50,6 +50,34 @@ fn parse_level(s: &str) -> Result<Level, String> {
         .ok_or_else(|| format!("invalid log level: {s} (use DEBUG, INFO, WARNING or ERROR)"))
 }
 
+/// The one man page `cloudai man` writes (and the release tarball ships): clap's sections, with the subcommands
+/// described in it rather than referred to pages `cloudai-run(1)` … that do not exist.
+fn man_page(w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let man = clap_mangen::Man::new(cmd.clone());
+    man.render_title(w)?;
+    man.render_name_section(w)?;
+    man.render_synopsis_section(w)?;
+    man.render_description_section(w)?;
+    man.render_options_section(w)?;
+    writeln!(w, ".SH SUBCOMMANDS")?;
+    for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let esc = |s: &str| s.replace('\\', "\\e").replace('-', "\\-");
+        writeln!(
+            w,
+            ".TP\n\\fB{}\\fR\n{}\n(\\fBcloudai {} \\-\\-help\\fR for its options)",
+            esc(sub.get_name()),
+            esc(&about).replace("\n.", "\n\\&."),
+            esc(sub.get_name())
+        )?;
+    }
+    man.render_extra_section(w)?;
+    man.render_version_section(w)?;
+    Ok(())
+}
+
 /// `cloudai run --help`'s examples: the commands a first hour needs.
 const RUN_EXAMPLES: &str = "Examples:
   # the sleep scenario on this machine (the built-in Standalone system)
@@ -219,16 +247,13 @@ pub fn main() -> i32 {
             );
             0
         }
-        Command::Man => {
-            use clap::CommandFactory;
-            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
-                Ok(()) => 0,
-                Err(e) => {
-                    eprintln!("cannot write the man page: {e}");
-                    1
-                }
+        Command::Man => match man_page(&mut std::io::stdout()) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("cannot write the man page: {e}");
+                1
             }
-        }
+        },
         command => {
             // read-only commands never touch the working directory's log (a live run's may be there)
             let read_only = matches!(command, Command::Status(_) | Command::VerifyConfigs(_));
