@@ -364,3 +364,69 @@ cmd = "env > $CLOUDAI_OUTPUT_DIR/env.txt"
     assert!(env.contains("CLOUDAI_OUTPUT_DIR="), "{env}");
     assert!(!env.contains("s3cr3t-do-not-pass"), "{env}");
 }
+
+/// A job that leaves a process outside its process group (`setsid … &`): it ends with the run, whether the run
+/// ends by itself or by a signal (issue 41, item 7).
+#[test]
+fn what_a_job_leaves_outside_its_group_ends_with_the_run() {
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+    };
+    for (how, extra) in [("its end", ""), ("SIGTERM", "; sleep 60")] {
+        let w = Work::new();
+        w.standalone();
+        w.file(
+            "tests/stray.toml",
+            &format!(
+                r#"name = "stray"
+description = "d"
+test_template_name = "BashCmd"
+[cmd_args]
+cmd = "setsid sleep 300 < /dev/null > /dev/null 2>&1 & echo $! > $CLOUDAI_OUTPUT_DIR/stray.pid{extra}"
+"#
+            ),
+        );
+        w.file(
+            "s.toml",
+            "name = \"s\"\n[[Tests]]\nid = \"a\"\ntest_name = \"stray\"\n",
+        );
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+            .current_dir(w.path())
+            .args(common::RUN_S_TOML)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid_file = || {
+            std::fs::read_dir(w.path().join("out"))
+                .ok()?
+                .flatten()
+                .map(|e| e.path().join("a/0/stray.pid"))
+                .find(|p| p.is_file())
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let file = loop {
+            if let Some(f) = pid_file().filter(|f| std::fs::metadata(f).is_ok_and(|m| m.len() > 0))
+            {
+                break f;
+            }
+            assert!(Instant::now() < deadline, "{how}: the job never started");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let stray: i32 = std::fs::read_to_string(&file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(stray), "{how}: the stray is not running");
+        if how == "SIGTERM" {
+            common::signal(child.id() as i32, libc::SIGTERM);
+        }
+        let status = child.wait().unwrap();
+        assert!(
+            !alive(stray),
+            "{how}: the stray {stray} outlived the run ({status:?})"
+        );
+    }
+}

@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod kubernetes;
 pub mod live;
 pub mod objects;
+mod orphans;
 pub mod runai;
 pub mod slurm;
 pub mod standalone;

@@ -24,11 +24,18 @@ pub struct Standalone {
     gpus: std::sync::OnceLock<u64>,
     jobs: Arc<Mutex<HashMap<JobId, Job>>>,
     wake: Arc<Notify>,
+    /// `run --detach`: the jobs and what they started outlive us.
+    released: std::sync::atomic::AtomicBool,
 }
 
 struct Job {
     pgid: i32,
     outcome: Option<JobOutcome>,
+}
+
+/// The job wrappers' pids (each leads its own group): waited for by their own tasks, never by the orphan sweep.
+fn wrappers(jobs: &HashMap<String, Job>) -> std::collections::HashSet<i32> {
+    jobs.values().map(|j| j.pgid).collect()
 }
 
 impl Standalone {
@@ -38,6 +45,7 @@ impl Standalone {
             gpus: std::sync::OnceLock::new(),
             jobs: Arc::default(),
             wake: Arc::new(Notify::new()),
+            released: Default::default(),
         }
     }
 
@@ -166,18 +174,23 @@ impl System for Standalone {
             .process_group(0)
             // no kill_on_drop: dropping the system kills the whole group, and a detached job must outlive us
             .kill_on_drop(false);
+        // what the job leaves outside its group comes back to us (super::orphans)
+        super::orphans::become_subreaper();
+        // spawned and tracked under the lock: the orphan sweep never takes a new wrapper for a stray
+        let mut tracked = self.jobs.lock().unwrap();
         let mut child = cmd.spawn().map_err(|e| format!("cannot start bash: {e}"))?;
         let pid = child
             .id()
             .ok_or("the process exited before it could be tracked")? as i32;
         let id = pid.to_string();
-        self.jobs.lock().unwrap().insert(
+        tracked.insert(
             id.clone(),
             Job {
                 pgid: pid,
                 outcome: None,
             },
         );
+        drop(tracked);
         let (jobs, wake, key) = (self.jobs.clone(), self.wake.clone(), id.clone());
         tokio::spawn(async move {
             let status = child.wait().await;
@@ -194,8 +207,13 @@ impl System for Standalone {
                 }
                 Err(_) => JobOutcome::default(),
             };
-            if let Some(j) = jobs.lock().unwrap().get_mut(&key) {
-                j.outcome = Some(outcome);
+            {
+                let mut g = jobs.lock().unwrap();
+                if let Some(j) = g.get_mut(&key) {
+                    j.outcome = Some(outcome);
+                }
+                // strays of ended jobs that exited by themselves: reaped, never left as zombies
+                super::orphans::reap(&wrappers(&g));
             }
             wake.notify_one();
         });
@@ -308,8 +326,10 @@ impl System for Standalone {
     }
 
     fn release(&self) {
-        // dropping the system kills what it tracks; detached jobs must outlive us
+        // dropping the system kills what it tracks; detached jobs (and what they started) must outlive us
         self.jobs.lock().unwrap().clear();
+        self.released
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn wakeup(&self) -> Option<Arc<Notify>> {
@@ -322,6 +342,10 @@ impl Drop for Standalone {
         if let Ok(jobs) = self.jobs.lock() {
             for j in jobs.values().filter(|j| j.outcome.is_none()) {
                 killpg(j.pgid, libc::SIGKILL);
+            }
+            // what the jobs left outside their groups (`setsid cmd &`) ends with the run
+            if !self.released.load(std::sync::atomic::Ordering::SeqCst) {
+                super::orphans::end_all(&wrappers(&jobs));
             }
         }
     }
