@@ -371,7 +371,7 @@ cmd = "env > $CLOUDAI_OUTPUT_DIR/env.txt"
 fn what_a_job_leaves_outside_its_group_ends_with_the_run() {
     let alive = |pid: i32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
     };
     for (how, extra) in [("its end", ""), ("SIGTERM", "; sleep 60")] {
         let w = Work::new();
