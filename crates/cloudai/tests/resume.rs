@@ -589,3 +589,25 @@ test_name = "sleep"
         assert!(!text.contains("owned by"), "{text}");
     }
 }
+
+/// A tree cloudai was killed in before it recorded anything (its directory, perhaps `.cloudai/` half written): resume
+/// says what happened and what to do, instead of calling it a tree of another version (issue 41, item 7).
+#[test]
+fn a_tree_killed_before_it_started_anything_is_named_as_such() {
+    let w = Work::new();
+    for stub in [
+        "a_2026-12-06_01-00-00",
+        "b_2026-12-06_01-00-00/.cloudai/inputs",
+    ] {
+        let dir = w.path().join("out").join(stub);
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = w.path().join("out").join(stub.split('/').next().unwrap());
+        let out = resume(&w, &root, &[]);
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.contains("cloudai was stopped before this run started anything"),
+            "{text}"
+        );
+    }
+}

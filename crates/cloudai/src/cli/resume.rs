@@ -219,6 +219,16 @@ pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> Res
     if crate::report::scenario::is_dry_run_tree(root) {
         return Err(Failure::Error(format!("{} is a dry-run tree: nothing ran, so there is nothing to resume (run the scenario instead)", root.display())));
     }
+    // a tree cloudai was killed in before it recorded how it started: nothing ran in it, and nothing says what to run
+    let stub = crate::report::scenario::iteration_dirs(root).is_empty()
+        && !state::state_dir(root).join("run.json").is_file();
+    if stub {
+        return Err(Failure::Error(format!(
+            "{}: cloudai was stopped before this run started anything (no job ran and the tree does not record its \
+             inputs): nothing to resume; run the scenario again (this directory can be removed)",
+            root.display()
+        )));
+    }
     if !state::state_dir(root).is_dir() {
         return Err(Failure::Error(format!(
             "{} cannot be resumed: it has no {}/ (only trees written by `cloudai run` of this version can be)",
