@@ -180,6 +180,11 @@ fn the_nccl_page_shows_what_ran_and_what_failed() {
         dom.contains(r#"data-series="failing sizes""#),
         "the failing size is marked on the chart"
     );
+    // with a marker of its own, apart from the in-place series' squares (issue 41, item 12)
+    assert!(
+        dom.contains(r#"data-marker="cross""#),
+        "the failing size's marker"
+    );
     for fact in [
         "all_reduce_perf",
         "float / sum",

@@ -264,6 +264,15 @@ fn resume_locked(
             state::STATE_DIR
         );
     }
+    // what a kill -9 in the middle of an atomic write left: temporary files nobody will finish
+    let swept: usize = std::iter::once(root.to_path_buf())
+        .chain(std::iter::once(state::state_dir(root)))
+        .chain(crate::report::scenario::iteration_dirs(root))
+        .map(|d| crate::util::fsx::sweep_stale_temps(&d))
+        .sum();
+    if swept > 0 {
+        info!("Removed {swept} temporary file(s) an interrupted write left in the tree");
+    }
     let (system, scenario, tests, hooks) = inputs(root, info);
     let loaded = crate::scenario::load_all(&Inputs {
         system: system.as_deref(),

@@ -215,3 +215,66 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     }
     Ok(buf)
 }
+
+/// Removes the temporary files [`write_atomic`] left in `dir` when its writer was killed mid-write
+/// (`.<name>.<16 hex>.tmp`, older than a minute: nobody writes them any more): only names of that form, never a
+/// file of the user's.
+pub fn sweep_stale_temps(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let ours = |n: &str| {
+        n.strip_prefix('.')
+            .and_then(|r| r.strip_suffix(".tmp"))
+            .and_then(|r| r.rsplit_once('.'))
+            .is_some_and(|(name, hex)| {
+                !name.is_empty() && hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+            })
+    };
+    let old = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() >= 60)
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let p = e.path();
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        if is_file
+            && e.file_name().to_str().is_some_and(ours)
+            && old(&p)
+            && std::fs::remove_file(&p).is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    #[test]
+    fn only_old_temporary_files_of_ours_are_swept() {
+        let dir = std::env::temp_dir().join(format!("cloudai-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let make = |name: &str, aged: bool| {
+            let p = dir.join(name);
+            let f = std::fs::File::create(&p).unwrap();
+            if aged {
+                f.set_modified(old).unwrap();
+            }
+            p
+        };
+        let stale = make(".cloudai-run.json.0123456789abcdef.tmp", true);
+        let fresh = make(".summary.json.fedcba9876543210.tmp", false);
+        let users = make("data.tmp", true);
+        let other = make(".notes.123.tmp", true);
+        assert_eq!(super::sweep_stale_temps(&dir), 1);
+        assert!(!stale.exists());
+        assert!(fresh.exists() && users.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -173,7 +173,12 @@
   };
 
   function marker(parent, x, y, s, c) {
-    if (s.marker === "square" || (s.marker === undefined && s.dashed)) {
+    if (s.marker === "cross") {
+      // failing sizes: a bold X, unlike any series' marker
+      var g = el("g", { "class": "point", "data-marker": "cross" }, parent);
+      el("line", { x1: x - 5, y1: y - 5, x2: x + 5, y2: y + 5, stroke: c, "stroke-width": 2.5 }, g);
+      el("line", { x1: x - 5, y1: y + 5, x2: x + 5, y2: y - 5, stroke: c, "stroke-width": 2.5 }, g);
+    } else if (s.marker === "square" || (s.marker === undefined && s.dashed)) {
       el("rect", { x: x - 3.2, y: y - 3.2, width: 6.4, height: 6.4, fill: "none", stroke: c, "stroke-width": 1.5, "class": "point", "data-marker": "square" }, parent);
     } else {
       el("circle", { cx: x, cy: y, r: 3.5, fill: c, "class": "point", "data-marker": "circle" }, parent);

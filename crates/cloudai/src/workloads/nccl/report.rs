@@ -224,7 +224,8 @@ pub fn html_marked(
         let mut f = rich_series("failing sizes", failing, false);
         f["pointsOnly"] = true.into();
         f["color"] = "#cf222e".into();
-        f["marker"] = "square".into();
+        // an X: the in-place series' markers are squares
+        f["marker"] = "cross".into();
         busbw_series.push(f);
     }
     let data = serde_json::json!({ "charts": {
