@@ -56,6 +56,18 @@ num_nodes = 2
                 "the page's command"
             );
             assert!(!page.contains("all_reduce_perf_mpi"), "the page's command");
+            // and links what the workload was given and printed
+            for f in [
+                "stdout.txt",
+                "stderr.txt",
+                "runai-workload.json",
+                "test-run.toml",
+            ] {
+                assert!(
+                    page.contains(&format!("<a href=\"{f}\">")),
+                    "no link to {f}"
+                );
+            }
         } else {
             // the mock prints the ranks of the workers it ran: 2 × 8 on two pods, and the sample's table
             assert_eq!(stdout.matches("#  Rank ").count(), 16, "{stdout}");

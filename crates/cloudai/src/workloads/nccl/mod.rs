@@ -317,6 +317,12 @@ impl Workload for NcclTest {
                 write: std::sync::Arc::new(move |w| report::write_csv_streaming(&src, &facts, w)),
             });
         }
+        let command = recorded_command(dir);
+        let linked = job_files(dir);
+        let ran = report::Ran {
+            command: command.as_deref(),
+            files: &linked,
+        };
         files.extend([(
             report::HTML_FILE.to_string(),
             report::html_marked(
@@ -326,7 +332,7 @@ impl Workload for NcclTest {
                 &status,
                 v.passed,
                 test.cmd_args.get("min_busbw").and_then(ArgValue::as_float),
-                recorded_command(dir).as_deref(),
+                &ran,
                 marks,
             ),
         )]);
@@ -394,6 +400,28 @@ fn points(out: &parse::Output, test: &TestDefinition) -> Vec<crate::workloads::P
         }
     }
     pts
+}
+
+/// The iteration's own files to link from its page: what the scheduler was given (the batch script, the manifest,
+/// the workload's payload), its output and its record, by name, in order; not the reports themselves.
+fn job_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| !n.starts_with('.') && n != report::HTML_FILE && n != report::CSV_FILE)
+        .collect();
+    // output first, then the job's files
+    let rank = |n: &str| match n {
+        "stdout.txt" => 0,
+        "stderr.txt" => 1,
+        _ => 2,
+    };
+    names.sort_by(|a, b| (rank(a), a).cmp(&(rank(b), b)));
+    names.truncate(30);
+    names
 }
 
 /// The command the scheduler ran, as the iteration's test-run.toml records it: `full_cmd` (srun's line, the

@@ -162,7 +162,18 @@ pub fn html_with(
     min_busbw: Option<f64>,
     command: Option<&str>,
 ) -> String {
-    html_marked(title, out, m, verdict, passed, min_busbw, command, &[])
+    let ran = Ran {
+        command,
+        files: &[],
+    };
+    html_marked(title, out, m, verdict, passed, min_busbw, &ran, &[])
+}
+
+/// What ran, for the page's facts: the command the scheduler ran, and the iteration's files to link (the job's
+/// script, manifest or payload, stdout.txt, stderr.txt, …).
+pub struct Ran<'a> {
+    pub command: Option<&'a str>,
+    pub files: &'a [String],
 }
 
 /// [`html_with`], with sizes the caller flags (size, why): a baseline's drops.
@@ -174,9 +185,10 @@ pub fn html_marked(
     verdict: &str,
     passed: bool,
     min_busbw: Option<f64>,
-    command: Option<&str>,
+    ran: &Ran,
     marks: &[(u64, String)],
 ) -> String {
+    let command = ran.command;
     let (gpu, per_node, ranks) = device_facts(out);
     let total = out
         .runs
@@ -273,10 +285,20 @@ pub fn html_marked(
     if let Some(c) = command {
         facts.push(("command".into(), c.to_string()));
     }
+    if !ran.files.is_empty() {
+        facts.push(("files".into(), String::new()));
+    }
     body.push_str("<table class=\"facts\">\n");
     for (k, v) in &facts {
         let v = if k == "command" {
             format!("<code>{}</code>", esc(v))
+        } else if k == "files" {
+            // beside the page in the iteration's directory: relative links travel with the tree
+            ran.files
+                .iter()
+                .map(|f| format!("<a href=\"{0}\">{0}</a>", esc(f)))
+                .collect::<Vec<_>>()
+                .join(" &middot; ")
         } else {
             esc(v)
         };
