@@ -735,7 +735,13 @@ fn osu_validation_non_blocking_tables_and_glued_errors() {
     assert_eq!(v.rows.len(), 3);
     assert!(v.rows.iter().all(|r| r.valid == Some(true)));
     let (_, out) = osu_standalone(validated);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // a PASSED row says its key number (issue 41, item 10)
+    assert!(
+        text.contains("checked: table 3 rows, latency 1.83 us at 1 B"),
+        "{text}"
+    );
     let failing = validated.replacen("1.90              Pass", "1.90              Fail", 1);
     let (w, out) = osu_standalone(&failing);
     let text = stdout_of(&out);

@@ -623,7 +623,23 @@ fn verdict(dir: &Path, outcome: &JobOutcome) -> Verdict {
             stderr.display()
         ));
     }
-    Verdict::pass()
+    // the key numbers: each operation's bandwidth and IOPS over every job
+    let mut ops: Vec<(&str, f64, f64)> = Vec::new();
+    for r in &out.rows {
+        let bw = bw_to_mib(&r.bw_unit).map_or(0.0, |f| r.bw * f);
+        match ops.iter_mut().find(|(op, _, _)| *op == r.operation) {
+            Some((_, b, i)) => {
+                *b += bw;
+                *i += r.iops;
+            }
+            None => ops.push((&r.operation, bw, r.iops)),
+        }
+    }
+    let key: Vec<String> = ops
+        .iter()
+        .map(|(op, bw, iops)| format!("{op} {bw:.1} MiB/s, {iops:.0} IOPS"))
+        .collect();
+    Verdict::pass_with(format!("{} results: {}", out.rows.len(), key.join("; ")))
 }
 
 /// CloudAI's columns (Python's csv: floats by repr, None empty), then ours: job, instance, percentiles.

@@ -522,7 +522,26 @@ fn verdict(benchmark: &str, dir: &Path, outcome: &JobOutcome) -> Verdict {
             stderr.display()
         ));
     }
-    Verdict::pass()
+    let key = match out.kind {
+        Kind::Bandwidth | Kind::MultiBandwidth => out
+            .rows
+            .iter()
+            .filter(|r| r.mb_s.is_some())
+            .max_by(|a, b| a.mb_s.unwrap_or(0.0).total_cmp(&b.mb_s.unwrap_or(0.0)))
+            .map(|r| {
+                format!(
+                    ", peak {:.2} MB/s at {}",
+                    r.mb_s.unwrap_or(0.0),
+                    crate::html::size_iec(r.size)
+                )
+            }),
+        Kind::Latency => out.rows.first().and_then(|r| {
+            r.avg_lat_us
+                .map(|l| format!(", latency {l:.2} us at {}", crate::html::size_iec(r.size)))
+        }),
+    }
+    .unwrap_or_default();
+    Verdict::pass_with(format!("{} rows{key}", out.rows.len()))
 }
 
 /// CloudAI's columns for the kind (`size,avg_lat`, `size,mb_sec`, `size,mb_sec,messages_sec`), then `--full`'s.

@@ -373,7 +373,19 @@ fn verdict(out: &Output, path: &Path, outcome: &JobOutcome) -> Verdict {
             out.rows.len()
         ));
     }
-    Verdict::pass()
+    let peak = out
+        .rows
+        .iter()
+        .max_by(|a, b| a.bw_avg.total_cmp(&b.bw_avg))
+        .map(|r| {
+            format!(
+                ", peak bandwidth {:.2} GB/s at {}",
+                r.bw_avg,
+                crate::html::size_iec(r.size)
+            )
+        })
+        .unwrap_or_default();
+    Verdict::pass_with(format!("{} rows{peak}", out.rows.len()))
 }
 
 fn csv(out: &Output) -> String {
