@@ -88,11 +88,11 @@ fn busbw_lowered_at_large_sizes_fails_naming_them() {
     // 32, 64 and 128 MiB, both sides
     assert!(msg.contains("at 6 size(s)"), "{msg}");
     assert!(
-        msg.contains("128MB out-of-place: 145.06 GB/s vs baseline 181.32 (-20%)"),
+        msg.contains("128 MiB out-of-place: 145.06 GB/s vs baseline 181.32 (-20%)"),
         "{msg}"
     );
     assert!(
-        msg.contains("32MB") && msg.contains("64MB") && !msg.contains("16MB"),
+        msg.contains("32 MiB") && msg.contains("64 MiB") && !msg.contains("16 MiB"),
         "{msg}"
     );
     let rows = t["baseline"]["rows"].as_array().unwrap();

@@ -535,8 +535,8 @@ fn osu_runs_and_is_held_to_a_baseline() {
     let summary: Value =
         serde_json::from_slice(&std::fs::read(root2.join("summary.json")).unwrap()).unwrap();
     let msg = summary["tests"][0]["message"].as_str().unwrap();
-    assert!(msg.contains("baseline") && msg.contains("1MB"), "{msg}");
-    assert!(!msg.contains("512KB"), "{msg}");
+    assert!(msg.contains("baseline") && msg.contains("1 MiB"), "{msg}");
+    assert!(!msg.contains("512 KiB"), "{msg}");
 }
 
 /// SlurmContainer: the command as given with its nsys prefix, the test's own srun arguments on every step.

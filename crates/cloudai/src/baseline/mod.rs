@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::html::human_size;
 use crate::workloads::Point;
 
 pub use file::{load, write};
@@ -244,8 +243,8 @@ impl Baseline {
                 format!(
                     "{shape} at {} size(s) ({}..{})",
                     sizes.len(),
-                    human_size(lo),
-                    human_size(hi)
+                    crate::html::size_iec(lo),
+                    crate::html::size_iec(hi)
                 )
             })
             .collect();
@@ -259,7 +258,7 @@ impl Baseline {
                     .map(|r| {
                         format!(
                             "{} {}: {:.2} GB/s vs baseline {:.2} (-{}%)",
-                            human_size(r.size),
+                            crate::html::size_iec(r.size),
                             r.side,
                             r.busbw,
                             r.baseline,
@@ -271,7 +270,7 @@ impl Baseline {
                 "busbw more than {}% below the baseline at {} size(s) >= {}: {}{} (baseline {})",
                 tolerance * 100.0,
                 drops.len(),
-                human_size(min_size),
+                crate::html::size_iec(min_size),
                 shown.join("; "),
                 if drops.len() > shown.len() { "; …" } else { "" },
                 self.file.display()
@@ -394,7 +393,7 @@ mod tests {
         assert!(c.failed, "{c:?}");
         assert!(
             c.message
-                .contains("1GB out-of-place: 150.00 GB/s vs baseline 200.00 (-25%)"),
+                .contains("1 GiB out-of-place: 150.00 GB/s vs baseline 200.00 (-25%)"),
             "{}",
             c.message
         );

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::summary::Entry;
 pub use super::summary::SizeRow;
 use crate::baseline::Grading;
-use crate::html::{chart, chart_spec, esc, human_size, series};
+use crate::html::{chart, chart_spec, esc, series};
 
 /// The page section, and the per-size rows for summary.json.
 pub fn section(
@@ -19,7 +19,7 @@ pub fn section(
         "<h2>Baseline</h2>\n<p class=\"muted\">{} &middot; tolerance {}% &middot; sizes from {} can fail a run</p>\n",
         esc(&g.baseline.file.display().to_string()),
         g.tolerance * 100.0,
-        human_size(g.min_size)
+        crate::html::size_iec(g.min_size)
     );
     let mut ids: Vec<&str> = entries.iter().map(|e| e.record.test_id.as_str()).collect();
     ids.dedup();

@@ -1,7 +1,5 @@
 //! Physical sanity: a bus bandwidth above what the links can carry is a measurement to distrust, not a record.
 
-use crate::html::human_size;
-
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Peaks {
     pub nvlink_gbps: Option<f64>,
@@ -36,7 +34,7 @@ impl Peaks {
         (busbw > limit).then(|| {
             format!(
                 "above the physical peak: measurement suspect (busbw {busbw:.2} GB/s at {} exceeds the {link} peak of {limit} GB/s for a {nodes}-node run)",
-                human_size(size)
+                crate::html::size_iec(size)
             )
         })
     }
