@@ -522,26 +522,33 @@ fn verdict(benchmark: &str, dir: &Path, outcome: &JobOutcome) -> Verdict {
             stderr.display()
         ));
     }
-    let key = match out.kind {
-        Kind::Bandwidth | Kind::MultiBandwidth => out
+    let key = headline(&out).map_or(String::new(), |h| format!(", {h}"));
+    Verdict::pass_with(format!("{} rows{key}", out.rows.len()))
+}
+
+/// The run's key number: the latency at its first size, or its peak bandwidth and where.
+fn headline(out: &Output) -> Option<String> {
+    match out.kind {
+        Kind::Latency => out.rows.first().and_then(|r| {
+            Some(format!(
+                "{:.2} us at {}",
+                r.avg_lat_us?,
+                crate::html::size_iec(r.size)
+            ))
+        }),
+        _ => out
             .rows
             .iter()
             .filter(|r| r.mb_s.is_some())
             .max_by(|a, b| a.mb_s.unwrap_or(0.0).total_cmp(&b.mb_s.unwrap_or(0.0)))
             .map(|r| {
                 format!(
-                    ", peak {:.2} MB/s at {}",
+                    "{:.2} MB/s at {}",
                     r.mb_s.unwrap_or(0.0),
                     crate::html::size_iec(r.size)
                 )
             }),
-        Kind::Latency => out.rows.first().and_then(|r| {
-            r.avg_lat_us
-                .map(|l| format!(", latency {l:.2} us at {}", crate::html::size_iec(r.size)))
-        }),
     }
-    .unwrap_or_default();
-    Verdict::pass_with(format!("{} rows{key}", out.rows.len()))
 }
 
 /// CloudAI's columns for the kind (`size,avg_lat`, `size,mb_sec`, `size,mb_sec,messages_sec`), then `--full`'s.
@@ -598,27 +605,7 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
             ])})
         }
     };
-    let headline = match out.kind {
-        Kind::Latency => out.rows.first().and_then(|r| {
-            Some(format!(
-                "{:.2} us at {}",
-                r.avg_lat_us?,
-                crate::html::size_iec(r.size)
-            ))
-        }),
-        _ => out
-            .rows
-            .iter()
-            .filter(|r| r.mb_s.is_some())
-            .max_by(|a, b| a.mb_s.unwrap_or(0.0).total_cmp(&b.mb_s.unwrap_or(0.0)))
-            .map(|r| {
-                format!(
-                    "{:.2} MB/s at {}",
-                    r.mb_s.unwrap_or(0.0),
-                    crate::html::size_iec(r.size)
-                )
-            }),
-    };
+    let headline = headline(out);
     let mut body = format!(
         "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">\
          <div class=\"card\"><span class=\"muted\">benchmark</span><b>{}</b></div>\
