@@ -346,6 +346,14 @@ impl<'a> View<'a> {
         None
     }
 
+    /// Where `cmd_args.<key>` stands in the file, or the table's own place when it is not written there.
+    pub fn cmd_arg_loc(&self, key: &str) -> Loc {
+        self.get("cmd_args")
+            .and_then(|n| n.as_table())
+            .and_then(|t| t.entries.get(key))
+            .map_or_else(|| self.loc.clone(), |e| e.node.loc.clone())
+    }
+
     /// A non-negative integer with a default, at most `max`.
     pub fn count_max(&self, ctx: &mut Ctx, key: &str, default: u64, max: u64) -> u64 {
         let v = self.count(ctx, key, default);

@@ -95,12 +95,7 @@ impl TemplateSchema for OsuBench {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
             if !ok {
-                let node = v
-                    .get("cmd_args")
-                    .and_then(|n| n.as_table())
-                    .and_then(|t| t.entries.get("benchmark"))
-                    .map(|e| e.node.loc.clone())
-                    .unwrap_or_else(|| v.loc.clone());
+                let node = v.cmd_arg_loc("benchmark");
                 ctx.err(
                     &node,
                     &crate::config::decode::join(&v.field("cmd_args"), "benchmark"),

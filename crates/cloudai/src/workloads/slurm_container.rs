@@ -36,12 +36,7 @@ impl TemplateSchema for SlurmContainer {
     fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
         // the command is one line of srun in the batch script (BashCmd's is the script itself)
         if args.str("cmd").is_some_and(|c| c.contains('\n')) {
-            let loc = v
-                .get("cmd_args")
-                .and_then(|n| n.as_table())
-                .and_then(|t| t.entries.get("cmd"))
-                .map(|e| e.node.loc.clone())
-                .unwrap_or_else(|| v.loc.clone());
+            let loc = v.cmd_arg_loc("cmd");
             ctx.err(
                 &loc,
                 &crate::config::decode::join(&v.field("cmd_args"), "cmd"),

@@ -59,11 +59,7 @@ impl TemplateSchema for UccTest {
     fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
         if args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true)) && args.get("gen").is_none()
         {
-            let loc = v
-                .get("cmd_args")
-                .and_then(|n| n.as_table())
-                .and_then(|t| t.entries.get("use_deepep_matrix"))
-                .map_or(v.loc.clone(), |e| e.node.loc.clone());
+            let loc = v.cmd_arg_loc("use_deepep_matrix");
             ctx.err(
                 &loc,
                 &crate::config::decode::join(&v.field("cmd_args"), "use_deepep_matrix"),

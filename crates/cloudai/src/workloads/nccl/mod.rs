@@ -189,12 +189,7 @@ impl TemplateSchema for NcclTest {
                 one => vec![one],
             };
             if let Some(bad) = values.iter().filter_map(|x| x.as_int()).find(|x| x < min) {
-                let node = v
-                    .get("cmd_args")
-                    .and_then(|n| n.as_table())
-                    .and_then(|t| t.entries.get(*key))
-                    .map(|e| e.node.loc.clone())
-                    .unwrap_or_else(|| v.loc.clone());
+                let node = v.cmd_arg_loc(key);
                 ctx.err(
                     &node,
                     &crate::config::decode::join(&v.field("cmd_args"), key),
