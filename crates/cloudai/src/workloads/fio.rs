@@ -81,16 +81,6 @@ impl TemplateSchema for Fio {
                 Some("use fio's option name without dashes, e.g. `rw = \"randread\"` for --rw=randread".into()),
             );
         }
-        if let Some(n) = args.get("num_tasks_per_node").and_then(ArgValue::as_int) {
-            if n < 1 {
-                ctx.err(
-                    &v.loc,
-                    &join(&v.field("cmd_args"), "num_tasks_per_node"),
-                    format!("{n} tasks per node cannot run fio"),
-                    Some("give 1 or more".into()),
-                );
-            }
-        }
     }
 }
 
@@ -304,6 +294,26 @@ pub struct Output {
     /// fio's own error lines (`fio: …`, a job header with `err=` other than 0, a JSON job's `error`), with line numbers.
     pub errors: Vec<(usize, String)>,
     pub version: Option<String>,
+}
+
+impl Output {
+    /// Each operation's bandwidth (MiB/s) and IOPS summed over every job: (operation, MiB/s, IOPS), read, write,
+    /// trim, those that ran.
+    pub fn totals(&self) -> Vec<(&'static str, f64, f64)> {
+        ["read", "write", "trim"]
+            .into_iter()
+            .filter_map(|op| {
+                let rows: Vec<&Row> = self.rows.iter().filter(|r| r.operation == op).collect();
+                (!rows.is_empty()).then(|| {
+                    (
+                        op,
+                        rows.iter().map(|r| r.bw_mib()).sum(),
+                        rows.iter().map(|r| r.iops).sum(),
+                    )
+                })
+            })
+            .collect()
+    }
 }
 
 /// Reads fio output in either format (JSON documents where they start a line, the text format elsewhere).
@@ -624,20 +634,10 @@ fn verdict(dir: &Path, outcome: &JobOutcome) -> Verdict {
         ));
     }
     // the key numbers: each operation's bandwidth and IOPS over every job
-    let mut ops: Vec<(&str, f64, f64)> = Vec::new();
-    for r in &out.rows {
-        let bw = bw_to_mib(&r.bw_unit).map_or(0.0, |f| r.bw * f);
-        match ops.iter_mut().find(|(op, _, _)| *op == r.operation) {
-            Some((_, b, i)) => {
-                *b += bw;
-                *i += r.iops;
-            }
-            None => ops.push((&r.operation, bw, r.iops)),
-        }
-    }
-    let key: Vec<String> = ops
+    let key: Vec<String> = out
+        .totals()
         .iter()
-        .map(|(op, bw, iops)| format!("{op} {bw:.1} MiB/s, {iops:.0} IOPS"))
+        .map(|(op, bw, iops)| format!("{op} {bw:.1} MiB/s, {} IOPS", fmt_count(*iops)))
         .collect();
     Verdict::pass_with(format!("{} results: {}", out.rows.len(), key.join("; ")))
 }
@@ -671,23 +671,12 @@ fn csv(rows: &[Row]) -> String {
 }
 
 fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
-    let total = |op: &str, f: fn(&Row) -> f64| -> Option<f64> {
-        let v: Vec<f64> = out
-            .rows
-            .iter()
-            .filter(|r| r.operation == op)
-            .map(f)
-            .collect();
-        (!v.is_empty()).then(|| v.iter().sum())
-    };
     let mut cards = String::new();
-    for op in ["read", "write", "trim"] {
-        if let (Some(bw), Some(iops)) = (total(op, Row::bw_mib), total(op, |r| r.iops)) {
-            cards.push_str(&format!(
-                "<div class=\"card\"><span class=\"muted\">{op} (all jobs)</span><b>{bw:.1} MiB/s · {} IOPS</b></div>",
-                fmt_count(iops)
-            ));
-        }
+    for (op, bw, iops) in out.totals() {
+        cards.push_str(&format!(
+            "<div class=\"card\"><span class=\"muted\">{op} (all jobs)</span><b>{bw:.1} MiB/s · {} IOPS</b></div>",
+            fmt_count(iops)
+        ));
     }
     if let Some(v) = &out.version {
         cards.push_str(&format!(

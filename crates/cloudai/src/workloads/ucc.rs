@@ -370,9 +370,7 @@ fn verdict(out: &Output, path: &Path, outcome: &JobOutcome) -> Verdict {
         ));
     }
     let peak = out
-        .rows
-        .iter()
-        .max_by(|a, b| a.bw_avg.total_cmp(&b.bw_avg))
+        .peak()
         .map(|r| {
             format!(
                 ", peak bandwidth {:.2} GB/s at {}",

@@ -138,11 +138,6 @@ pub fn recognise(device: &str) -> Option<Gpu> {
         .map(|(_, g)| *g)
 }
 
-/// Every row of the table, for `docs` and tests.
-pub fn table() -> impl Iterator<Item = (&'static [&'static str], Gpu)> {
-    TABLE.iter().map(|(k, g)| (*k, *g))
-}
-
 /// The expectation for a run on `nodes` nodes of `gpus` GPUs each: GB/s and where it comes from.
 fn expectation(
     device: &str,

@@ -9,24 +9,6 @@ mod shape;
 
 use super::Verdict;
 
-/// The checks of a verdict as one line: `shape: 16 ranks on 2 hosts; transport: NET/IB; …` (failures first).
-pub fn summary(checks: &[Check]) -> String {
-    let mut sorted: Vec<&Check> = checks.iter().collect();
-    sorted.sort_by_key(|c| match c.status {
-        CheckStatus::Fail => 0,
-        CheckStatus::Pass => 1,
-        CheckStatus::NotShown => 2,
-    });
-    sorted
-        .iter()
-        .map(|c| match c.status {
-            CheckStatus::Pass => format!("{}: {}", c.check.as_str(), c.detail),
-            s => format!("{} ({}): {}", c.check.as_str(), s.as_str(), c.detail),
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 /// A passed verdict in a line: `checked: shape 16 ranks on 2 hosts (a, b); transport NET/IB; … · not shown:
 /// expectation` (empty without checks).
 pub fn brief(checks: &[Check]) -> String {
@@ -71,9 +53,8 @@ pub struct Network {
     pub name: String,
     /// TCP sockets carried the traffic between nodes.
     pub socket: bool,
-    /// In the output's words: `NET/Socket on eth0`, `NET/IB/0/GDRDMA`, with the line it was read from.
+    /// In the output's words: `NET/Socket on eth0`, `NET/IB/0/GDRDMA`.
     pub detail: String,
-    pub line: usize,
     /// NCCL said it found no InfiniBand device (`NET/IB : No device found`).
     pub no_ib_device: bool,
 }
@@ -154,7 +135,6 @@ pub fn judge(mut v: Verdict, asked: Option<&Asked>) -> Verdict {
         }
         v.checks.push(c);
     }
-    v.shown = Some(shown);
     v
 }
 

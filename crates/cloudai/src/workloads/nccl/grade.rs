@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::parse::{ErrorKind, Output};
+use super::parse::{ErrorKind, Output, Row, Run};
 
 /// Key numbers of a run, for summaries and comparisons.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -47,6 +47,30 @@ pub fn metrics(out: &Output) -> Metrics {
     m
 }
 
+/// What a run's data check found wrong: a row with wrong elements (where its `#wrong` column counts them; the old
+/// `error` column is a max error, not a count), or out-of-bounds values.
+pub enum DataFault<'a> {
+    Wrong(&'a Row),
+    OutOfBounds(u64),
+}
+
+/// The first data fault of a run, kept row or not; `None` when its data check found nothing.
+pub fn data_fault(run: &Run) -> Option<DataFault<'_>> {
+    let counts_wrong = !run.columns.iter().any(|c| c == "error");
+    let wrong = run
+        .rows
+        .iter()
+        .find(|r| r.wrong() > 0.0)
+        .or(run.tally.first_wrong_dropped.as_ref());
+    if let Some(r) = wrong.filter(|_| counts_wrong) {
+        return Some(DataFault::Wrong(r));
+    }
+    match run.out_of_bounds {
+        Some((n, false)) => Some(DataFault::OutOfBounds(n)),
+        _ => None,
+    }
+}
+
 /// `None` when the run passed; otherwise why not: what was found, where, and what to check. The most specific
 /// finding wins: a failed NCCL/CUDA call, then missing results, wrong data, and only then the generic traceback.
 pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<String> {
@@ -87,25 +111,22 @@ pub fn failure(out: &Output, file: &Path, min_busbw: Option<f64>) -> Option<Stri
         });
     };
     for run in &out.runs {
-        let counts_wrong = !run.columns.iter().any(|c| c == "error");
-        let wrong = run
-            .rows
-            .iter()
-            .find(|r| r.wrong() > 0.0)
-            .or(run.tally.first_wrong_dropped.as_ref());
-        if let Some(r) = wrong.filter(|_| counts_wrong) {
-            return Some(format!(
-                "{}: {} wrong elements at size {}: the data check failed (corrupted results); suspect a bad GPU, NVLink or network link on one of the nodes",
-                at(r.line),
-                r.wrong(),
-                crate::html::size_iec(r.size)
-            ));
-        }
-        if let Some((n, false)) = run.out_of_bounds {
-            return Some(format!(
-                "{}: {n} out-of-bounds values (FAILED): the data check failed; suspect a bad GPU or link",
-                at(run.line)
-            ));
+        match data_fault(run) {
+            Some(DataFault::Wrong(r)) => {
+                return Some(format!(
+                    "{}: {} wrong elements at size {}: the data check failed (corrupted results); suspect a bad GPU, NVLink or network link on one of the nodes",
+                    at(r.line),
+                    r.wrong(),
+                    crate::html::size_iec(r.size)
+                ));
+            }
+            Some(DataFault::OutOfBounds(n)) => {
+                return Some(format!(
+                    "{}: {n} out-of-bounds values (FAILED): the data check failed; suspect a bad GPU or link",
+                    at(run.line)
+                ));
+            }
+            None => {}
         }
         if run.avg_ok == Some(false) {
             return Some(format!(

@@ -50,6 +50,8 @@ const DATATYPES: &[&str] = &[
     "fp8_e4m3", "fp8_e5m2", "all",
 ];
 
+/// Counts nccl-tests would reject or misread are refused (each value of a sweep too): GPUs and threads per process
+/// from 1, iteration counts and flags from 0.
 static ARGS: &[ArgSpec] = &[
     ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
     ArgSpec::new(
@@ -57,23 +59,23 @@ static ARGS: &[ArgSpec] = &[
         T::Enum(SUBTESTS),
         D::Str("all_reduce_perf_mpi"),
     ),
-    ArgSpec::new("nthreads", T::Int, D::Int(1)),
-    ArgSpec::new("ngpus", T::Int, D::Int(1)),
+    ArgSpec::new("nthreads", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("ngpus", T::Int, D::Int(1)).at_least(1),
     ArgSpec::new("minbytes", T::Str, D::Str("32M")).size(),
     ArgSpec::new("maxbytes", T::Str, D::Str("32M")).size(),
     ArgSpec::new("stepbytes", T::Str, D::Str("1M")).size(),
     ArgSpec::new("op", T::Enum(OPS), D::Str("sum")),
     ArgSpec::new("datatype", T::Enum(DATATYPES), D::Str("float")),
-    ArgSpec::new("root", T::Int, D::Int(0)),
-    ArgSpec::new("iters", T::Int, D::Int(20)),
-    ArgSpec::new("warmup_iters", T::Int, D::Int(5)),
-    ArgSpec::new("agg_iters", T::Int, D::Int(1)),
-    ArgSpec::new("average", T::Int, D::Int(1)),
-    ArgSpec::new("parallel_init", T::Int, D::Int(0)),
-    ArgSpec::new("check", T::Int, D::Int(1)),
-    ArgSpec::new("blocking", T::Int, D::Int(0)),
-    ArgSpec::new("cudagraph", T::Int, D::Int(0)),
-    ArgSpec::new("stepfactor", T::Int, D::Unset),
+    ArgSpec::new("root", T::Int, D::Int(0)).at_least(0),
+    ArgSpec::new("iters", T::Int, D::Int(20)).at_least(0),
+    ArgSpec::new("warmup_iters", T::Int, D::Int(5)).at_least(0),
+    ArgSpec::new("agg_iters", T::Int, D::Int(1)).at_least(1),
+    ArgSpec::new("average", T::Int, D::Int(1)).at_least(0),
+    ArgSpec::new("parallel_init", T::Int, D::Int(0)).at_least(0),
+    ArgSpec::new("check", T::Int, D::Int(1)).at_least(0),
+    ArgSpec::new("blocking", T::Int, D::Int(0)).at_least(0),
+    ArgSpec::new("cudagraph", T::Int, D::Int(0)).at_least(0),
+    ArgSpec::new("stepfactor", T::Int, D::Unset).at_least(1),
     ArgSpec::new("use_deepep_matrix", T::Bool, D::Bool(false)).single(),
     ArgSpec::new(
         "alltoallv_matrix_container_path",
@@ -158,46 +160,6 @@ impl TemplateSchema for NcclTest {
     }
     fn extra_args(&self) -> bool {
         true
-    }
-
-    /// Counts nccl-tests would reject or misread: GPUs and threads per process from 1, iteration counts and flags
-    /// from 0 (every value of a sweep list too).
-    fn validate(
-        &self,
-        ctx: &mut crate::config::decode::Ctx,
-        v: &crate::config::decode::View,
-        args: &crate::config::args::CmdArgs,
-    ) {
-        const AT_LEAST: &[(&str, i64)] = &[
-            ("ngpus", 1),
-            ("nthreads", 1),
-            ("iters", 0),
-            ("warmup_iters", 0),
-            ("agg_iters", 1),
-            ("average", 0),
-            ("parallel_init", 0),
-            ("check", 0),
-            ("blocking", 0),
-            ("cudagraph", 0),
-            ("root", 0),
-            ("stepfactor", 1),
-        ];
-        for (key, min) in AT_LEAST {
-            let Some(value) = args.get(key) else { continue };
-            let values: Vec<&ArgValue> = match value {
-                ArgValue::List(items) => items.iter().collect(),
-                one => vec![one],
-            };
-            if let Some(bad) = values.iter().filter_map(|x| x.as_int()).find(|x| x < min) {
-                let node = v.cmd_arg_loc(key);
-                ctx.err(
-                    &node,
-                    &crate::config::decode::join(&v.field("cmd_args"), key),
-                    format!("must be {min} or more, found {bad}"),
-                    None,
-                );
-            }
-        }
     }
 }
 
@@ -475,32 +437,14 @@ fn verdict(out: &parse::Output, path: &Path, test: &TestDefinition) -> Verdict {
         )),
         None => checks.push(Check::fail(CheckKind::Table, "no result row")),
     }
-    let counts_wrong = out
-        .runs
-        .iter()
-        .all(|r| !r.columns.iter().any(|c| c == "error"));
-    let wrong_rows = out
-        .runs
-        .iter()
-        .flat_map(|r| r.rows.iter())
-        .filter(|r| r.wrong() > 0.0)
-        .count()
-        + out
-            .runs
-            .iter()
-            .filter(|r| r.tally.first_wrong_dropped.is_some())
-            .count();
-    let oob_failed = out
-        .runs
-        .iter()
-        .any(|r| matches!(r.out_of_bounds, Some((_, false))));
+    let bad_data = out.runs.iter().any(|r| grade::data_fault(r).is_some());
     let unchecked = out
         .runs
         .iter()
         .flat_map(|r| r.rows.iter())
         .all(|r| r.out_of_place.wrong.is_none());
     if m.rows > 0 {
-        checks.push(if (wrong_rows > 0 && counts_wrong) || oob_failed {
+        checks.push(if bad_data {
             Check::fail(
                 CheckKind::Wrong,
                 "wrong elements or out-of-bounds values: the data check failed",

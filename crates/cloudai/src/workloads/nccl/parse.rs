@@ -365,9 +365,7 @@ impl Partial {
                     }
                     merged.extend(more.iter().map(|t| t.to_string()));
                     let refs: Vec<&str> = merged.iter().map(String::as_str).collect();
-                    if let Some(row) = parse_row(&refs, cols, self.line)
-                        .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
-                    {
+                    if let Some(row) = plausible_row(&refs, cols, self.line) {
                         return Some(row);
                     }
                     toks.extend(rest.iter().map(|t| t.to_string()));
@@ -383,16 +381,34 @@ impl Partial {
                 }
             }
             let refs: Vec<&str> = toks.iter().map(String::as_str).collect();
-            // a joined type or operation must be one nccl-tests prints (a cut inside one leaves letters of the
-            // host name that would otherwise pass as a type)
-            if let Some(row) = parse_row(&refs, cols, self.line)
-                .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
-            {
+            if let Some(row) = plausible_row(&refs, cols, self.line) {
                 return Some(row);
             }
         }
         None
     }
+}
+
+/// A row of the table whose type and operation are ones nccl-tests prints (a row put together from pieces — a cut
+/// inside a word leaves letters of a host name that would otherwise pass as a type).
+fn plausible_row(tokens: &[&str], cols: &[String], line: usize) -> Option<Row> {
+    parse_row(tokens, cols, line).filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
+}
+
+/// The tokens of a row up to where a log line was written into it: those before the first token no row has, and
+/// that token's part before a `host:pid:tid` start inside it; `None` when every token is a row's. The flag says
+/// whether such a start was found.
+fn before_log_line<'a>(tokens: &[&'a str]) -> Option<(Vec<&'a str>, bool)> {
+    let i = tokens.iter().position(|t| !row_token(t))?;
+    let t = tokens[i];
+    let cut = (1..t.len())
+        .filter(|&k| t.is_char_boundary(k))
+        .find(|&k| log_start(&t[k..]));
+    let mut kept = tokens[..i].to_vec();
+    if let Some(k) = cut {
+        kept.push(&t[..k]);
+    }
+    Some((kept, cut.is_some()))
 }
 
 /// Data types and operations nccl-tests prints in its rows.
@@ -575,15 +591,8 @@ impl Parser {
             let mut rest: Vec<&str> = line.split_ascii_whitespace().take(MAX_TOKENS).collect();
             let continues = !text.starts_with(|c: char| c.is_whitespace());
             // the rest of the row may have a log line glued after it: the row ends where the log line starts
-            if let Some(i) = rest.iter().position(|t| !row_token(t)) {
-                let t = rest[i];
-                let cut = (1..t.len())
-                    .filter(|&k| t.is_char_boundary(k))
-                    .find(|&k| log_start(&t[k..]));
-                rest.truncate(i);
-                if let Some(k) = cut {
-                    rest.push(&t[..k]);
-                }
+            if let Some((kept, _)) = before_log_line(&rest) {
+                rest = kept;
             }
             if let Some(row) = p.join(&rest, continues, cols) {
                 self.partial = None;
@@ -643,25 +652,15 @@ impl Parser {
                 }
             }
             // a whole row with a log line glued to its end (written before the row's newline)
-            if let Some(i) = tokens.iter().position(|t| !row_token(t)) {
-                let t = tokens[i];
-                if let Some(k) = (1..t.len())
-                    .filter(|&k| t.is_char_boundary(k))
-                    .find(|&k| log_start(&t[k..]))
-                {
-                    let mut whole: Vec<&str> = tokens[..i].to_vec();
-                    whole.push(&t[..k]);
-                    if let Some(row) = parse_row(&whole, cols, lineno)
-                        .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
-                    {
-                        *partial = None;
-                        let r = run.get_or_insert_with(|| Run::at(lineno));
-                        add_row(r, row, kept, cap, pending);
-                        if let Some(j) = line.find("NCCL INFO") {
-                            net_info(out, lineno, &line[j + "NCCL INFO".len()..]);
-                        }
-                        return;
+            if let Some((whole, true)) = before_log_line(tokens) {
+                if let Some(row) = plausible_row(&whole, cols, lineno) {
+                    *partial = None;
+                    let r = run.get_or_insert_with(|| Run::at(lineno));
+                    add_row(r, row, kept, cap, pending);
+                    if let Some(j) = line.find("NCCL INFO") {
+                        net_info(out, &line[j + "NCCL INFO".len()..]);
                     }
+                    return;
                 }
             }
             // the first part of a row: a size, then row tokens up to a log line written into the row (glued to
@@ -754,7 +753,7 @@ impl Parser {
             return; // other comment lines: "Using devices", units, GPU memory usage …
         }
         if let Some(i) = line.find("NCCL INFO") {
-            net_info(out, lineno, &line[i + "NCCL INFO".len()..]);
+            net_info(out, &line[i + "NCCL INFO".len()..]);
             // a row glued after the log line (written into it before its newline)
             glued_row(
                 line,
@@ -789,7 +788,7 @@ impl Parser {
 
 /// What an `NCCL INFO` line says of the network: `Using network <name>`, `NET/IB : No device found`,
 /// `NET/Socket : Using [0]eth0:…`, and channels `… via NET/<name>/<dev>[/GDRDMA]`.
-fn net_info(out: &mut Output, lineno: usize, msg: &str) {
+fn net_info(out: &mut Output, msg: &str) {
     let msg = msg.trim();
     if !(msg.starts_with("Using network") || msg.contains("NET/")) {
         return;
@@ -799,7 +798,7 @@ fn net_info(out: &mut Output, lineno: usize, msg: &str) {
         if name.is_empty() {
             return;
         }
-        set_network(out, lineno, name, format!("NET/{name}"));
+        set_network(out, name, format!("NET/{name}"));
         return;
     }
     if msg.starts_with("NET/IB") && msg.contains("No device found") {
@@ -824,7 +823,7 @@ fn net_info(out: &mut Output, lineno: usize, msg: &str) {
             // a channel over sockets outweighs what another line said
             let known = out.network.as_ref();
             if known.is_none() || (name == "Socket" && !known.is_some_and(|n| n.socket)) {
-                set_network(out, lineno, name, path.to_string());
+                set_network(out, name, path.to_string());
             } else if let Some(n) = out
                 .network
                 .as_mut()
@@ -836,7 +835,7 @@ fn net_info(out: &mut Output, lineno: usize, msg: &str) {
     }
 }
 
-fn set_network(out: &mut Output, lineno: usize, name: &str, detail: String) {
+fn set_network(out: &mut Output, name: &str, detail: String) {
     let socket = name == "Socket";
     // any process over sockets decides: one node without RDMA drags every collective down
     if out.network.as_ref().is_some_and(|n| n.socket && !socket) {
@@ -846,7 +845,6 @@ fn set_network(out: &mut Output, lineno: usize, name: &str, detail: String) {
         name: name.to_string(),
         socket,
         detail,
-        line: lineno,
         no_ib_device: false,
     });
 }
@@ -888,9 +886,7 @@ fn glued_row(
             continue;
         }
         if part.len() == expected {
-            if let Some(row) = parse_row(part, cols, lineno)
-                .filter(|r| TYPES.contains(&&*r.dtype) && OPS.contains(&&*r.redop))
-            {
+            if let Some(row) = plausible_row(part, cols, lineno) {
                 let r = run.get_or_insert_with(|| Run::at(lineno));
                 add_row(r, row, kept, cap, pending);
                 return;
