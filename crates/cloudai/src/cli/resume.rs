@@ -187,7 +187,8 @@ fn repaired(
         status: crate::results::Status::Failed,
         end_reason: EndReason::Lost,
         message: format!(
-            "its {} was lost ({e}) and the journal has no copy: not run again; its output is graded by              generate-report",
+            "its {} was lost ({e}) and the journal has no copy: not run again; its output is graded by \
+             generate-report",
             crate::results::record::RECORD_FILE
         ),
         ..Default::default()

@@ -203,11 +203,12 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         })
         .collect();
     // iterations the scenario has that never started (no record yet): listed too
+    let seen: std::collections::HashSet<(String, u64)> = rows
+        .iter()
+        .map(|r| (r.test_id.clone(), r.iteration))
+        .collect();
     for (test_id, iteration) in planned(root) {
-        if !rows
-            .iter()
-            .any(|r| r.test_id == test_id && r.iteration == iteration)
-        {
+        if !seen.contains(&(test_id.clone(), iteration)) {
             rows.push(Row {
                 test_id,
                 iteration,

@@ -228,17 +228,18 @@ pub fn iteration_dirs(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The node count an iteration's test-run.toml records (`nnodes`, CloudAI's field).
-fn stored_nodes(dir: &Path) -> Option<u64> {
-    let root = node::load(&dir.join("test-run.toml"), "test-run.toml").ok()?;
-    match root.as_table()?.get("nnodes")?.kind {
-        node::Kind::Int(n) if n > 0 => Some(n as u64),
-        _ => None,
-    }
+/// What an iteration's test-run.toml records of its test.
+struct Stored {
+    id: String,
+    iteration: u64,
+    iterations: u64,
+    def: tdef::TestDefinition,
+    /// The node count (`nnodes`, CloudAI's field), when positive.
+    nodes: Option<u64>,
 }
 
-/// The test definition stored in an iteration's test-run.toml.
-fn stored_test(dir: &Path) -> Option<(String, u64, u64, tdef::TestDefinition)> {
+/// The test stored in an iteration's test-run.toml.
+fn stored_test(dir: &Path) -> Option<Stored> {
     let path = dir.join("test-run.toml");
     let root = node::load(&path, "test-run.toml").ok()?;
     let t = root.as_table()?;
@@ -251,7 +252,13 @@ fn stored_test(dir: &Path) -> Option<(String, u64, u64, tdef::TestDefinition)> {
         _ => 0,
     };
     let def = crate::workloads::decode_test(t.get("test_definition")?, "test_definition").ok()?;
-    Some((id, int("current_iteration"), int("iterations").max(1), def))
+    Some(Stored {
+        id,
+        iteration: int("current_iteration"),
+        iterations: int("iterations").max(1),
+        def,
+        nodes: Some(int("nnodes")).filter(|n| *n > 0),
+    })
 }
 
 /// Builds the entry of one iteration: writes its report files, and re-grades when asked.
@@ -262,13 +269,23 @@ fn entry(
     opts: &Options,
     write: bool,
 ) -> Option<Entry> {
-    let Some((id, iteration, iterations, def)) = stored_test(dir) else {
+    // the tree may have been copied or unpacked elsewhere: its iterations are where they are now, not where the
+    // run wrote them
+    let here = std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .display()
+        .to_string();
+    let Some(Stored {
+        id,
+        iteration,
+        iterations,
+        def,
+        nodes: stored_nodes,
+    }) = stored_test(dir)
+    else {
         // an iteration whose files could not be written (a full disk when it was submitted): its record alone
         let mut record = known.or_else(|| IterationRecord::read(dir).ok())?;
-        record.output_path = std::path::absolute(dir)
-            .unwrap_or_else(|_| dir.to_path_buf())
-            .display()
-            .to_string();
+        record.output_path = here;
         return Some(Entry {
             record,
             ..Default::default()
@@ -301,12 +318,6 @@ fn entry(
             }
             r
         });
-    // the tree may have been copied or unpacked elsewhere: its iterations are where they are now, not where the
-    // run wrote them
-    let here = std::path::absolute(dir)
-        .unwrap_or_else(|_| dir.to_path_buf())
-        .display()
-        .to_string();
     let moved = record.output_path != here;
     record.output_path = here;
     // a dry-run writes no record into iteration directories (they hold exactly CloudAI's files); its summary
@@ -333,13 +344,12 @@ fn entry(
                 ..Default::default()
             };
             // what was launched, as the run recorded it; a tree without our record says its node count only
-            let asked = record.launched.clone().or_else(|| {
-                stored_nodes(dir).map(|nodes| workloads::judge::Asked {
+            let mut asked = record.launched.clone().or_else(|| {
+                stored_nodes.map(|nodes| workloads::judge::Asked {
                     nodes,
                     ..Default::default()
                 })
             });
-            let mut asked = asked;
             if let (Some(a), Some(f)) = (asked.as_mut(), &opts.fabric) {
                 a.fabric = f.clone();
             }

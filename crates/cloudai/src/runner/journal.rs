@@ -1,7 +1,7 @@
 //! The run's journal: each iteration's `cloudai-run.json`, written durably before its job is submitted, once the
 //! scheduler's id is known, when the job is first seen running, and at its end, and each version appended to the
-//! tree's `.cloudai/journal.jsonl` as well (the record a `resume` repairs a lost or damaged file from). A `kill -9` of cloudai at any
-//! moment leaves a tree from which `resume` loses nothing and submits nothing twice. A dry-run keeps none (its tree
+//! tree's `.cloudai/journal.jsonl` as well (the record a `resume` repairs a lost or damaged file from). A `kill -9`
+//! of cloudai at any moment leaves a tree from which `resume` loses nothing and submits nothing twice. A dry-run keeps none (its tree
 //! holds exactly CloudAI's files).
 
 use std::path::Path;

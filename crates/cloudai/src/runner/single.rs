@@ -219,8 +219,8 @@ pub fn run(
                     .workload
                     .grade(&run.test, dir, &outcome)
                     .with_stderr(dir, &outcome);
-                let v = crate::workloads::judge::judge(v, Some(&asked));
-                rec.checks = v.checks.clone();
+                let mut v = crate::workloads::judge::judge(v, Some(&asked));
+                rec.checks = std::mem::take(&mut v.checks);
                 rec.launched = Some(asked);
                 let st = if !scenario.job_status_check || v.passed {
                     Status::Passed

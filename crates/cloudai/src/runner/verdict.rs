@@ -40,15 +40,10 @@ pub struct Graded<'a> {
 }
 
 impl Graded<'_> {
-    /// The iteration's status and message; `grade` (the workload reading the job's output) is called only for a
-    /// job that ended by itself and whose status is checked.
-    pub fn verdict(&self, grade: impl FnOnce() -> Verdict) -> (Status, String) {
-        let (status, message, _) = self.verdict_with_checks(grade);
-        (status, message)
-    }
-
-    /// [`Graded::verdict`] with the checks behind the grade (none when the workload did not grade).
-    pub fn verdict_with_checks(
+    /// The iteration's status and message, and the checks behind its grade (none when the workload did not grade);
+    /// `grade` (the workload reading the job's output) is called only for a job that ended by itself and whose
+    /// status is checked.
+    pub fn verdict(
         &self,
         grade: impl FnOnce() -> Verdict,
     ) -> (Status, String, Vec<crate::workloads::judge::Check>) {
@@ -124,7 +119,7 @@ mod tests {
             time_limit: Some(90),
             job_status_check: check,
         };
-        g.verdict(|| Verdict {
+        let (status, message, _) = g.verdict(|| Verdict {
             passed,
             message: if passed {
                 "ok".into()
@@ -132,7 +127,8 @@ mod tests {
                 "no rows".into()
             },
             ..Default::default()
-        })
+        });
+        (status, message)
     }
 
     #[test]
@@ -165,7 +161,7 @@ mod tests {
     fn each_end_reason_maps_to_its_status_without_grading_unless_the_job_ended_itself() {
         let o = JobOutcome::default();
         let no_grade = |end| {
-            Graded {
+            let (status, message, _) = Graded {
                 end_reason: end,
                 outcome: &o,
                 kill_msg: Some("no place"),
@@ -173,7 +169,8 @@ mod tests {
                 time_limit: Some(90),
                 job_status_check: true,
             }
-            .verdict(|| panic!("graded a job that did not end by itself: {end:?}"))
+            .verdict(|| panic!("graded a job that did not end by itself: {end:?}"));
+            (status, message)
         };
         assert_eq!(
             no_grade(EndReason::TimeLimit),
