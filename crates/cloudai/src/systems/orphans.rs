@@ -23,13 +23,35 @@ struct Stray {
     exited: bool,
 }
 
+/// This process's children: each thread's `/proc/self/task/<tid>/children` (a few small reads), else, on a kernel
+/// without those files, every process of `/proc` (whose parent is checked below).
+fn children() -> Vec<i32> {
+    let from_tasks: Option<Vec<i32>> =
+        std::fs::read_dir("/proc/self/task").ok().and_then(|tasks| {
+            let mut pids = Vec::new();
+            for t in tasks.flatten() {
+                let text = std::fs::read_to_string(t.path().join("children")).ok()?;
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+            Some(pids)
+        });
+    from_tasks.unwrap_or_else(|| {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .collect()
+    })
+}
+
 fn strays(known: &HashSet<i32>) -> Vec<Stray> {
     let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    children()
+        .into_iter()
         .filter(|pid| !known.contains(pid))
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -6,36 +6,33 @@
 /// engine's own files (records, the journal, reports).
 pub const RESERVE: u64 = 48;
 
-/// Raises the soft limit on open files to the hard one: (before, after).
-pub fn raise_limit() -> Option<(u64, u64)> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct given
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return None;
-        }
-        let before = lim.rlim_cur;
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                return Some((before, before));
-            }
-        }
-        Some((before, lim.rlim_cur))
-    }
-}
-
-/// The soft limit on open files.
-pub fn limit() -> Option<u64> {
+/// The limits on open files (soft, hard).
+fn rlimit() -> Option<libc::rlimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit only writes the struct given
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim.rlim_cur)
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim)
+}
+
+/// Raises the soft limit on open files to the hard one: (before, after).
+pub fn raise_limit() -> Option<(u64, u64)> {
+    let mut lim = rlimit()?;
+    let before = lim.rlim_cur;
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit only reads the struct given
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            return Some((before, before));
+        }
+    }
+    Some((before, lim.rlim_cur))
+}
+
+/// The soft limit on open files.
+pub fn limit() -> Option<u64> {
+    rlimit().map(|l| l.rlim_cur)
 }
 
 /// Descriptors open now (the entries of /proc/self/fd).
