@@ -333,6 +333,35 @@ seconds = 1
     assert_eq!(calls, 2, "sbatch was called again: {text}");
 }
 
+/// `cloudai run` (with the Run:ai secret) killed with SIGKILL once the mock holds a workload of it and it has run a
+/// moment.
+async fn kill_9_once_a_workload_exists(m: &runai_mock::MockServer, w: &Work, args: &[&str]) {
+    let mut child = spawn(w, args, &[("RUNAI_APP_SECRET", common::runai::SECRET)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.shared.data.lock().unwrap().workloads.is_empty() {
+        assert!(Instant::now() < deadline, "nothing was created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// `cloudai resume TREE` from `cwd`, with the Run:ai secret, off the test's runtime (the mock serves on it).
+async fn resume_runai(cwd: PathBuf, tree: String) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+            .current_dir(cwd)
+            .arg("resume")
+            .arg(tree)
+            .env("RUNAI_APP_SECRET", common::runai::SECRET)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 /// The Run:ai mock keeps its state; resume finds the workload by its name and identity, creates nothing twice and
 /// collects the log and events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,15 +378,7 @@ id = "a"
 test_name = "nccl"
 "#,
     );
-    let mut child = spawn(&w, RUN, &[("RUNAI_APP_SECRET", SECRET)]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while m.shared.data.lock().unwrap().workloads.is_empty() {
-        assert!(Instant::now() < deadline, "nothing was created");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_9_once_a_workload_exists(&m, &w, RUN).await;
     let root = root_of(&w).unwrap();
     // status asks the control plane once for what the journal says is unfinished
     let (dir, r) = (w.path().to_path_buf(), root.clone());
@@ -374,19 +395,7 @@ test_name = "nccl"
     .unwrap();
     let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(st["iterations"][0]["state"], "running", "{st}");
-    let dir = w.path().to_path_buf();
-    let root2 = root.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
-            .current_dir(dir)
-            .arg("resume")
-            .arg(root2)
-            .env("RUNAI_APP_SECRET", SECRET)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = resume_runai(w.path().to_path_buf(), root.display().to_string()).await;
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert_eq!(
@@ -409,7 +418,7 @@ test_name = "nccl"
 /// workload ends deleted — nothing is left holding GPUs (issue 41, item 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runai_kill_9_with_a_relative_output_dir_then_resume_re_attaches_and_deletes() {
-    use common::runai::{mock, requests, setup, RUN, SECRET};
+    use common::runai::{mock, requests, setup, RUN};
     let m = mock(6.0, None).await;
     let w = Work::new();
     setup(
@@ -423,15 +432,7 @@ test_name = "nccl"
     );
     let mut args = RUN.to_vec();
     args.extend(["--output-dir", "./results"]);
-    let mut child = spawn(&w, &args, &[("RUNAI_APP_SECRET", SECRET)]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while m.shared.data.lock().unwrap().workloads.is_empty() {
-        assert!(Instant::now() < deadline, "nothing was created");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_9_once_a_workload_exists(&m, &w, &args).await;
     let results = w.path().join("results");
     let name = std::fs::read_dir(&results)
         .unwrap()
@@ -439,18 +440,7 @@ test_name = "nccl"
         .find(|e| e.path().is_dir())
         .unwrap()
         .file_name();
-    let (cwd, tree) = (results.clone(), format!("./{}", name.to_string_lossy()));
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
-            .current_dir(cwd)
-            .arg("resume")
-            .arg(tree)
-            .env("RUNAI_APP_SECRET", SECRET)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = resume_runai(results.clone(), format!("./{}", name.to_string_lossy())).await;
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(!text.contains("cannot re-attach"), "{text}");
