@@ -91,6 +91,7 @@ fn nccl_scenario_resolves_with_overrides_hooks_and_cloudai_command_order() {
         tests_dir: Some(&tests),
         scenario: &scen,
         hook_dir: Some(&hooks),
+        survey: None,
     };
     let (_, s) = scenario::load_all(&inputs).unwrap();
     let ids: Vec<&str> = s.test_runs.iter().map(|r| r.id.as_str()).collect();
@@ -149,6 +150,7 @@ fn sleep_defaults_and_dependencies() {
         tests_dir: Some(&tests),
         scenario: &scen,
         hook_dir: None,
+        survey: None,
     };
     let (sys, s) = scenario::load_all(&inputs).unwrap();
     assert_eq!(sys.name, "standalone_system");

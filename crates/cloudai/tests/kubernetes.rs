@@ -379,7 +379,7 @@ num_nodes = 1
     };
     let (mpi, sleep) = manifests("");
     assert!(mpi.contains("sshAuthMountPath: /root/.ssh\n"), "{mpi}");
-    assert!(mpi.contains("- /usr/sbin/sshd\n"), "{mpi}");
+    assert!(mpi.contains("S=/usr/sbin/sshd;"), "{mpi}");
     assert!(sleep.contains(r#"image: "ubuntu:24.04""#), "{sleep}");
 
     let (mpi, sleep) = manifests(
@@ -393,9 +393,11 @@ job_image = "registry.local/tools/ubuntu:24.04"
         "{mpi}"
     );
     assert!(
-        !mpi.contains("- /usr/sbin/sshd"),
+        !mpi.contains("/usr/sbin/sshd"),
         "the image's entrypoint runs: {mpi}"
     );
+    // its sshd is not ours: the launcher waits for any SSH banner, not for our tag
+    assert!(mpi.contains(r#"== SSH-* ]]"#), "{mpi}");
     assert!(
         sleep.contains(r#"image: "registry.local/tools/ubuntu:24.04""#),
         "{sleep}"
@@ -720,6 +722,7 @@ time_limit = "00:05:00"
             tests_dir: Some(&tests),
             scenario: &scen,
             hook_dir: None,
+            survey: None,
         })
         .unwrap();
         for r in &s.test_runs {
@@ -780,7 +783,8 @@ async fn an_mpijob_whose_image_has_no_sshd_says_so() {
     assert_eq!(r.status, Status::Failed);
     assert!(
         r.message.contains(
-            "image nvcr.io/nvidia/pytorch:25.12-py3 has no /usr/sbin/sshd; MPIJob workers need an SSH server"
+            "the image nvcr.io/nvidia/pytorch:25.12-py3 has no sshd (/usr/sbin/sshd, nor sshd on PATH): MPI workers \
+             need an SSH server"
         ),
         "{}",
         r.message

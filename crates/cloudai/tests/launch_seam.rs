@@ -57,6 +57,7 @@ fn load(w: &Work, system: &str, scenario: &str) -> (Arc<SystemConfig>, Scenario)
         tests_dir: Some(&tests),
         scenario: &scen,
         hook_dir: None,
+        survey: None,
     };
     let (cfg, s) = scenario::load_all(&inputs).unwrap_or_else(|e| panic!("{e}"));
     (Arc::new(cfg), s)
@@ -143,16 +144,49 @@ fn kubernetes_pods_of_the_example_system_are_fit_for_nccl() {
     assert_eq!(wc["resources"]["limits"]["nvidia.com/gpu"], 8);
     assert_eq!(worker["spec"]["volumes"][0]["emptyDir"]["medium"], "Memory");
     // the node's sshd has port 22 under host networking: the workers' listens on 2222, and mpirun's ssh uses it
+    // cloudai keeps the ssh contract: host keys, /run/sshd, StrictModes off, the port, the job's banner tag
     assert_eq!(
-        wc["command"],
-        json!(["/usr/sbin/sshd", "-De", "-p", "2222"])
+        (&wc["command"][0], &wc["command"][1]),
+        (&json!("/bin/bash"), &json!("-c"))
+    );
+    let script = wc["command"][2].as_str().unwrap();
+    for part in [
+        "ssh-keygen -A",
+        "mkdir -p /run/sshd",
+        "exec \"$S\" -De -p 2222 -o StrictModes=no -o VersionAddendum=cloudai-",
+    ] {
+        assert!(script.contains(part), "{part}: {script}");
+    }
+    assert_eq!(
+        wc["ports"],
+        json!([{"name": "ssh", "containerPort": 2222, "protocol": "TCP"}])
+    );
+    // the launcher: the same port, no known-hosts prompt, and it waits for its own workers' sshd
+    let launcher = container(&spec["mpiReplicaSpecs"]["Launcher"]["template"]);
+    let ls = launcher["command"][2].as_str().unwrap();
+    assert!(
+        ls.contains(
+            "--mca plm_rsh_args \"-p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+             -o ConnectionAttempts=10 -o LogLevel=ERROR\""
+        ),
+        "{ls}"
+    );
+    assert!(ls.contains("[[ \"$b\" == SSH-*cloudai-"), "{ls}");
+    // GPU pods are not BestEffort; the launcher asks little
+    assert_eq!(
+        wc["resources"]["requests"],
+        json!({"cpu": "1", "memory": "4Gi"})
+    );
+    assert_eq!(
+        launcher["resources"],
+        json!({"requests": {"cpu": "250m", "memory": "512Mi"}})
     );
     assert_eq!(wc["readinessProbe"]["tcpSocket"]["port"], 2222);
     let launcher = &spec["mpiReplicaSpecs"]["Launcher"]["template"];
     let script = container(launcher)["command"][2].as_str().unwrap();
     assert!(
         script.contains(
-            r#"mpirun --allow-run-as-root --mca plm_rsh_args "-p 2222 -o ConnectionAttempts=10" --hostfile /etc/mpi/hostfile -np 16 -bind-to none -map-by ppr:8:node -x NCCL_IB_GID_INDEX -x NCCL_SOCKET_IFNAME all_reduce_perf_mpi --nthreads 1 --ngpus 1"#
+            r#"mpirun --allow-run-as-root --mca plm_rsh_args "-p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10 -o LogLevel=ERROR" --hostfile /etc/mpi/hostfile -np 16 -bind-to none -map-by ppr:8:node -x NCCL_IB_GID_INDEX -x NCCL_SOCKET_IFNAME all_reduce_perf_mpi --nthreads 1 --ngpus 1"#
         ),
         "{script}"
     );
@@ -161,8 +195,11 @@ fn kubernetes_pods_of_the_example_system_are_fit_for_nccl() {
         script.contains("must run an SSH server in every worker"),
         "{script}"
     );
-    // the launcher holds no GPU and no NCCL shared memory
-    assert!(container(launcher)["resources"].is_null());
+    // the launcher holds no GPU and no NCCL shared memory, and asks a little CPU and memory
+    assert_eq!(
+        container(launcher)["resources"],
+        json!({"requests": {"cpu": "250m", "memory": "512Mi"}})
+    );
     assert!(launcher["spec"]["volumes"].is_null());
 }
 
@@ -216,7 +253,10 @@ fn kubernetes_options_reach_every_pod_that_needs_them() {
         "net/ib-rail-0,net/ib-rail-1"
     );
     assert!(worker["spec"]["hostNetwork"].is_null());
-    assert_eq!(wc["command"], json!(["/usr/sbin/sshd", "-De"]));
+    assert!(wc["command"][2]
+        .as_str()
+        .unwrap()
+        .contains("exec \"$S\" -De -p 22 -o StrictModes=no"));
     assert_eq!(wc["securityContext"], json!({"privileged": true}));
     assert_eq!(
         worker["spec"]["volumes"][0]["emptyDir"]["sizeLimit"],
@@ -534,10 +574,28 @@ fn runai_payloads_fit_for_nccl_and_conform_to_the_openapi_schemas() {
     assert_eq!(two["spec"]["compute"]["gpuDevicesRequest"], 8);
     assert_eq!(two["spec"]["compute"]["largeShmRequest"], true);
     assert!(two["masterSpec"]["compute"]["largeShmRequest"].is_null());
-    assert!(two["masterSpec"]["args"]
+    let args = two["masterSpec"]["args"].as_str().unwrap();
+    assert!(
+        args.starts_with(
+            "--allow-run-as-root --mca plm_rsh_args \"-p 2222 -o StrictHostKeyChecking=no -o \
+             UserKnownHostsFile=/dev/null -o ConnectionAttempts=10 -o LogLevel=ERROR\" --hostfile \
+             /etc/mpi/hostfile -np 16 "
+        ),
+        "{args}"
+    );
+    // host networking: the node's sshd has 22, so the workers' sshd serves 2222, declared, and the launcher's ssh
+    // uses it
+    assert_eq!(
+        two["spec"]["ports"],
+        json!([{"container": 2222, "serviceType": "ClusterIP", "name": "ssh"}])
+    );
+    assert_eq!(two["spec"]["security"]["hostNetwork"], true);
+    assert!(two["spec"]["args"]
         .as_str()
         .unwrap()
-        .starts_with("--allow-run-as-root --hostfile /etc/mpi/hostfile -np 16 "));
+        .contains("-De -p 2222 -o StrictModes=no"));
+    assert_eq!(two["spec"]["compute"]["cpuCoreRequest"], 1.0);
+    assert_eq!(two["spec"]["compute"]["cpuMemoryRequest"], "4Gi");
 }
 
 #[test]
@@ -560,7 +618,10 @@ test_name = "bash"
         assert!(!distributed);
         assert_eq!(schemas.validate(&body, "TrainingCreationRequest"), vec![]);
         // no GPU asked, so no GPU-pod extras, and not the host's network
-        assert_eq!(body["spec"]["compute"], json!({"gpuDevicesRequest": 0}));
+        assert_eq!(
+            body["spec"]["compute"],
+            json!({"gpuDevicesRequest": 0, "cpuCoreRequest": 0.25, "cpuMemoryRequest": "512Mi"})
+        );
         assert!(body["spec"]["security"].is_null(), "{body}");
         assert_eq!(body["spec"]["image"], "ubuntu:24.04");
         got.push((

@@ -154,6 +154,7 @@ collective = "allreduce"
             tests_dir: Some(&tests),
             scenario: &scen,
             hook_dir: None,
+            survey: None,
         })
         .unwrap();
         (Arc::new(cfg), s)

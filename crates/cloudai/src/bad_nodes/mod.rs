@@ -239,11 +239,15 @@ pub fn run(req: &Request) -> i32 {
             error!("Cannot write {}: {e}", scen.display());
             return 1;
         }
+        let survey = |s: &mut crate::config::system::SystemConfig| {
+            crate::systems::survey::survey(s, req.dry_run)
+        };
         let inputs = Inputs {
             system: req.system,
             tests_dir: Some(req.tests_dir),
             scenario: &scen,
             hook_dir: None,
+            survey: Some(&survey),
         };
         let (sys_cfg, scenario) = match scenario::load_all(&inputs) {
             Ok(x) => x,

@@ -30,6 +30,7 @@ pub fn install(args: &InstallArgs, remove: bool) -> Result<(), Failure> {
         tests_dir: args.tests_dir.as_deref(),
         scenario: &args.test_scenario,
         hook_dir: args.hook_dir.as_deref(),
+        survey: None,
     }) {
         Ok(x) => x,
         Err(e) => {

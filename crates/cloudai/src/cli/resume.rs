@@ -275,11 +275,17 @@ fn resume_locked(
         info!("Removed {swept} temporary file(s) an interrupted write left in the tree");
     }
     let (system, scenario, tests, hooks) = inputs(root, info);
+    // the cluster surveyed again, as the run did (its secret first: the tree keeps none)
+    let survey = |s: &mut crate::config::system::SystemConfig| {
+        let _ = state::restore_secret(s, info);
+        crate::systems::survey::survey(s, false)
+    };
     let loaded = crate::scenario::load_all(&Inputs {
         system: system.as_deref(),
         tests_dir: tests.as_deref(),
         scenario: &scenario,
         hook_dir: hooks.as_deref(),
+        survey: Some(&survey),
     });
     let (mut system, scenario) = loaded?;
     state::restore_secret(&mut system, info)?;

@@ -16,11 +16,14 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
         return super::resume::resume(dir, args.junit.as_deref(), &args.baseline);
     }
     let c = &args.common;
+    let survey =
+        |s: &mut crate::config::system::SystemConfig| crate::systems::survey::survey(s, dry_run);
     let inputs = Inputs {
         system: c.system_config.as_deref(),
         tests_dir: c.tests_dir.as_deref(),
         scenario: scenario_path(args),
         hook_dir: c.hook_dir.as_deref(),
+        survey: Some(&survey),
     };
     let (system, scenario) = scenario::load_all(&inputs)?;
 

@@ -246,6 +246,7 @@ fn scenario(tests: &str) -> (tempfile::TempDir, crate::scenario::Scenario) {
         tests_dir: Some(&tests_dir),
         scenario: &path,
         hook_dir: None,
+        survey: None,
     })
     .unwrap_or_else(|e| panic!("{e:?}"));
     (dir, s)

@@ -420,12 +420,18 @@ pub fn entry_errors(
 }
 
 /// Loads the system, test library, hooks (only when the scenario uses them) and scenario, and resolves them.
+/// What completes a system from its cluster before a scenario is resolved against it.
+pub type Survey<'a> = dyn Fn(&mut SystemConfig) -> Result<(), ConfigErrors> + 'a;
+
 pub struct Inputs<'a> {
     /// `None` selects the built-in standalone system.
     pub system: Option<&'a Path>,
     pub tests_dir: Option<&'a Path>,
     pub scenario: &'a Path,
     pub hook_dir: Option<&'a Path>,
+    /// Completes the system from what its cluster offers before the scenario is resolved against it
+    /// (`systems::survey`); None: the file as written.
+    pub survey: Option<&'a Survey<'a>>,
 }
 
 /// Which of the three schemas a TOML file is, by the key only that schema has.
@@ -534,9 +540,12 @@ pub fn load_all(inputs: &Inputs) -> Result<(SystemConfig, Scenario), ConfigError
     };
     let (file, file_errors) = crate::config::scenario::load_lenient(inputs.scenario);
     errors.0.extend(file_errors.0);
-    let (Some(system), Some(tests), Some(file)) = (system, tests, file) else {
+    let (Some(mut system), Some(tests), Some(file)) = (system, tests, file) else {
         return Err(errors);
     };
+    if let (Some(survey), false) = (inputs.survey, errors.has_errors()) {
+        survey(&mut system)?;
+    }
     if errors.has_errors() {
         // the entries that could be read still name their tests: report those problems in the same pass
         errors.0.extend(entry_errors(file, &tests, Some(&system)));

@@ -11,6 +11,7 @@ mod orphans;
 pub mod runai;
 pub mod slurm;
 pub mod standalone;
+pub mod survey;
 
 use std::path::Path;
 use std::sync::Arc;

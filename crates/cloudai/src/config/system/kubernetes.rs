@@ -20,7 +20,11 @@ pub(super) const SCHEDULER: Scheduler = Scheduler {
 pub struct KubernetesConfig {
     pub kube_config_path: PathBuf,
     pub default_namespace: String,
+    /// GPUs per node: as written, else what the nodes' allocatable `nvidia.com/gpu` says once a run surveyed
+    /// them (1 until then, as in a dry-run).
     pub gpus_per_node: u64,
+    /// Whether the file sets `gpus_per_node` (else a run takes it from the nodes).
+    pub gpus_per_node_given: bool,
     /// How pods are fitted for NCCL (shared memory, networks, RDMA, placement, limits, pass-through).
     pub pods: crate::config::pods::PodSettings,
     /// As on Run:ai: the image user's `~/.ssh`, where the MPI operator mounts the keys. Not a CloudAI field.
@@ -48,6 +52,7 @@ fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
         kube_config_path: kube_config_path?,
         default_namespace: default_namespace?,
         gpus_per_node: v.count_max(ctx, "gpus_per_node", 1, MAX_GPUS_PER_NODE),
+        gpus_per_node_given: v.has("gpus_per_node"),
         pods: crate::config::pods::decode(ctx, v, false),
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),

@@ -60,6 +60,8 @@ impl fmt::Display for Secret {
 pub struct RunAiConfig {
     /// GPUs per node for distributed (MPI) workloads: slots per worker. Not a CloudAI field (it assumes 8).
     pub gpus_per_node: u64,
+    /// Whether the file sets `gpus_per_node` (else a run takes it from the cluster's nodes; 8 until then).
+    pub gpus_per_node_given: bool,
     pub base_url: String,
     pub user_email: String,
     pub app_id: String,
@@ -138,6 +140,7 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),
         gpus_per_node: v.count_max(ctx, "gpus_per_node", 8, MAX_GPUS_PER_NODE),
+        gpus_per_node_given: v.has("gpus_per_node"),
         base_url: base_url?,
         user_email: user_email?,
         app_id: app_id?,

@@ -6,9 +6,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::config::pods::PodSettings;
+use crate::config::pods::{patch, PodSettings};
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
+use crate::systems::objects::ssh;
 use crate::systems::runai::payload;
 
 pub const MPIJOB_GROUP: &str = "kubeflow.org";
@@ -138,6 +139,8 @@ pub struct Pod<'a> {
     pub restart: &'a str,
     /// Pinned to the test's hosts (`nodes = [...]`).
     pub pinned: bool,
+    /// The port its sshd serves (MPI workers), declared on the container.
+    pub ssh_port: Option<u64>,
 }
 
 /// Everything the system says about pods, for one step.
@@ -160,7 +163,16 @@ impl Fit<'_> {
             container["command"] = json!(c);
         }
         let mut spec = json!({"restartPolicy": pod.restart});
-        let mut meta = json!({"labels": m.labels(run, pod.role)});
+        let mut labels = m.labels(run, pod.role);
+        for (k, v) in &p.pod_labels {
+            // ours name the job: an operator's label of the same key does not replace them
+            labels
+                .as_object_mut()
+                .expect("labels are a map")
+                .entry(k.clone())
+                .or_insert_with(|| v.as_str().into());
+        }
+        let mut meta = json!({"labels": labels});
         // the host's network is for the pods of a GPU launch (and their launcher), not for scripts and sleeps
         if self.host_network && (pod.gpus > 0 || pod.role == "launcher") {
             spec["hostNetwork"] = true.into();
@@ -198,7 +210,7 @@ impl Fit<'_> {
             for (k, q) in &p.extended_resources {
                 limits.insert(k.clone(), q.as_str().into());
             }
-            container["resources"] = json!({"limits": limits});
+            container["resources"] = p.gpu_resources.to_json(limits);
             if !p.shm_size.is_empty() {
                 spec["volumes"] = json!([{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": p.shm_size}}]);
                 container["volumeMounts"] = json!([{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]);
@@ -208,13 +220,34 @@ impl Fit<'_> {
             } else if !p.capabilities.is_empty() {
                 container["securityContext"] = json!({"capabilities": {"add": p.capabilities}});
             }
+            let mut annotations: Map<String, Value> = p
+                .pod_annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect();
             if !p.networks.is_empty() {
-                meta["annotations"] = json!({MULTUS_NETWORKS: p.networks.join(",")});
+                annotations.insert(MULTUS_NETWORKS.into(), p.networks.join(",").into());
             }
+            if !annotations.is_empty() {
+                meta["annotations"] = annotations.into();
+            }
+        } else {
+            let r = p.launcher_resources.to_json(Map::new());
+            if r.as_object().is_some_and(|o| !o.is_empty()) {
+                container["resources"] = r;
+            }
+        }
+        if let Some(port) = pod.ssh_port {
+            container["ports"] = json!([{"name": "ssh", "containerPort": port, "protocol": "TCP"}]);
         }
         spec["containers"] = json!([container]);
         if let Some(patch) = &p.pod_spec_patch {
-            crate::config::pods::merge_patch(&mut spec, patch);
+            patch::merge(&mut spec, patch);
+        }
+        if pod.gpus > 0 {
+            if let Some(patch) = &p.gpu_pod_spec_patch {
+                patch::merge(&mut spec, patch);
+            }
         }
         json!({"metadata": meta, "spec": spec})
     }
@@ -254,11 +287,13 @@ pub struct Mpi<'a> {
     pub ssh_port: u64,
     /// Seconds the launcher waits for every worker's sshd before it gives up with a named reason.
     pub worker_wait: u64,
+    /// The tag of the workers' sshd banner when cloudai starts it ([`ssh::banner_tag`]).
+    pub banner: Option<String>,
 }
 
-/// The launcher's script: wait (bounded) until every worker of the operator's host file accepts connections on
-/// the ssh port — a worker without sshd is named instead of failing inside mpirun —, then mpirun with the host
-/// file, every variable forwarded to the ranks.
+/// The launcher's script: wait (bounded) until every worker of the operator's host file answers with its own
+/// sshd ([`ssh::wait_for_workers`]) — a worker without sshd is named instead of failing inside mpirun —, then
+/// mpirun with the host file, the workers' port and ssh options, every variable forwarded to the ranks.
 pub fn launcher_script(mpi: &Mpi) -> String {
     let mut args = crate::workloads::launch::mpirun(
         mpi.workers * mpi.slots,
@@ -267,27 +302,24 @@ pub fn launcher_script(mpi: &Mpi) -> String {
         mpi.env,
         mpi.cmd,
     );
-    if mpi.ssh_port != 22 {
-        // the operator's ConnectionAttempts is replaced by an explicit plm_rsh_args, so it is repeated here
-        let rsh = format!("-p {} -o ConnectionAttempts=10", mpi.ssh_port);
-        args.splice(
-            2..2,
-            [
-                "--mca".to_string(),
-                "plm_rsh_args".into(),
-                format!("\"{rsh}\""),
-            ],
-        );
-    }
+    // replaces the operator's OMPI_MCA_plm_rsh_args (its ConnectionAttempts is kept in ours)
+    args.splice(
+        2..2,
+        [
+            "--mca".to_string(),
+            "plm_rsh_args".into(),
+            format!("\"{}\"", ssh::rsh_args(mpi.ssh_port)),
+        ],
+    );
     format!(
-        "deadline=$((SECONDS + {wait})); for h in $(cut -d' ' -f1 {HOSTFILE}); do \
-         until (exec 3<>/dev/tcp/$h/{port}) 2>/dev/null; do \
-         if [ $SECONDS -ge $deadline ]; then echo \"cloudai: MPI worker $h did not accept ssh connections on port \
-         {port} within {wait} s: the image {image} must run an SSH server in every worker (MPIJob workers need \
-         sshd; see mpi_worker_command)\" >&2; exit 1; fi; sleep 2; done; done; {mpirun}",
-        wait = mpi.worker_wait,
-        port = mpi.ssh_port,
-        image = mpi.image,
+        "{wait}; {mpirun}",
+        wait = ssh::wait_for_workers(
+            HOSTFILE,
+            mpi.ssh_port,
+            mpi.worker_wait,
+            mpi.image,
+            mpi.banner.as_deref()
+        ),
         mpirun = args.join(" "),
     )
 }
@@ -304,28 +336,18 @@ pub fn mpijob(run: &TestRun, fit: &Fit, m: &Meta, mpi: &Mpi, limits: &Limits) ->
         env: mpi.env,
         restart: "Never",
         pinned: false,
+        ssh_port: None,
     };
     // workers only serve the launcher's ssh: sshd in the foreground, unless the image's entrypoint does it
-    let mut command: Vec<String> = sys
-        .mpi_worker_command
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    if mpi.ssh_port != 22
-        && command
-            .first()
-            .is_some_and(|c| c.ends_with("/sshd") || c == "sshd")
-    {
-        command.extend(["-p".into(), mpi.ssh_port.to_string()]);
-    }
     let worker = Pod {
         role: "worker",
         image: mpi.image,
-        command: (!command.is_empty()).then_some(command),
+        command: ssh::worker_command(&sys.mpi_worker_command, mpi.ssh_port, mpi.image, m.identity),
         gpus: mpi.gpus,
         env: mpi.env,
         restart: "OnFailure",
         pinned: true,
+        ssh_port: Some(mpi.ssh_port),
     };
     let mut worker_tpl = fit.template(run, m, &worker);
     let wspec = &mut worker_tpl["spec"];

@@ -15,6 +15,7 @@ mod observe;
 mod ops;
 pub mod plan;
 pub mod state;
+pub mod survey;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -198,7 +199,7 @@ impl Backend for Kubernetes {
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
-        plan::check(run, self.k())
+        plan::check(run, self.k(), &crate::systems::job_env(&self.cfg, run))
     }
 
     async fn connect(&self) -> Result<(), String> {

@@ -108,6 +108,50 @@ pub async fn topology(
     Ok(leaves(&list_nodes(k).await?, key))
 }
 
+/// The cluster's nodes and the system's namespace, for [`super::survey`]: None where the API refuses us the read
+/// (a missing cluster-wide right); an error when the API server cannot be reached at all.
+pub async fn survey_reads(
+    k: &KubernetesConfig,
+) -> Result<(Option<Vec<Value>>, Option<Value>), String> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let (c, server) = client::connect(&k.kube_config_path).await?;
+    let nodes: kube::Api<Node> = kube::Api::all(c.clone());
+    let nodes = match nodes.list(&Default::default()).await {
+        Ok(l) => Some(
+            l.items
+                .iter()
+                .filter_map(|n| serde_json::to_value(n).ok())
+                .collect(),
+        ),
+        Err(e) if matches!(client::status_code(&e), Some(401 | 403)) => None,
+        Err(e) => {
+            return Err(format!(
+                "cannot list the nodes at {server}: {}",
+                client::describe(&e)
+            ))
+        }
+    };
+    let nss: kube::Api<Namespace> = kube::Api::all(c);
+    let ns = match nss.get(&k.default_namespace).await {
+        Ok(n) => serde_json::to_value(n).ok(),
+        Err(e) if matches!(client::status_code(&e), Some(401 | 403)) => None,
+        Err(e) if client::status_code(&e) == Some(404) => {
+            return Err(format!(
+                "namespace {} does not exist at {server}",
+                k.default_namespace
+            ))
+        }
+        Err(e) => {
+            return Err(format!(
+                "cannot read namespace {} at {server}: {}",
+                k.default_namespace,
+                client::describe(&e)
+            ))
+        }
+    };
+    Ok((nodes, ns))
+}
+
 async fn list_nodes(k: &KubernetesConfig) -> Result<Vec<Value>, String> {
     let (c, server) = client::connect(&k.kube_config_path).await?;
     let api: kube::Api<Node> = kube::Api::all(c);

@@ -89,6 +89,8 @@ pub fn spec(
             gpus: launch.gpus_per_node(per_node),
             ssh_port: k.pods.ssh_port(fit.host_network),
             worker_wait: run.max_pending_time.unwrap_or(600),
+            banner: crate::systems::objects::ssh::tagged(&k.mpi_worker_command)
+                .then(|| crate::systems::objects::ssh::banner_tag(n.identity)),
         };
         let manifest = manifest::mpijob(run, &fit, &meta, &mpi, &limits);
         return Spec {
@@ -105,6 +107,7 @@ pub fn spec(
         env: &env,
         restart: "Never",
         pinned: true,
+        ssh_port: None,
     };
     Spec {
         kind: Kind::Job,
@@ -112,7 +115,13 @@ pub fn spec(
     }
 }
 
-/// What cannot run as configured, one sentence each, before anything is created.
-pub fn check(run: &TestRun, k: &KubernetesConfig) -> Vec<String> {
-    crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node)
+/// What cannot run as configured, one sentence each, before anything is created (warnings are logged).
+pub fn check(run: &TestRun, k: &KubernetesConfig, env: &[(String, String)]) -> Vec<String> {
+    let mut out = crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node);
+    let (errors, warnings) = k.pods.nic_problems(&run.id, env);
+    for w in warnings {
+        crate::warn!("{w}");
+    }
+    out.extend(errors);
+    out
 }

@@ -129,6 +129,22 @@ fn fatal(pod: &Value) -> Option<(String, String, Option<EndReason>)> {
                 None,
             ));
         }
+        // our own worker script names what it cannot do (an image without sshd) in its termination message
+        if let Some(said) = ["state", "lastState"]
+            .iter()
+            .map(|k| s(&cs[*k]["terminated"], &["message"]))
+            .find(|m| m.starts_with("cloudai: "))
+        {
+            return Some((
+                "ContainerCannotRun".into(),
+                format!(
+                    "pod {pname}, container {}: {}",
+                    s(cs, &["name"]),
+                    said.trim_start_matches("cloudai: ").trim_end()
+                ),
+                None,
+            ));
+        }
         let waiting = &cs["state"]["waiting"];
         let reason = s(waiting, &["reason"]);
         if IMAGE_PULL.contains(&reason) {
@@ -378,6 +394,26 @@ mod tests {
         };
         assert!(
             reason.ends_with("image img:1 has no /usr/sbin/sshd (StartError)"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_worker_script_that_names_its_trouble_ends_the_step() {
+        let mut p = pod(
+            json!({"phase": "Running", "containerStatuses": [{"name": "worker",
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}},
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 127, "message":
+                "cloudai: the image img:1 has no sshd (/usr/sbin/sshd, nor sshd on PATH): MPI workers need an SSH \
+                 server\n"}}}]}),
+        );
+        p["metadata"]["labels"] = json!({"cloudai-role": "worker"});
+        let Phase::Ended { ok, reason, .. } = evaluate(Kind::MpiJob, &json!({}), &[&p]) else {
+            panic!()
+        };
+        assert!(!ok);
+        assert!(
+            reason.ends_with("container worker: the image img:1 has no sshd (/usr/sbin/sshd, nor sshd on PATH): MPI workers need an SSH server"),
             "{reason}"
         );
     }

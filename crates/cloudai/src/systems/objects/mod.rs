@@ -11,6 +11,7 @@
 pub mod hooks;
 mod machine;
 pub mod names;
+pub mod ssh;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;

@@ -247,7 +247,7 @@ impl Backend for RunAi {
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
-        plan::check(run, self.r())
+        plan::check(run, self.r(), &crate::systems::job_env(&self.cfg, run))
     }
 
     /// The credentials, then the configured cluster and project (a placeholder `cluster_id` is named here, not at

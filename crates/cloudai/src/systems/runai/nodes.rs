@@ -55,16 +55,37 @@ pub fn usable(nodes: &[Value], gpus: u64) -> (Vec<String>, Vec<(String, String)>
 
 /// The usable GPU nodes of the system's cluster, and the ones left out with why.
 pub async fn gpu_nodes(cfg: &SystemConfig) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+    let nodes = list(cfg).await?;
+    Ok(usable(&nodes, RunAi::conf(cfg).gpus_per_node))
+}
+
+/// GPUs per node as the cluster's nodes have them (the most common `gpuInfo.gpuCount`, the smallest on a tie),
+/// with how many nodes have it and how many have GPUs; None without GPU nodes.
+pub fn common_gpu_count(nodes: &[Value]) -> Option<(u64, usize, usize)> {
+    let mut counts = std::collections::BTreeMap::<u64, usize>::new();
+    for n in nodes {
+        let g = n["gpuInfo"]["gpuCount"].as_u64().unwrap_or(0);
+        if g > 0 {
+            *counts.entry(g).or_default() += 1;
+        }
+    }
+    let total = counts.values().sum();
+    counts
+        .iter()
+        .max_by_key(|(g, c)| (**c, std::cmp::Reverse(**g)))
+        .map(|(g, c)| (*g, *c, total))
+}
+
+/// The cluster's nodes as the API lists them.
+pub async fn list(cfg: &SystemConfig) -> Result<Vec<Value>, String> {
     let r = RunAi::conf(cfg);
     let secret = r.secret().ok_or("no Run:ai secret: set RUNAI_APP_SECRET")?;
     let tls = client::tls_config(r.ca_bundle.as_deref())?;
     let c = client::Client::new(&r.base_url, &r.app_id, secret, tls)?;
     let path = format!("/api/v1/clusters/{}/nodes", r.cluster_id);
-    let nodes = c
-        .list_all(&path, "nodes", &[], false)
+    c.list_all(&path, "nodes", &[], false)
         .await
-        .map_err(|e| format!("cannot list the nodes of cluster {}: {e}", r.cluster_id))?;
-    Ok(usable(&nodes, r.gpus_per_node))
+        .map_err(|e| format!("cannot list the nodes of cluster {}: {e}", r.cluster_id))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::config::pods::Toleration;
 use crate::config::system::RunAiConfig;
 use crate::scenario::TestRun;
 use crate::systems::objects::names::k8s_name;
+use crate::systems::objects::ssh;
 use crate::workloads::Launch;
 
 /// The annotation that ties a workload to the iteration (and hook) that created it: a workload with our name but
@@ -74,6 +75,27 @@ fn split_line(line: &str) -> (String, String) {
 /// capabilities), and of every pod (tolerations, node pools, pull secrets, clean-up after completion).
 fn fit(spec: &mut Value, sys: &RunAiConfig, gpus: u64, host_network: bool, master: bool) {
     let p = &sys.pods;
+    let compute = if gpus > 0 {
+        &p.gpu_resources
+    } else {
+        &p.launcher_resources
+    };
+    for (key, q) in [
+        ("cpuCoreRequest", &compute.cpu),
+        ("cpuCoreLimit", &compute.cpu_limit),
+    ] {
+        if let Some(c) = q.as_deref().and_then(crate::config::pods::cores) {
+            spec["compute"][key] = c.into();
+        }
+    }
+    for (key, q) in [
+        ("cpuMemoryRequest", &compute.memory),
+        ("cpuMemoryLimit", &compute.memory_limit),
+    ] {
+        if let Some(m) = q {
+            spec["compute"][key] = m.as_str().into();
+        }
+    }
     if !p.tolerations.is_empty() {
         spec["tolerations"] = p
             .tolerations
@@ -159,8 +181,19 @@ pub fn workload(
         v["projectId"] = sys.project_id.as_str().into();
         v["clusterId"] = sys.cluster_id.as_str().into();
         v["useGivenNameAsPrefix"] = false.into();
-        v["spec"]["annotations"] = json!([{"name": IDENTITY, "value": who.identity}]);
-        v["spec"]["labels"] = json!([{"name": RUN_LABEL, "value": who.run_tag}]);
+        let pairs = |ours: (&str, &str), theirs: &indexmap::IndexMap<String, String>| -> Value {
+            std::iter::once((ours.0.to_string(), ours.1.to_string()))
+                .chain(
+                    theirs
+                        .iter()
+                        .filter(|(k, _)| *k != ours.0)
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                )
+                .map(|(k, v)| json!({"name": k, "value": v}))
+                .collect()
+        };
+        v["spec"]["annotations"] = pairs((IDENTITY, who.identity), &sys.pods.pod_annotations);
+        v["spec"]["labels"] = pairs((RUN_LABEL, who.run_tag), &sys.pods.pod_labels);
         if let Some(p) = &pinned {
             v["spec"]["nodeAffinityRequired"] = p.clone();
         }
@@ -186,12 +219,22 @@ pub fn workload(
     }
     let slots = launch.ranks_per_node(per_node);
     let cmd = crate::workloads::full_command(launch, &run.test);
-    let mpirun = crate::workloads::launch::mpirun(
+    let mut mpirun = crate::workloads::launch::mpirun(
         run.num_nodes * slots,
         slots,
         Some(crate::workloads::launch::MPI_HOSTFILE),
         envs,
         &cmd,
+    );
+    // the workers' sshd port on both sides (2222 with the host's network, where the node's sshd has 22)
+    let port = sys.pods.ssh_port(host_network);
+    mpirun.splice(
+        2..2,
+        [
+            "--mca".to_string(),
+            "plm_rsh_args".into(),
+            format!("\"{}\"", ssh::rsh_args(port)),
+        ],
     );
     let mut v = json!({
         "masterSpecSameAsWorker": false,
@@ -208,15 +251,18 @@ pub fn workload(
     });
     fit(&mut v["masterSpec"], sys, 0, host_network, true);
     fit(&mut v["spec"], sys, gpus, host_network, false);
-    // workers only serve the launcher's ssh: keep sshd in the foreground unless the image's entrypoint does it
-    let mut worker = sys.mpi_worker_command.split_whitespace();
-    if let Some(cmd) = worker.next() {
-        v["spec"]["command"] = cmd.into();
-        let rest: Vec<&str> = worker.collect();
+    // workers only serve the launcher's ssh: sshd in the foreground, unless the image's entrypoint does it
+    if let Some(argv) = ssh::worker_command(&sys.mpi_worker_command, port, &img, who.identity) {
+        v["spec"]["command"] = argv[0].as_str().into();
+        let rest: Vec<String> = argv[1..]
+            .iter()
+            .map(|a| crate::util::shell::quote(a).into_owned())
+            .collect();
         if !rest.is_empty() {
             v["spec"]["args"] = rest.join(" ").into();
         }
     }
+    v["spec"]["ports"] = json!([{"container": port, "serviceType": "ClusterIP", "name": "ssh"}]);
     meta(&mut v);
     (v, true)
 }

@@ -340,6 +340,20 @@ impl System for Slurm {
         "SlurmRunner"
     }
 
+    /// A process that drives more GPUs than a node has (the workload's GPUs per process above `gpus_per_node`) is refused
+    /// before anything is submitted; `gpus_per_node` unset or 0 manages no GPUs.
+    fn check(&self, run: &TestRun) -> Vec<String> {
+        let launch = run.launch();
+        match self.slurm().gpus_per_node {
+            Some(g) if g > 0 && launch.gpus_per_rank > g => vec![format!(
+                "test '{}': one process drives {} GPUs but the system has gpus_per_node = \
+                 {g}; lower the GPUs per process or set gpus_per_node in the system",
+                run.id, launch.gpus_per_rank
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         let nodes = self.resolve_nodes(run)?;
         let timestamp = chrono::Local::now().format("%Y%m%d_%H%M%S").to_string();

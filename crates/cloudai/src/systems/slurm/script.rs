@@ -289,7 +289,12 @@ impl Ctx<'_> {
             files.push(("hostfile.txt".into(), content));
             hostfile = Some(dir.join("hostfile.txt"));
         }
-        if let Some(g) = self.slurm.gpus_per_node.filter(|_| self.gpu_directives) {
+        // gpus_per_node = 0: nodes without GPUs, and no GPU directive at all (as CloudAI)
+        if let Some(g) = self
+            .slurm
+            .gpus_per_node
+            .filter(|g| *g > 0 && self.gpu_directives)
+        {
             lines.push(format!("#SBATCH --gpus-per-node={g}"));
             lines.push(format!("#SBATCH --gres=gpu:{g}"));
         }

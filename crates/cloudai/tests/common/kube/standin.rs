@@ -185,18 +185,35 @@ impl Standin {
                     if self.once(&name, "bind") {
                         self.bind(&pods, &name, &node).await?;
                         if role == "worker" {
-                            // containerd + runc's words when the command does not exist in the image
-                            let msg = r#"failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/usr/sbin/sshd": stat /usr/sbin/sshd: no such file or directory: unknown"#;
+                            // what the worker's command does in an image without /usr/sbin/sshd: cloudai's wrapper
+                            // script says so and exits 127 (its words in the termination message); a bare sshd
+                            // command is refused by the runtime (containerd + runc's words)
+                            let script = p
+                                .spec
+                                .as_ref()
+                                .and_then(|s| s.containers[0].command.clone())
+                                .unwrap_or_default()
+                                .join(" ");
+                            let said = script
+                                .split_once("echo '")
+                                .and_then(|(_, r)| r.split_once("' | tee"))
+                                .map(|(m, _)| format!("{m}\n"));
+                            let terminated = match said {
+                                Some(m) => json!({"exitCode": 127, "reason": "Error", "message": m,
+                                    "startedAt": now(), "finishedAt": now()}),
+                                None => json!({"exitCode": 128, "reason": "StartError", "message":
+                                    r#"failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/usr/sbin/sshd": stat /usr/sbin/sshd: no such file or directory: unknown"#,
+                                    "startedAt": now(), "finishedAt": now()}),
+                            };
+                            let msg =
+                                format!("back-off 10s restarting failed container={container}");
                             let st = json!({"status": {"phase": "Running", "startTime": now(), "containerStatuses": [{
                                 "name": container, "ready": false, "restartCount": 1, "image": "x", "imageID": "",
-                                "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                    "message": format!("back-off 10s restarting failed container={container}")}},
-                                "lastState": {"terminated": {"exitCode": 128, "reason": "StartError", "message": msg,
-                                    "startedAt": now(), "finishedAt": now()}}}]}});
+                                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": msg}},
+                                "lastState": {"terminated": terminated}}]}});
                             pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(st))
                                 .await?;
-                            self.event("Pod", &name, "Warning", "Failed", &format!("Error: {msg}"))
-                                .await;
+                            self.event("Pod", &name, "Warning", "BackOff", &msg).await;
                         } else {
                             self.container(
                                 &pods,

@@ -2,6 +2,9 @@
 //! devices, capabilities, placement, pull secrets, server-side limits. Our fields (CloudAI has none of them);
 //! defaults work on a typical GPU cluster and every one can be overridden in the system TOML.
 
+pub mod nics;
+pub mod patch;
+
 use indexmap::IndexMap;
 use serde_json::Value;
 
@@ -45,8 +48,24 @@ pub struct PodSettings {
     pub node_pools: Vec<String>,
     pub image_pull_secrets: Vec<String>,
     pub service_account: Option<String>,
-    /// Merged into every pod spec we create (JSON merge patch): any pod-spec field we do not model.
+    /// Merged into every pod spec we create ([`patch::merge`]: named lists merge by name): any pod-spec field
+    /// we do not model, sidecars and init containers included.
     pub pod_spec_patch: Option<Value>,
+    /// Merged after it into the pods that run the test's GPU ranks only (MPI workers, GPU Jobs): a GPUDirect
+    /// sidecar, device volumes.
+    pub gpu_pod_spec_patch: Option<Value>,
+    /// Requests and limits of the pods with GPUs (Kubernetes quantities): requests keep them out of the
+    /// BestEffort class, the first evicted, and make hugepages valid.
+    pub gpu_resources: Compute,
+    /// Requests and limits of every other pod (MPI launchers, scripts, hooks).
+    pub launcher_resources: Compute,
+    /// Annotations of the pods that run the test's GPU ranks (GKE's multi-network, device annotations).
+    pub pod_annotations: IndexMap<String, String>,
+    /// Labels of every pod (cost centres, Kueue, policy selectors).
+    pub pod_labels: IndexMap<String, String>,
+    /// `rdma`: unset = the RDMA device the nodes offer is requested for NCCL workers when the system asks none;
+    /// false = never (pods unchanged); true = required (refused when the nodes offer none).
+    pub rdma: Option<bool>,
     /// GB200/GB300 multi-node NVLink: the `ResourceClaimTemplate` of a ComputeDomain's IMEX channel, claimed by
     /// every worker.
     pub imex_channel_template: Option<String>,
@@ -74,6 +93,22 @@ impl Default for PodSettings {
             image_pull_secrets: Vec::new(),
             service_account: None,
             pod_spec_patch: None,
+            gpu_pod_spec_patch: None,
+            gpu_resources: Compute {
+                cpu: Some(DEFAULT_GPU_CPU.into()),
+                memory: Some(DEFAULT_GPU_MEMORY.into()),
+                cpu_limit: None,
+                memory_limit: None,
+            },
+            launcher_resources: Compute {
+                cpu: Some(DEFAULT_LAUNCHER_CPU.into()),
+                memory: Some(DEFAULT_LAUNCHER_MEMORY.into()),
+                cpu_limit: None,
+                memory_limit: None,
+            },
+            pod_annotations: IndexMap::new(),
+            pod_labels: IndexMap::new(),
+            rdma: None,
             imex_channel_template: None,
             deadline_margin: DEFAULT_DEADLINE_MARGIN,
             ttl_after_finished: DEFAULT_TTL,
@@ -82,6 +117,52 @@ impl Default for PodSettings {
     }
 }
 
+/// CPU and memory of one kind of pod (Kubernetes quantities; None: not asked).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Compute {
+    pub cpu: Option<String>,
+    pub memory: Option<String>,
+    pub cpu_limit: Option<String>,
+    pub memory_limit: Option<String>,
+}
+
+impl Compute {
+    /// `{requests, limits}` of a container, the extra `limits` (GPUs, devices) added.
+    pub fn to_json(&self, mut limits: serde_json::Map<String, Value>) -> Value {
+        let mut requests = serde_json::Map::new();
+        for (k, v) in [("cpu", &self.cpu), ("memory", &self.memory)] {
+            if let Some(v) = v {
+                requests.insert(k.into(), v.as_str().into());
+            }
+        }
+        for (k, v) in [("cpu", &self.cpu_limit), ("memory", &self.memory_limit)] {
+            if let Some(v) = v {
+                limits.insert(k.into(), v.as_str().into());
+            }
+        }
+        let mut out = serde_json::Map::new();
+        if !requests.is_empty() {
+            out.insert("requests".into(), requests.into());
+        }
+        if !limits.is_empty() {
+            out.insert("limits".into(), limits.into());
+        }
+        Value::Object(out)
+    }
+}
+
+/// CPU cores of a quantity (`"500m"` → 0.5, `"2"` → 2), as Run:ai's API takes them.
+pub fn cores(q: &str) -> Option<f64> {
+    match q.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().ok().map(|m| m / 1000.0),
+        None => q.parse().ok(),
+    }
+}
+
+pub const DEFAULT_GPU_CPU: &str = "1";
+pub const DEFAULT_GPU_MEMORY: &str = "4Gi";
+pub const DEFAULT_LAUNCHER_CPU: &str = "250m";
+pub const DEFAULT_LAUNCHER_MEMORY: &str = "512Mi";
 pub const DEFAULT_SHM: &str = "16Gi";
 pub const DEFAULT_DEADLINE_MARGIN: u64 = 900;
 pub const DEFAULT_TTL: u64 = 86_400;
@@ -162,6 +243,18 @@ pub const FIELDS: &[&str] = &[
     "image_pull_secrets",
     "service_account",
     "pod_spec_patch",
+    "gpu_pod_spec_patch",
+    "cpu",
+    "memory",
+    "cpu_limit",
+    "memory_limit",
+    "launcher_cpu",
+    "launcher_memory",
+    "launcher_cpu_limit",
+    "launcher_memory_limit",
+    "pod_annotations",
+    "pod_labels",
+    "rdma",
     "imex_channel_template",
     "deadline_margin",
     "ttl_after_finished",
@@ -251,13 +344,62 @@ pub fn decode(ctx: &mut Ctx, v: &View, runai: bool) -> PodSettings {
         Some(n) => tolerations(ctx, n),
         None => d.tolerations,
     };
-    let pod_spec_patch = v.get("pod_spec_patch").and_then(|n| match &n.kind {
-        Kind::Table(_) => Some(to_json(n)),
-        _ => {
-            ctx.type_err(n, "pod_spec_patch", "a table of pod-spec fields");
-            None
+    let spec_patch = |ctx: &mut Ctx, key: &str| {
+        v.get(key).and_then(|n| match &n.kind {
+            Kind::Table(_) => {
+                patch::check(ctx, n, key);
+                Some(to_json(n))
+            }
+            _ => {
+                ctx.type_err(n, key, "a table of pod-spec fields");
+                None
+            }
+        })
+    };
+    let pod_spec_patch = spec_patch(ctx, "pod_spec_patch");
+    let gpu_pod_spec_patch = spec_patch(ctx, "gpu_pod_spec_patch");
+    let quantity = |ctx: &mut Ctx, key: &str, default: Option<&str>| {
+        let Some(n) = v.get(key) else {
+            return default.map(String::from);
+        };
+        let q = match &n.kind {
+            Kind::Int(i) if *i > 0 => Some(i.to_string()),
+            Kind::Float(f) if *f > 0.0 => Some(f.to_string()),
+            Kind::Str(s) if s.is_empty() => return None,
+            Kind::Str(s)
+                if is_quantity(s)
+                    && s.trim_end_matches(char::is_alphabetic)
+                        .parse::<f64>()
+                        .is_ok_and(|x| x > 0.0) =>
+            {
+                Some(s.clone())
+            }
+            _ => None,
+        };
+        if q.is_none() {
+            ctx.err(
+                &n.loc,
+                key,
+                format!("{} is not a positive Kubernetes quantity", n.show()),
+                Some("write it like 2, \"500m\" (CPU) or \"8Gi\" (memory); \"\" asks none".into()),
+            );
         }
-    });
+        q
+    };
+    let gpu_resources = Compute {
+        cpu: quantity(ctx, "cpu", Some(DEFAULT_GPU_CPU)),
+        memory: quantity(ctx, "memory", Some(DEFAULT_GPU_MEMORY)),
+        cpu_limit: quantity(ctx, "cpu_limit", None),
+        memory_limit: quantity(ctx, "memory_limit", None),
+    };
+    let launcher_resources = Compute {
+        cpu: quantity(ctx, "launcher_cpu", Some(DEFAULT_LAUNCHER_CPU)),
+        memory: quantity(ctx, "launcher_memory", Some(DEFAULT_LAUNCHER_MEMORY)),
+        cpu_limit: quantity(ctx, "launcher_cpu_limit", None),
+        memory_limit: quantity(ctx, "launcher_memory_limit", None),
+    };
+    let pod_annotations = meta_map(ctx, v, "pod_annotations", false);
+    let pod_labels = meta_map(ctx, v, "pod_labels", true);
     let privileged = v.opt_bool(ctx, "privileged").unwrap_or(false);
     let scheduler_only = |ctx: &mut Ctx, key: &str, on: &str, hint: &str| {
         if let Some(n) = v.get(key) {
@@ -276,12 +418,14 @@ pub fn decode(ctx: &mut Ctx, v: &View, runai: bool) -> PodSettings {
             "Kubernetes",
             "Run:ai's API has no privileged containers: ask the capabilities you need",
         );
-        scheduler_only(
-            ctx,
-            "pod_spec_patch",
-            "Kubernetes",
-            "Run:ai builds its pods itself; its API has no pod-spec pass-through",
-        );
+        for key in ["pod_spec_patch", "gpu_pod_spec_patch"] {
+            scheduler_only(
+                ctx,
+                key,
+                "Kubernetes",
+                "Run:ai builds its pods itself; its API has no pod-spec pass-through",
+            );
+        }
         scheduler_only(
             ctx,
             "node_selector",
@@ -341,11 +485,65 @@ pub fn decode(ctx: &mut Ctx, v: &View, runai: bool) -> PodSettings {
         image_pull_secrets: v.str_list(ctx, "image_pull_secrets"),
         service_account: v.opt_str(ctx, "service_account"),
         pod_spec_patch,
+        gpu_pod_spec_patch,
+        gpu_resources,
+        launcher_resources,
+        pod_annotations,
+        pod_labels,
+        rdma: v.opt_bool(ctx, "rdma"),
         imex_channel_template: v.opt_str(ctx, "imex_channel_template"),
         deadline_margin: duration(ctx, "deadline_margin", d.deadline_margin),
         ttl_after_finished: duration(ctx, "ttl_after_finished", d.ttl_after_finished),
         ssh_port: v.get("ssh_port").map(|_| v.count(ctx, "ssh_port", 22)),
     }
+}
+
+/// Annotations or labels of pods: keys `[prefix/]name` (name: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at
+/// both ends; prefix a DNS subdomain); label values as label values are.
+fn meta_map(ctx: &mut Ctx, v: &View, key: &str, labels: bool) -> IndexMap<String, String> {
+    let out = v.str_map(ctx, key);
+    let Some(n) = v.get(key) else { return out };
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    for (k, val) in &out {
+        let (prefix, name) = k
+            .rsplit_once('/')
+            .map_or((None, k.as_str()), |(p, n)| (Some(p), n));
+        let prefix_ok = prefix.is_none_or(|p| {
+            !p.is_empty()
+                && p.len() <= 253
+                && p.split('.').all(|l| {
+                    !l.is_empty()
+                        && l.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                })
+        });
+        if !name_ok(name) || !prefix_ok {
+            ctx.err(
+                &n.loc,
+                &format!("{key}.{k}"),
+                format!(
+                    "{k:?} is not a Kubernetes {} key",
+                    if labels { "label" } else { "annotation" }
+                ),
+                Some("keys look like \"team\" or \"example.com/team\"".into()),
+            );
+        } else if labels && !val.is_empty() && !name_ok(val) {
+            ctx.err(
+                &n.loc,
+                &format!("{key}.{k}"),
+                format!("{val:?} is not a label value"),
+                Some("at most 63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit".into()),
+            );
+        }
+    }
+    out
 }
 
 /// `12`, `1.5`, `16Gi`, `512M`, `100m`: a Kubernetes resource quantity.
@@ -491,26 +689,9 @@ pub fn to_json(n: &Node) -> Value {
     }
 }
 
-/// JSON merge patch (RFC 7386): objects merge key by key, `null` removes, anything else replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn quantities() {
@@ -520,16 +701,6 @@ mod tests {
         for bad in ["", "Gi", "16 Gi", "16GB", "-1", "x1"] {
             assert!(!is_quantity(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn merge_patch_merges_objects_and_replaces_the_rest() {
-        let mut v = json!({"a": {"b": 1, "c": [1, 2]}, "d": 1});
-        merge_patch(
-            &mut v,
-            &json!({"a": {"c": [3], "e": "x"}, "d": null, "f": true}),
-        );
-        assert_eq!(v, json!({"a": {"b": 1, "c": [3], "e": "x"}, "f": true}));
     }
 
     #[test]
