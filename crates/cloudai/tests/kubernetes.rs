@@ -340,14 +340,7 @@ gpus_per_node = 8
 #[test]
 fn manifests_follow_the_systems_mpi_and_image_settings() {
     let w = Work::new();
-    let system = r#"name = "k"
-scheduler = "kubernetes"
-kube_config_path = ""
-install_path = "install"
-output_path = "out"
-default_namespace = "gpu-team"
-gpus_per_node = 8
-"#;
+    let system = common::kube::DRY_SYSTEM;
     w.file("tests/nccl.toml", TESTS);
     w.file(
         "tests/sleep.toml",
@@ -631,37 +624,6 @@ test_name = "sleep"
     );
 }
 
-/// What the server dropped of what we sent: every path of `sent` that `got` lacks or holds another value at
-/// (quantities compare by their text: the API server turns `8` into `"8"`).
-fn pruned(sent: &serde_json::Value, got: &serde_json::Value, path: &str, out: &mut Vec<String>) {
-    use serde_json::Value;
-    match (sent, got) {
-        (Value::Object(s), Value::Object(g)) => {
-            for (k, v) in s {
-                match g.get(k) {
-                    Some(gv) => pruned(v, gv, &format!("{path}/{k}"), out),
-                    None => out.push(format!("{path}/{k}")),
-                }
-            }
-        }
-        (Value::Array(s), Value::Array(g)) if s.len() == g.len() => {
-            for (i, (a, b)) in s.iter().zip(g).enumerate() {
-                pruned(a, b, &format!("{path}/{i}"), out);
-            }
-        }
-        (a, b) => {
-            let text = |v: &Value| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            };
-            if text(a) != text(b) {
-                out.push(format!("{path}: sent {a}, stored {b}"));
-            }
-        }
-    }
-}
-
 /// Every field we write survives a real API server: Jobs against the built-in schema, MPIJobs against the
 /// upstream MPI operator CRD (structural: it prunes what it does not describe, silently). Each object is created
 /// as cloudai builds it, read back, and compared field by field.
@@ -750,7 +712,7 @@ time_limit = "00:05:00"
                 api.create(&PostParams::default(), &obj).await.unwrap();
                 let back = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
                 let mut lost = Vec::new();
-                pruned(&m, &back, "", &mut lost);
+                common::kube::pruned(&m, &back, "", &mut lost);
                 assert!(
                     lost.is_empty(),
                     "{kind} {name} lost fields:\n{}",

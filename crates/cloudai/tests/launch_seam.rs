@@ -741,3 +741,62 @@ fn no_scheduler_knows_a_workload() {
         hits.join("\n")
     );
 }
+
+/// `[preflight]` on Run:ai: the launcher checks every worker (one rank per node) before the test and a one-node
+/// training checks its node first; annotations, labels and CPU/memory requests reach the payloads, which still
+/// conform to the API's schemas.
+#[test]
+fn runai_preflight_and_pod_metadata_conform_to_the_openapi_schemas() {
+    let w = Work::new();
+    let system = RUNAI_OPTIONS.replace(
+        "[extended_resources]",
+        "cpu = \"500m\"\nmemory_limit = \"64Gi\"\npod_labels = { team = \"perf\" }\n\
+         pod_annotations = { \"example.com/owner\" = \"ops\" }\n[preflight]\nenable = true\n\n[extended_resources]",
+    );
+    let (cfg, s) = load(&w, &system, SCENARIO);
+    let schemas = runai_mock::schema::Schemas::default();
+    let bodies: Vec<(serde_json::Value, bool)> = s
+        .test_runs
+        .iter()
+        .map(|r| {
+            let dir = w.path().join("out/seam_x").join(&r.id).join("0");
+            cloudai::systems::runai::payloads(&cfg, r, &dir).remove(0)
+        })
+        .collect();
+    let (one, _) = &bodies[0];
+    assert_eq!(schemas.validate(one, "TrainingCreationRequest"), vec![]);
+    assert_eq!(one["spec"]["command"], "/bin/bash");
+    let args = one["spec"]["args"].as_str().unwrap();
+    assert!(
+        args.contains("nvidia-smi --query-gpu=index,name --format=csv,noheader"),
+        "{args}"
+    );
+    assert!(
+        args.contains("-lt 8 ]"),
+        "the node must list its 8 GPUs: {args}"
+    );
+    assert!(
+        args.contains("mpirun --allow-run-as-root -np 8"),
+        "then the test: {args}"
+    );
+    assert_eq!(one["spec"]["compute"]["cpuCoreRequest"], 0.5);
+    assert_eq!(one["spec"]["compute"]["cpuMemoryLimit"], "64Gi");
+    assert!(one["spec"]["labels"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"name": "team", "value": "perf"})));
+    assert!(one["spec"]["annotations"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"name": "example.com/owner", "value": "ops"})));
+    let (two, distributed) = &bodies[1];
+    assert!(distributed);
+    assert_eq!(schemas.validate(two, "DistributedCreationRequest"), vec![]);
+    assert_eq!(two["masterSpec"]["command"], "/bin/bash");
+    let master = two["masterSpec"]["args"].as_str().unwrap();
+    let check = master
+        .find("-np 2 -bind-to none -map-by ppr:1:node /bin/bash -c")
+        .expect(master);
+    let test = master.find("-np 16 ").expect(master);
+    assert!(check < test, "{master}");
+}

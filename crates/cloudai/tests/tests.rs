@@ -20,6 +20,7 @@ mod field_trials;
 mod injection;
 mod install;
 mod interrupted;
+mod k8s_recipes;
 mod kubernetes;
 mod kubernetes_faults;
 mod launch_seam;

@@ -94,6 +94,12 @@ pub fn quote(s: &str) -> Cow<'_, str> {
 }
 
 /// A path as one shell word (see `quote`).
+/// `s` as one single-quoted word, whatever it holds: nothing in it is expanded (`$x` stays `$x`), for a script
+/// that another shell runs (`bash -c <script>`).
+pub fn single_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 pub fn quote_path(p: &std::path::Path) -> String {
     quote(&p.display().to_string()).into_owned()
 }

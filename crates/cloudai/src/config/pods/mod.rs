@@ -2,14 +2,18 @@
 //! devices, capabilities, placement, pull secrets, server-side limits. Our fields (CloudAI has none of them);
 //! defaults work on a typical GPU cluster and every one can be overridden in the system TOML.
 
+mod fields;
 pub mod nics;
 pub mod patch;
+
+pub use fields::{is_quantity, to_json, RUNAI_CAPABILITIES};
+use fields::{meta_map, resources, tolerations};
 
 use indexmap::IndexMap;
 use serde_json::Value;
 
 use super::decode::{Ctx, View};
-use super::node::{Kind, Node};
+use super::node::Kind;
 
 /// A taint the pods tolerate.
 #[derive(Clone, Debug, PartialEq)]
@@ -261,48 +265,6 @@ pub const FIELDS: &[&str] = &[
     "ssh_port",
 ];
 
-/// Capabilities Run:ai's API takes (`security.capabilities` enum); Kubernetes takes any name.
-pub const RUNAI_CAPABILITIES: &[&str] = &[
-    "AUDIT_CONTROL",
-    "AUDIT_READ",
-    "AUDIT_WRITE",
-    "BLOCK_SUSPEND",
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "DAC_READ_SEARCH",
-    "FOWNER",
-    "FSETID",
-    "IPC_LOCK",
-    "IPC_OWNER",
-    "KILL",
-    "LEASE",
-    "LINUX_IMMUTABLE",
-    "MAC_ADMIN",
-    "MAC_OVERRIDE",
-    "MKNOD",
-    "NET_ADMIN",
-    "NET_BIND_SERVICE",
-    "NET_BROADCAST",
-    "NET_RAW",
-    "SETGID",
-    "SETFCAP",
-    "SETPCAP",
-    "SETUID",
-    "SYS_ADMIN",
-    "SYS_BOOT",
-    "SYS_CHROOT",
-    "SYS_MODULE",
-    "SYS_NICE",
-    "SYS_PACCT",
-    "SYS_PTRACE",
-    "SYS_RAWIO",
-    "SYS_RESOURCE",
-    "SYS_TIME",
-    "SYS_TTY_CONFIG",
-    "SYSLOG",
-    "WAKE_ALARM",
-];
-
 /// Reads the pod settings of a system table. `runai` selects the Run:ai API's rules (no privileged, no
 /// pod-spec patch, node pools instead of a node selector).
 pub fn decode(ctx: &mut Ctx, v: &View, runai: bool) -> PodSettings {
@@ -498,197 +460,6 @@ pub fn decode(ctx: &mut Ctx, v: &View, runai: bool) -> PodSettings {
     }
 }
 
-/// Annotations or labels of pods: keys `[prefix/]name` (name: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at
-/// both ends; prefix a DNS subdomain); label values as label values are.
-fn meta_map(ctx: &mut Ctx, v: &View, key: &str, labels: bool) -> IndexMap<String, String> {
-    let out = v.str_map(ctx, key);
-    let Some(n) = v.get(key) else { return out };
-    let name_ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-    };
-    for (k, val) in &out {
-        let (prefix, name) = k
-            .rsplit_once('/')
-            .map_or((None, k.as_str()), |(p, n)| (Some(p), n));
-        let prefix_ok = prefix.is_none_or(|p| {
-            !p.is_empty()
-                && p.len() <= 253
-                && p.split('.').all(|l| {
-                    !l.is_empty()
-                        && l.chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                })
-        });
-        if !name_ok(name) || !prefix_ok {
-            ctx.err(
-                &n.loc,
-                &format!("{key}.{k}"),
-                format!(
-                    "{k:?} is not a Kubernetes {} key",
-                    if labels { "label" } else { "annotation" }
-                ),
-                Some("keys look like \"team\" or \"example.com/team\"".into()),
-            );
-        } else if labels && !val.is_empty() && !name_ok(val) {
-            ctx.err(
-                &n.loc,
-                &format!("{key}.{k}"),
-                format!("{val:?} is not a label value"),
-                Some("at most 63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit".into()),
-            );
-        }
-    }
-    out
-}
-
-/// `12`, `1.5`, `16Gi`, `512M`, `100m`: a Kubernetes resource quantity.
-pub fn is_quantity(s: &str) -> bool {
-    let num_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(num_end);
-    !num.is_empty()
-        && num.parse::<f64>().is_ok()
-        && matches!(
-            suffix,
-            "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "k" | "M" | "G" | "T" | "P" | "E" | "m"
-        )
-}
-
-fn resources(ctx: &mut Ctx, v: &View) -> IndexMap<String, String> {
-    let mut out = IndexMap::new();
-    let Some(n) = v.get("extended_resources") else {
-        return out;
-    };
-    let Some(t) = ctx.table(n, "extended_resources") else {
-        return out;
-    };
-    for (k, e) in &t.table.entries {
-        let q = match &e.node.kind {
-            Kind::Int(i) if *i > 0 => i.to_string(),
-            Kind::Str(s) if is_quantity(s) => s.clone(),
-            _ => {
-                ctx.type_err(
-                    &e.node,
-                    &t.field(k),
-                    "a positive count or quantity (1, \"32\", \"5120Mi\")",
-                );
-                continue;
-            }
-        };
-        if !k.contains('/') && !k.starts_with("hugepages-") {
-            ctx.err(
-                &e.key_loc,
-                &t.field(k),
-                format!("{k:?} is not an extended resource name"),
-                Some(
-                    "names look like \"rdma/rdma_shared_device_a\" or \"vpc.amazonaws.com/efa\""
-                        .into(),
-                ),
-            );
-            continue;
-        }
-        out.insert(k.clone(), q);
-    }
-    out
-}
-
-fn tolerations(ctx: &mut Ctx, n: &Node) -> Vec<Toleration> {
-    let Kind::Array(items) = &n.kind else {
-        ctx.type_err(
-            n,
-            "tolerations",
-            "an array of tables ({key, operator, value, effect})",
-        );
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (i, it) in items.iter().enumerate() {
-        let path = format!("tolerations.{i}");
-        let Some(tv) = ctx.table(it, &path) else {
-            continue;
-        };
-        let operator = tv
-            .opt_str(ctx, "operator")
-            .unwrap_or_else(|| "Equal".into());
-        let effect = tv.opt_str(ctx, "effect");
-        let key = tv.opt_str(ctx, "key");
-        let value = tv.opt_str(ctx, "value");
-        let seconds = tv
-            .get("toleration_seconds")
-            .map(|_| tv.count(ctx, "toleration_seconds", 0));
-        tv.done(
-            ctx,
-            &["key", "operator", "value", "effect", "toleration_seconds"],
-        );
-        let at = |k: &str| tv.get(k).map_or(tv.loc.clone(), |n| n.loc.clone());
-        if !matches!(operator.as_str(), "Equal" | "Exists") {
-            ctx.err(
-                &at("operator"),
-                &tv.field("operator"),
-                format!("{operator:?} is not a toleration operator"),
-                Some("one of: Equal, Exists".into()),
-            );
-        }
-        if let Some(e) = &effect {
-            if !matches!(e.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-                ctx.err(
-                    &at("effect"),
-                    &tv.field("effect"),
-                    format!("{e:?} is not a taint effect"),
-                    Some("one of: NoSchedule, PreferNoSchedule, NoExecute".into()),
-                );
-            }
-        }
-        if operator == "Exists" && value.is_some() {
-            ctx.err(
-                &at("value"),
-                &tv.field("value"),
-                "a toleration with operator Exists takes no value",
-                None,
-            );
-        }
-        if key.is_none() && operator == "Equal" {
-            ctx.err(
-                &tv.loc,
-                &tv.field("key"),
-                "a toleration with operator Equal needs a key",
-                None,
-            );
-        }
-        out.push(Toleration {
-            key,
-            operator,
-            value,
-            effect,
-            seconds,
-        });
-    }
-    out
-}
-
-/// A TOML value as JSON (for pass-through fragments).
-pub fn to_json(n: &Node) -> Value {
-    match &n.kind {
-        Kind::Str(s) | Kind::Datetime(s) => Value::String(s.clone()),
-        Kind::Int(i) => Value::from(*i),
-        Kind::Float(f) => Value::from(*f),
-        Kind::Bool(b) => Value::Bool(*b),
-        Kind::Array(a) => Value::Array(a.iter().map(to_json).collect()),
-        Kind::Table(t) => Value::Object(
-            t.entries
-                .iter()
-                .map(|(k, e)| (k.clone(), to_json(&e.node)))
-                .collect(),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,5 +493,62 @@ mod tests {
         assert_eq!((p.ssh_port(true), p.ssh_port(false)), (2222, 22));
         assert_eq!(p.deadline(Some(600), None), Some(600 + 600 + 900));
         assert_eq!(p.deadline(None, Some(5)), None);
+    }
+
+    fn errors(extra: &str) -> Vec<(String, String)> {
+        let text = format!(
+            "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\n\
+             output_path = \"o\"\ndefault_namespace = \"n\"\n{extra}\n"
+        );
+        let path = std::path::Path::new("s.toml");
+        let node = crate::config::node::parse(path, &text, "system config").unwrap();
+        match crate::config::system::decode(&node, path) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.into_iter().map(|e| (e.field, e.message)).collect(),
+        }
+    }
+
+    #[test]
+    fn requests_labels_and_annotations_have_a_grammar() {
+        assert!(
+            errors("cpu = 2\nmemory = \"8Gi\"\nlauncher_cpu = \"\"\ncpu_limit = 0.5").is_empty()
+        );
+        for (extra, field, words) in [
+            ("cpu = \"-1\"", "cpu", "not a positive Kubernetes quantity"),
+            (
+                "memory = \"8GB\"",
+                "memory",
+                "not a positive Kubernetes quantity",
+            ),
+            ("launcher_memory = 0", "launcher_memory", "not a positive"),
+            (
+                "pod_labels = { \"a b\" = \"x\" }",
+                "pod_labels.a b",
+                "not a Kubernetes label key",
+            ),
+            (
+                "pod_labels = { team = \"a/b\" }",
+                "pod_labels.team",
+                "not a label value",
+            ),
+            (
+                "pod_annotations = { \"Example.com/x\" = \"1\" }",
+                "pod_annotations.Example.com/x",
+                "annotation key",
+            ),
+            ("rdma = \"sometimes\"", "rdma", "expected a boolean"),
+        ] {
+            let e = errors(extra);
+            assert!(
+                e.iter().any(|(f, m)| f == field && m.contains(words)),
+                "{extra}: {e:?}"
+            );
+        }
+        // a long annotation value is fine (GKE's interface list)
+        assert!(errors(&format!(
+            "pod_annotations = {{ \"networking.gke.io/interfaces\" = \"{}\" }}",
+            "x".repeat(500)
+        ))
+        .is_empty());
     }
 }

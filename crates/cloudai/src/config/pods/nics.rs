@@ -18,51 +18,57 @@ pub fn pod_interfaces(networks: &[String]) -> Vec<String> {
     out
 }
 
-/// Whether an `NCCL_SOCKET_IFNAME` value can select one of `have`: its comma-separated entries are prefixes
-/// (`=name` exact, `^…` exclusions, which select nothing by themselves).
-pub fn socket_ifname_matches(value: &str, have: &[String]) -> bool {
-    let entries: Vec<&str> = value
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .collect();
-    let (excl, incl): (Vec<&str>, Vec<&str>) = entries.iter().partition(|e| e.starts_with('^'));
-    if incl.is_empty() {
-        // only exclusions: every interface not excluded is a candidate
-        return have.iter().any(|h| {
-            !excl.iter().any(|e| {
-                let e = e.trim_start_matches('^');
-                match e.strip_prefix('=') {
-                    Some(x) => h == x,
-                    None => h.starts_with(e),
-                }
-            }) && h != "lo"
-        });
+/// An NCCL interface or HCA list as NCCL reads it: a leading `^` excludes the list, a leading `=` (after it)
+/// makes its names exact rather than prefixes, then comma-separated names.
+struct List<'a> {
+    exclude: bool,
+    exact: bool,
+    names: Vec<&'a str>,
+}
+
+fn list(value: &str) -> List<'_> {
+    let v = value.trim();
+    let (exclude, v) = v.strip_prefix('^').map_or((false, v), |r| (true, r));
+    let (exact, v) = v.strip_prefix('=').map_or((false, v), |r| (true, r));
+    List {
+        exclude,
+        exact,
+        names: v
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect(),
     }
-    incl.iter().any(|e| match e.strip_prefix('=') {
-        Some(x) => have.iter().any(|h| h == x),
-        None => have.iter().any(|h| h.starts_with(e)),
-    })
+}
+
+/// Whether an `NCCL_SOCKET_IFNAME` value can select one of `have` (loopback only when named).
+pub fn socket_ifname_matches(value: &str, have: &[String]) -> bool {
+    let l = list(value);
+    let hit = |h: &str| {
+        l.names
+            .iter()
+            .any(|n| if l.exact { h == *n } else { h.starts_with(n) })
+    };
+    if l.exclude {
+        have.iter().any(|h| h != "lo" && !hit(h))
+    } else {
+        have.iter().any(|h| hit(h))
+    }
 }
 
 /// HCAs an `NCCL_IB_HCA` value names one by one (`mlx5_0,mlx5_1:1`, `=mlx5_0`); None when an entry is a prefix
 /// of several (`mlx5`) or an exclusion, so the count is unknown.
 pub fn named_hcas(value: &str) -> Option<usize> {
-    let mut n = 0;
-    for e in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        if e.starts_with('^') {
-            return None;
-        }
-        let name = e.trim_start_matches('=').split(':').next().unwrap_or("");
-        let numbered = name
-            .rsplit_once('_')
-            .is_some_and(|(_, d)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-        if !numbered {
-            return None;
-        }
-        n += 1;
+    let l = list(value);
+    if l.exclude || l.names.is_empty() {
+        return None;
     }
-    (n > 0).then_some(n)
+    let numbered = |e: &str| {
+        let name = e.split(':').next().unwrap_or("");
+        name.rsplit_once('_')
+            .is_some_and(|(_, d)| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    l.names.iter().all(|e| numbered(e)).then_some(l.names.len())
 }
 
 impl PodSettings {
@@ -124,8 +130,9 @@ mod tests {
         assert!(socket_ifname_matches("ib", &have));
         assert!(!socket_ifname_matches("ens", &have));
         assert!(!socket_ifname_matches("=eth", &have));
-        assert!(socket_ifname_matches("^docker,^lo", &have));
-        assert!(!socket_ifname_matches("^eth,^net,^ib", &have));
+        assert!(socket_ifname_matches("^docker,lo", &have));
+        assert!(!socket_ifname_matches("^eth,net,ib", &have));
+        assert!(!socket_ifname_matches("^=eth0,net1,ib1", &have));
         assert!(!socket_ifname_matches("ib0", &pod_interfaces(&[])));
     }
 
@@ -133,6 +140,7 @@ mod tests {
     fn hcas_are_counted_only_when_named_one_by_one() {
         assert_eq!(named_hcas("mlx5_0"), Some(1));
         assert_eq!(named_hcas("=mlx5_0:1,mlx5_3:1"), Some(2));
+        assert_eq!(named_hcas("^=mlx5_1"), None);
         assert_eq!(named_hcas("mlx5"), None);
         assert_eq!(named_hcas("^mlx5_1"), None);
     }

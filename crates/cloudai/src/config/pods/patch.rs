@@ -41,6 +41,30 @@ pub fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The patch as it applies to a pod whose test container is `role`: a `containers` item named after a test
+/// container addresses that container where the pod has it — `worker` and `main` both name the container that
+/// runs the GPU ranks (an MPIJob's workers, a one-node Job) — and is left out of the pods that do not.
+pub fn for_pod(patch: &Value, role: &str) -> Value {
+    let mut p = patch.clone();
+    if let Some(items) = p.get_mut("containers").and_then(Value::as_array_mut) {
+        let gpu = |n: &str| n == "worker" || n == "main";
+        items.retain_mut(|it| {
+            let Some(name) = it["name"].as_str().map(str::to_string) else {
+                return true;
+            };
+            if !TEST_CONTAINERS.contains(&name.as_str()) || name == role {
+                return true;
+            }
+            if gpu(&name) && gpu(role) {
+                it["name"] = role.into();
+                return true;
+            }
+            false
+        });
+    }
+    p
+}
+
 /// Every item an object with a string `name` (an empty list qualifies).
 fn named(items: &[Value]) -> bool {
     items.iter().all(|i| i["name"].is_string())
@@ -155,6 +179,16 @@ mod tests {
         merge(
             &mut spec,
             &json!({"volumes": [{"name": "libraries", "$patch": "delete"}]}),
+        );
+        // an item for the GPU container reaches a one-node Job's `main`, and no launcher
+        let p = json!({"containers": [{"name": "worker", "env": []}, {"name": "launcher", "env": []}, {"name": "s"}]});
+        assert_eq!(
+            for_pod(&p, "main")["containers"],
+            json!([{"name": "main", "env": []}, {"name": "s"}])
+        );
+        assert_eq!(
+            for_pod(&p, "launcher")["containers"],
+            json!([{"name": "launcher", "env": []}, {"name": "s"}])
         );
         assert_eq!(
             spec["volumes"],

@@ -34,6 +34,9 @@ pub struct KubernetesConfig {
     /// Image of workloads that name none (Sleep, BashCmd): a cluster without internet pulls it from its own
     /// registry. Not a CloudAI field.
     pub job_image: String,
+    /// `[preflight]`: a per-node check before each GPU test's command (off unless enabled); `min_gpus` unset means
+    /// `gpus_per_node` as the run knows it.
+    pub preflight: Option<super::Preflight>,
 }
 
 const K8S_FIELDS: &[&str] = &[
@@ -43,6 +46,7 @@ const K8S_FIELDS: &[&str] = &[
     "ssh_auth_mount_path",
     "mpi_worker_command",
     "job_image",
+    "preflight",
 ];
 
 fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
@@ -57,5 +61,6 @@ fn decode_k8s(ctx: &mut Ctx, v: &View) -> Option<KubernetesConfig> {
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),
         mpi_worker_command: mpi_worker_command(ctx, v),
         job_image: job_image(ctx, v),
+        preflight: super::slurm::decode_preflight(ctx, v, None),
     })
 }

@@ -81,6 +81,9 @@ pub struct RunAiConfig {
     pub job_image: String,
     /// How GPU pods are fitted for NCCL (shared memory, host IPC/network, RDMA, tolerations, node pools).
     pub pods: crate::config::pods::PodSettings,
+    /// `[preflight]`: a per-node check before each GPU test's command (off unless enabled); `min_gpus` unset means
+    /// `gpus_per_node` as the run knows it.
+    pub preflight: Option<super::Preflight>,
 }
 
 const RUNAI_FIELDS: &[&str] = &[
@@ -96,6 +99,7 @@ const RUNAI_FIELDS: &[&str] = &[
     "ssh_auth_mount_path",
     "mpi_worker_command",
     "job_image",
+    "preflight",
 ];
 
 fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
@@ -135,6 +139,7 @@ fn decode_runai(ctx: &mut Ctx, v: &View) -> Option<RunAiConfig> {
     }
     Some(RunAiConfig {
         job_image: job_image(ctx, v),
+        preflight: super::slurm::decode_preflight(ctx, v, None),
         pods: crate::config::pods::decode(ctx, v, true),
         ca_bundle,
         ssh_auth_mount_path: ssh_auth_mount_path(ctx, v),

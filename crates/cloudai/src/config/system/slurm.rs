@@ -173,7 +173,12 @@ fn decode_slurm(ctx: &mut Ctx, v: &View) -> Option<SlurmConfig> {
     Some(SlurmConfig { preflight, ..cfg })
 }
 
-fn decode_preflight(ctx: &mut Ctx, v: &View, gpus_per_node: Option<u64>) -> Option<Preflight> {
+/// `[preflight]` (Slurm, Kubernetes, Run:ai): `min_gpus` defaults to `gpus_per_node` where it is given.
+pub(super) fn decode_preflight(
+    ctx: &mut Ctx,
+    v: &View,
+    gpus_per_node: Option<u64>,
+) -> Option<Preflight> {
     let n = v.get("preflight")?;
     let pv = ctx.table(n, "preflight")?;
     let enable = pv.opt_bool(ctx, "enable").unwrap_or(false);

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::config::pods::{patch, PodSettings};
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
-use crate::systems::objects::ssh;
+use crate::systems::objects::{preflight, ssh};
 use crate::systems::runai::payload;
 
 pub const MPIJOB_GROUP: &str = "kubeflow.org";
@@ -242,11 +242,11 @@ impl Fit<'_> {
         }
         spec["containers"] = json!([container]);
         if let Some(patch) = &p.pod_spec_patch {
-            patch::merge(&mut spec, patch);
+            patch::merge(&mut spec, &patch::for_pod(patch, pod.role));
         }
         if pod.gpus > 0 {
             if let Some(patch) = &p.gpu_pod_spec_patch {
-                patch::merge(&mut spec, patch);
+                patch::merge(&mut spec, &patch::for_pod(patch, pod.role));
             }
         }
         json!({"metadata": meta, "spec": spec})
@@ -289,6 +289,8 @@ pub struct Mpi<'a> {
     pub worker_wait: u64,
     /// The tag of the workers' sshd banner when cloudai starts it ([`ssh::banner_tag`]).
     pub banner: Option<String>,
+    /// The pre-flight check on every worker before the test, with the GPUs each must list.
+    pub preflight: Option<(&'a crate::config::system::Preflight, u64)>,
 }
 
 /// The launcher's script: wait (bounded) until every worker of the operator's host file answers with its own
@@ -303,16 +305,21 @@ pub fn launcher_script(mpi: &Mpi) -> String {
         mpi.cmd,
     );
     // replaces the operator's OMPI_MCA_plm_rsh_args (its ConnectionAttempts is kept in ours)
-    args.splice(
-        2..2,
-        [
-            "--mca".to_string(),
-            "plm_rsh_args".into(),
-            format!("\"{}\"", ssh::rsh_args(mpi.ssh_port)),
-        ],
-    );
+    let rsh = [
+        "--mca".to_string(),
+        "plm_rsh_args".into(),
+        format!("\"{}\"", ssh::rsh_args(mpi.ssh_port)),
+    ];
+    args.splice(2..2, rsh.clone());
+    let mut run = args.join(" ");
+    if let Some((pf, min)) = mpi.preflight {
+        // one rank per worker, nothing forwarded: the check sees the node as the test will
+        let mut one = crate::workloads::launch::mpirun(mpi.workers, 1, Some(HOSTFILE), &[], "");
+        one.splice(2..2, rsh);
+        run = preflight::across(pf, min, mpi.workers, one.join(" ").trim_end(), &run);
+    }
     format!(
-        "{wait}; {mpirun}",
+        "{wait}; {run}",
         wait = ssh::wait_for_workers(
             HOSTFILE,
             mpi.ssh_port,
@@ -320,7 +327,6 @@ pub fn launcher_script(mpi: &Mpi) -> String {
             mpi.image,
             mpi.banner.as_deref()
         ),
-        mpirun = args.join(" "),
     )
 }
 

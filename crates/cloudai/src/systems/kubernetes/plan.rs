@@ -91,6 +91,10 @@ pub fn spec(
             worker_wait: run.max_pending_time.unwrap_or(600),
             banner: crate::systems::objects::ssh::tagged(&k.mpi_worker_command)
                 .then(|| crate::systems::objects::ssh::banner_tag(n.identity)),
+            preflight: k
+                .preflight
+                .as_ref()
+                .map(|pf| (pf, pf.min_gpus.unwrap_or(launch.gpus_per_node(per_node)))),
         };
         let manifest = manifest::mpijob(run, &fit, &meta, &mpi, &limits);
         return Spec {
@@ -98,12 +102,16 @@ pub fn spec(
             manifest,
         };
     }
-    let cmd = launch.node_command(&run.test, per_node);
+    let mut cmd = launch.node_command(&run.test, per_node);
+    let gpus = launch.gpus_per_node(per_node);
+    if let (Some(pf), true) = (&k.preflight, gpus > 0) {
+        cmd = crate::systems::objects::preflight::here(pf, pf.min_gpus.unwrap_or(gpus), &cmd);
+    }
     let pod = Pod {
         role: "main",
         image: &image,
         command: Some(vec!["/bin/bash".into(), "-c".into(), cmd]),
-        gpus: launch.gpus_per_node(per_node),
+        gpus,
         env: &env,
         restart: "Never",
         pinned: true,

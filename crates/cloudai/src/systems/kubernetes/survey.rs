@@ -249,7 +249,12 @@ fn rdma(
     if p.rdma == Some(false) {
         return;
     }
-    let asked = p.extended_resources.keys().any(|r| is_rdma(r));
+    // devices the operator chose (an SR-IOV pool, EFA, an RDMA pool) or secondary networks: the fabric is theirs
+    let asked = p
+        .extended_resources
+        .keys()
+        .any(|r| !r.starts_with("hugepages-"))
+        || !p.networks.is_empty();
     let everywhere: Vec<(&String, u64)> = offered
         .iter()
         .filter(|(r, (on, _))| is_rdma(r) && *on == nodes)

@@ -56,11 +56,23 @@ pub fn conclude(e: StepEnd, main: &mut Option<JobOutcome>) -> Option<JobOutcome>
             })
         }
         StepKind::Main => {
+            // a pre-flight check that stopped the test names its nodes in the output
+            let preflight = e
+                .failed
+                .then(|| super::preflight::failure_in(&e.dir.join("stdout.txt")))
+                .flatten();
+            let (failure, end) = match preflight {
+                Some(p) => (
+                    Some(format!("{p}; the test's command did not run")),
+                    Some(crate::results::EndReason::PreflightFailed),
+                ),
+                None => (e.failed.then_some(e.reason), e.end),
+            };
             *main = Some(JobOutcome {
                 exit_code: Some(i32::from(e.failed)),
                 state: Some(e.state),
-                failure: e.failed.then_some(e.reason),
-                end: e.end,
+                failure,
+                end,
                 log_incomplete: e.log_incomplete,
                 ..Default::default()
             });

@@ -11,6 +11,7 @@
 pub mod hooks;
 mod machine;
 pub mod names;
+pub mod preflight;
 pub mod ssh;
 
 use std::collections::{BTreeMap, HashMap};

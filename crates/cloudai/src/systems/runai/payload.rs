@@ -7,7 +7,7 @@ use crate::config::pods::Toleration;
 use crate::config::system::RunAiConfig;
 use crate::scenario::TestRun;
 use crate::systems::objects::names::k8s_name;
-use crate::systems::objects::ssh;
+use crate::systems::objects::{preflight, ssh};
 use crate::workloads::Launch;
 
 /// The annotation that ties a workload to the iteration (and hook) that created it: a workload with our name but
@@ -200,13 +200,31 @@ pub fn workload(
     };
     let gpus = launch.gpus_per_node(per_node);
     if !launch.across_nodes(run.num_nodes) {
-        let (command, args) = if launch.procs == crate::workloads::Procs::Script {
+        let bash = |line: &str| {
             (
                 "/bin/bash".to_string(),
-                format!("-c {}", crate::util::shell::quote(&launch.program)),
+                format!("-c {}", crate::util::shell::quote(line)),
             )
+        };
+        let line = if launch.procs == crate::workloads::Procs::Script {
+            launch.program.clone()
         } else {
-            split_line(&launch.node_command(&run.test, per_node))
+            launch.node_command(&run.test, per_node)
+        };
+        let (command, args) = match (&sys.preflight, gpus > 0) {
+            (Some(pf), true) => (
+                "/bin/bash".to_string(),
+                format!(
+                    "-c {}",
+                    crate::util::shell::single_quote(&preflight::here(
+                        pf,
+                        pf.min_gpus.unwrap_or(gpus),
+                        &line
+                    ))
+                ),
+            ),
+            _ if launch.procs == crate::workloads::Procs::Script => bash(&line),
+            _ => split_line(&line),
         };
         let mut v = json!({"spec": {
             "command": command, "args": args, "image": img,
@@ -236,10 +254,35 @@ pub fn workload(
             format!("\"{}\"", ssh::rsh_args(port)),
         ],
     );
+    // with a pre-flight check, the launcher checks every worker first (one rank per node), then runs the test
+    let master = match &sys.preflight {
+        Some(pf) => {
+            let mut one = crate::workloads::launch::mpirun(
+                run.num_nodes,
+                1,
+                Some(crate::workloads::launch::MPI_HOSTFILE),
+                &[],
+                "",
+            );
+            one.splice(2..2, mpirun[2..5].to_vec());
+            let script = preflight::across(
+                pf,
+                pf.min_gpus.unwrap_or(gpus),
+                run.num_nodes,
+                one.join(" ").trim_end(),
+                &mpirun.join(" "),
+            );
+            (
+                "/bin/bash".to_string(),
+                format!("-c {}", crate::util::shell::single_quote(&script)),
+            )
+        }
+        None => ("mpirun".to_string(), mpirun[1..].join(" ")),
+    };
     let mut v = json!({
         "masterSpecSameAsWorker": false,
         "masterSpec": {
-            "command": "mpirun", "args": mpirun[1..].join(" "), "image": img,
+            "command": master.0, "args": master.1, "image": img,
             "compute": {"gpuDevicesRequest": 0}, "environmentVariables": env(envs),
         },
         "spec": {
@@ -254,9 +297,16 @@ pub fn workload(
     // workers only serve the launcher's ssh: sshd in the foreground, unless the image's entrypoint does it
     if let Some(argv) = ssh::worker_command(&sys.mpi_worker_command, port, &img, who.identity) {
         v["spec"]["command"] = argv[0].as_str().into();
+        // one literal word each: the worker's script keeps its `$S`
         let rest: Vec<String> = argv[1..]
             .iter()
-            .map(|a| crate::util::shell::quote(a).into_owned())
+            .map(|a| {
+                if crate::util::shell::is_safe(a) {
+                    a.clone()
+                } else {
+                    crate::util::shell::single_quote(a)
+                }
+            })
             .collect();
         if !rest.is_empty() {
             v["spec"]["args"] = rest.join(" ").into();

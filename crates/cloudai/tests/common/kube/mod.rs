@@ -51,6 +51,9 @@ pub enum Act {
     SucceedSlowly,
     /// Placed, runs until deleted.
     RunForever,
+    /// As `Succeed`, but the launcher (or the Job's pod) exits 86: its pre-flight check failed on a node (the
+    /// test serves the log that says which).
+    PreflightFails,
     /// The scheduler finds no node: PodScheduled=False/Unschedulable and a FailedScheduling event.
     Unschedulable,
     /// Placed, the image cannot be pulled: ImagePullBackOff.
@@ -248,6 +251,34 @@ NCCL_IB_GID_INDEX = "3"
         for p in pods.list(&ListParams::default()).await.unwrap().items {
             out.push(format!("Pod/{}", p.metadata.name.unwrap_or_default()));
         }
+        // what the MPI operator made for an MPIJob (owned by it): gone with it, or held for ever
+        let owned = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "MPIJob")
+        };
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        for o in cms.list(&ListParams::default()).await.unwrap().items {
+            if owned(&o.metadata) {
+                out.push(format!("ConfigMap/{}", o.metadata.name.unwrap_or_default()));
+            }
+        }
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        for o in secrets.list(&ListParams::default()).await.unwrap().items {
+            if owned(&o.metadata) {
+                out.push(format!("Secret/{}", o.metadata.name.unwrap_or_default()));
+            }
+        }
+        let svcs: Api<k8s_openapi::api::core::v1::Service> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        for o in svcs.list(&ListParams::default()).await.unwrap().items {
+            if owned(&o.metadata) {
+                out.push(format!("Service/{}", o.metadata.name.unwrap_or_default()));
+            }
+        }
         out
     }
 
@@ -302,6 +333,16 @@ docker_image_url = "nvcr.io#nvidia/pytorch:25.12-py3"
 subtest_name = "all_reduce_perf_mpi"
 "#;
 
+/// A Kubernetes system for dry-runs (no cluster is reached).
+pub const DRY_SYSTEM: &str = r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = ""
+install_path = "install"
+output_path = "out"
+default_namespace = "gpu-team"
+gpus_per_node = 8
+"#;
+
 /// A scenario of one NCCL test on `nodes` nodes.
 pub fn scenario(nodes: u64) -> String {
     format!(
@@ -350,4 +391,61 @@ pub async fn run_with(w: &super::Work, env: &[(&str, &str)]) -> std::process::Ou
 /// A real nccl-tests output from tests/data/nccl-samples.
 pub fn sample(name: &str) -> String {
     std::fs::read_to_string(super::data().join("nccl-samples").join(name)).unwrap()
+}
+
+/// What the server dropped of what we sent: every path of `sent` that `got` lacks or holds another value at
+/// (quantities compare by their text: the API server turns `8` into `"8"`).
+pub fn pruned(
+    sent: &serde_json::Value,
+    got: &serde_json::Value,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (sent, got) {
+        (Value::Object(s), Value::Object(g)) => {
+            for (k, v) in s {
+                match g.get(k) {
+                    Some(gv) => pruned(v, gv, &format!("{path}/{k}"), out),
+                    None => out.push(format!("{path}/{k}")),
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(g)) if s.len() == g.len() => {
+            for (i, (a, b)) in s.iter().zip(g).enumerate() {
+                pruned(a, b, &format!("{path}/{i}"), out);
+            }
+        }
+        (a, b) => {
+            let text = |v: &Value| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            };
+            // the API server writes quantities canonically ("5120Mi" is stored as "5Gi")
+            if text(a) != text(b)
+                && quantity(&text(a)).is_none_or(|q| Some(q) != quantity(&text(b)))
+            {
+                out.push(format!("{path}: sent {a}, stored {b}"));
+            }
+        }
+    }
+}
+
+/// A resource quantity's value (`5120Mi`, `5Gi`, `1k`, `500m`), for comparing what the API server canonicalized.
+fn quantity(s: &str) -> Option<f64> {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, suffix) = s.split_at(end);
+    let f = match suffix {
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    num.parse::<f64>().ok().map(|n| n * f)
 }

@@ -125,6 +125,39 @@ impl Standin {
                         .await?;
                 }
             }
+            // what the operator makes beside the pods, owned by the MPIJob: its host file, ssh keys and headless
+            // Service (the garbage collector removes them with it)
+            let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+                Api::namespaced(self.client.clone(), &self.ns);
+            let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+                Api::namespaced(self.client.clone(), &self.ns);
+            let svcs: Api<k8s_openapi::api::core::v1::Service> =
+                Api::namespaced(self.client.clone(), &self.ns);
+            let meta = |n: String| json!({"name": n, "ownerReferences": owner});
+            cms
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": meta(format!("{name}-config")),
+                        "data": {"hostfile": format!("{name}-worker-0.{name}.{}.svc slots=8\n", self.ns)}}))
+                    .unwrap(),
+                )
+                .await?;
+            secrets
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": meta(format!("{name}-ssh")),
+                        "type": "kubernetes.io/ssh-auth", "data": {"ssh-privatekey": "eA=="}}))
+                    .unwrap(),
+                )
+                .await?;
+            svcs
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": meta(name.clone()),
+                        "spec": {"clusterIP": "None", "selector": {"training.kubeflow.org/job-name": name}}}))
+                    .unwrap(),
+                )
+                .await?;
             self.status(&mpi, &name, "Created", "MPIJobCreated").await?;
         }
         let list = pods.list(&ListParams::default()).await?.items;
@@ -227,6 +260,7 @@ impl Standin {
                     }
                 }
                 Act::Succeed
+                | Act::PreflightFails
                 | Act::SucceedAfterWorkerRestart
                 | Act::SucceedSlowly
                 | Act::RunForever
@@ -292,10 +326,11 @@ impl Standin {
                             self.event("Pod", &name, "Warning", "Evicted", msg).await;
                             continue;
                         }
-                        let (code, reason, phase) = if self.act == Act::OomKilled {
-                            (137, "OOMKilled", "Failed")
-                        } else {
-                            (0, "Completed", "Succeeded")
+                        let (code, reason, phase) = match self.act {
+                            Act::OomKilled => (137, "OOMKilled", "Failed"),
+                            // the launcher's (or the pod's) pre-flight check stopped the test
+                            Act::PreflightFails => (86, "Error", "Failed"),
+                            _ => (0, "Completed", "Succeeded"),
                         };
                         let term = json!({"terminated": {"exitCode": code, "reason": reason, "startedAt": now(), "finishedAt": now()}});
                         self.container(&pods, &name, &container, phase, term)
@@ -308,8 +343,12 @@ impl Standin {
                                 .and_then(|o| o.first())
                                 .map(|o| o.name.clone());
                             if let Some(m) = owner {
-                                self.status(&mpi, &m, "Succeeded", "MPIJobSucceeded")
-                                    .await?;
+                                if code == 0 {
+                                    self.status(&mpi, &m, "Succeeded", "MPIJobSucceeded")
+                                        .await?;
+                                } else {
+                                    self.status(&mpi, &m, "Failed", "MPIJobFailed").await?;
+                                }
                             }
                         }
                     }
