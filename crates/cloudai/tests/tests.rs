@@ -27,6 +27,7 @@ mod launch_seam;
 mod limits;
 mod nccl_launchers;
 mod nccl_parse;
+mod node_health;
 mod plain_clone;
 mod readme;
 mod reports;

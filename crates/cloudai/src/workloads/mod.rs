@@ -7,6 +7,7 @@ pub mod judge;
 pub mod launch;
 pub mod nccl;
 pub mod nemo_run;
+pub mod node_health;
 pub mod osu;
 mod sleep;
 pub mod slurm_container;
