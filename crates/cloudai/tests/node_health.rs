@@ -2,6 +2,7 @@
 //! healthy nodes pass, the faults they show are named, front-end adapters are never failed.
 
 use crate::common;
+use common::Work;
 
 use cloudai::workloads::node_health::{ibstat, kernel_log, nvidia_smi, worst, Severity};
 
@@ -124,4 +125,251 @@ fn a_real_xid_119_fails_the_node_and_segfaults_are_not_evidence() {
         .and_hms_opt(0, 0, 0)
         .unwrap();
     assert!(kernel_log::events(&sample("dmesg-T-xid-119.txt"), Some(s), now).is_empty());
+}
+
+/// A kernel-log line as `dmesg -T` prints it, `ago` before now (local time).
+fn dmesg_t(ago: chrono::Duration, msg: &str) -> String {
+    let t = chrono::Local::now() - ago;
+    format!("[{}] {msg}\n", t.format("%a %b %e %H:%M:%S %Y"))
+}
+
+/// The per-node shape on the real Slurm cluster: one task on each of 4 nodes, each node's output apart
+/// (`nodes/<node>/stdout.txt`), each graded; a node whose kernel log shows a fresh Xid 79 is named, an
+/// application Xid and an Xid older than the window are not evidence.
+#[test]
+fn kernel_log_runs_once_per_node_on_slurm_and_names_the_bad_one() {
+    let _g = common::slurm::alone();
+    let scenario = r#"name = "evidence"
+[[Tests]]
+id = "klog"
+test_name = "klog"
+num_nodes = 4
+"#;
+    let Some(w) = common::slurm::slurm_work("", scenario) else {
+        return;
+    };
+    let logs = w.path().join("klog");
+    std::fs::create_dir_all(&logs).unwrap();
+    let xid =
+        |code: u32| format!("NVRM: Xid (PCI:0000:3b:00): {code}, pid=4242, name=python, test");
+    for n in 1..=4 {
+        let mut text = dmesg_t(
+            chrono::Duration::hours(2),
+            "mlx5_core 0000:0c:00.0: firmware version 28.39.1002",
+        );
+        match n {
+            2 => text += &dmesg_t(chrono::Duration::minutes(30), &xid(79)),
+            3 => {
+                text += &dmesg_t(chrono::Duration::hours(1), &xid(13));
+                text += &dmesg_t(chrono::Duration::days(3), &xid(79));
+            }
+            _ => {}
+        }
+        std::fs::write(logs.join(format!("node00{n}.txt")), text).unwrap();
+    }
+    w.file(
+        "tests/klog.toml",
+        &format!(
+            r#"name = "klog"
+description = "kernel log"
+test_template_name = "KernelLog"
+[cmd_args]
+command = "cat {}/$SLURMD_NODENAME.txt"
+since = "24h"
+"#,
+            logs.display()
+        ),
+    );
+    let out = common::slurm::cloudai_run(&w, None);
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let root = w.results_root();
+    for n in 1..=4 {
+        let f = root.join(format!("klog/0/nodes/node00{n}/stdout.txt"));
+        let body = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert!(body.contains("cloudai-node-check: exit 0"), "{body}");
+    }
+    let r = common::record(&root, "klog", 0);
+    assert_eq!(r.status, cloudai::results::Status::Failed, "{}", r.message);
+    assert!(
+        r.message.contains(
+            "1 of 4 node(s) failed KernelLog: node002: Xid 79 on GPU 0000:3b:00: GPU has fallen off the bus; reboot \
+             the node"
+        ),
+        "{}",
+        r.message
+    );
+    let nodes: Vec<&cloudai::results::checks::Check> = r
+        .checks
+        .iter()
+        .filter(|c| c.check == cloudai::results::checks::CheckKind::Node)
+        .collect();
+    assert_eq!(nodes.len(), 4, "{:?}", r.checks);
+    assert!(nodes.iter().any(|c| c.detail == "node001: healthy"));
+    assert!(
+        nodes.iter().any(|c| c.detail == "node003: healthy"),
+        "{nodes:?}"
+    );
+}
+
+/// Standalone runs the check on its own node: the iteration's own `stdout.txt`, graded the same way; a real
+/// `nvidia-smi -q` with a pending row remap fails it, and `generate-report` re-grades the tree the same.
+#[test]
+fn nvidia_smi_on_the_local_node_fails_a_pending_remap() {
+    let w = Work::new();
+    let smi = w.file(
+        "bin/nvidia-smi",
+        &format!(
+            "#!/bin/bash\ncat {}\n",
+            common::data()
+                .join("node-health/nvidia-smi-q-535.129.03-a10.txt")
+                .display()
+        ),
+    );
+    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w.file(
+        "tests/smi.toml",
+        "name = \"smi\"\ndescription = \"gpu state\"\ntest_template_name = \"NvidiaSmi\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"local\"\n[[Tests]]\nid = \"smi\"\ntest_name = \"smi\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args([
+            "run",
+            "--tests-dir",
+            "tests",
+            "--test-scenario",
+            "s.toml",
+            "--output-dir",
+            "out",
+        ])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                w.path().join("bin").display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .output()
+        .unwrap();
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let root = w.results_root();
+    assert!(!root.join("smi/0/nodes").exists());
+    let r = common::record(&root, "smi", 0);
+    assert!(
+        r.message.contains("node(s) failed NvidiaSmi")
+            && r.message
+                .contains("a row remap waits for a GPU reset (pending)"),
+        "{}",
+        r.message
+    );
+    let again = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(3),
+        "{}",
+        common::stdout_of(&again)
+    );
+    let r2 = common::record(&root, "smi", 0);
+    assert_eq!((r2.status, r2.message), (r.status, r.message));
+}
+
+/// Bad input: a DCGM level outside 1–4, a window that is not one, and a per-node check on several nodes of a
+/// container scheduler are each one clear error before anything is created.
+#[test]
+fn bad_levels_windows_and_shapes_are_refused_before_anything_runs() {
+    for (test, words) in [
+        (
+            "name = \"d\"\ndescription = \"d\"\ntest_template_name = \"DcgmDiag\"\n[cmd_args]\nlevel = 7\n",
+            "cmd_args.level = 7: dcgmi diag runs levels 1 to 4",
+        ),
+        (
+            "name = \"d\"\ndescription = \"d\"\ntest_template_name = \"KernelLog\"\n[cmd_args]\nsince = \"forever\"\n",
+            "cmd_args.since = \"forever\" is not a window",
+        ),
+    ] {
+        let w = Work::new();
+        w.file("tests/d.toml", test);
+        w.file("s.toml", "name = \"x\"\n[[Tests]]\nid = \"d\"\ntest_name = \"d\"\n");
+        let out = w
+            .cloudai()
+            .args(["dry-run", "--tests-dir", "tests", "--test-scenario", "s.toml", "--output-dir", "out"])
+            .output()
+            .unwrap();
+        let text = common::stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(text.contains(words), "{words}: {text}");
+        assert!(!w.path().join("out").exists(), "nothing created: {text}");
+    }
+    let w = Work::new();
+    w.file("system.toml", common::kube::DRY_SYSTEM);
+    w.file(
+        "tests/ib.toml",
+        "name = \"ib\"\ndescription = \"ports\"\ntest_template_name = \"IbStat\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"x\"\n[[Tests]]\nid = \"ib\"\ntest_name = \"ib\"\nnum_nodes = 4\n",
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("test 'ib': IbStat checks each node"),
+        "{text}"
+    );
+}
+
+/// Drift across nodes on the real Slurm cluster: four nodes run `nvidia-smi -q` (a real H100 node's output), one
+/// of them with another driver: it is named (a warning: nothing fails yet), the others are not.
+#[test]
+fn nvidia_smi_on_slurm_names_the_node_whose_driver_drifted() {
+    let _g = common::slurm::alone();
+    let scenario =
+        "name = \"drift\"\n[[Tests]]\nid = \"smi\"\ntest_name = \"smi\"\nnum_nodes = 4\n";
+    let Some(w) = common::slurm::slurm_work("", scenario) else {
+        return;
+    };
+    let sample = common::data().join("node-health/nvidia-smi-q-535.183.01-h100x8.txt");
+    let smi = w.file(
+        "bin/nvidia-smi",
+        &format!(
+            "#!/bin/bash\nif [ \"$SLURMD_NODENAME\" = node004 ]; then sed 's/535.183.01/550.54.15/' {0}; else cat {0}; fi\n",
+            sample.display()
+        ),
+    );
+    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w.file(
+        "tests/smi.toml",
+        "name = \"smi\"\ndescription = \"gpu state\"\ntest_template_name = \"NvidiaSmi\"\n",
+    );
+    let out = common::slurm::cloudai_run(&w, Some(&w.path().join("bin")));
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let r = common::record(&w.results_root(), "smi", 0);
+    let drifted: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.detail.contains("(drift)"))
+        .map(|c| c.detail.as_str())
+        .collect();
+    assert_eq!(drifted.len(), 1, "{:?}", r.checks);
+    assert!(
+        drifted[0].starts_with("node004: ")
+            && drifted[0].contains(
+                "warn: driver 550.54.15 differs from the 535.183.01 of 3 of 4 node(s) (drift)"
+            ),
+        "{}",
+        drifted[0]
+    );
 }

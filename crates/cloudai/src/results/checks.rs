@@ -25,6 +25,8 @@ pub enum CheckKind {
     Table,
     /// The data check (`#wrong`, out-of-bounds values).
     Wrong,
+    /// One node's own evidence (kernel log, GPU state, DCGM diagnostic, InfiniBand ports).
+    Node,
 }
 
 impl CheckKind {
@@ -38,6 +40,7 @@ impl CheckKind {
             CheckKind::Baseline => "baseline",
             CheckKind::Table => "table",
             CheckKind::Wrong => "wrong",
+            CheckKind::Node => "node",
         }
     }
 }

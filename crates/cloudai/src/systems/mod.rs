@@ -262,7 +262,13 @@ pub fn container_checks(
             run.id
         ));
     }
-    if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {
+    if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode {
+        out.push(format!(
+            "test '{}': {} checks each node, and {scheduler} runs it on one node per test here; set num_nodes = 1 \
+             and give each node its own test (nodes = [\"<host>\"]), or run it on Slurm",
+            run.id, run.test.test_template_name
+        ));
+    } else if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {
         out.push(format!(
             "test '{}': asks {} nodes but runs as {one_unit} on {scheduler} (only MPI tests span nodes); set \
              num_nodes = 1",

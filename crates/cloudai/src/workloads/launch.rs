@@ -21,7 +21,14 @@ pub enum Procs {
     /// Independent copies without MPI (fio): `Some(n)` per node when the workload fixes it, else as many as the
     /// scheduler starts; container schedulers run one.
     Tasks(Option<u64>),
+    /// A shell script run once on each node of the allocation, each node's output kept apart
+    /// (`<iteration>/nodes/<node>/stdout.txt`; one node — Standalone — writes the iteration's own `stdout.txt`):
+    /// checks of the nodes themselves.
+    PerNode,
 }
+
+/// Where each node's output of a [`Procs::PerNode`] launch goes, under the iteration's directory.
+pub const NODES_DIR: &str = "nodes";
 
 /// How a hook's success is judged from its run.
 #[derive(Clone, Debug)]
@@ -44,7 +51,7 @@ pub enum Success {
 /// One run of a workload, as every scheduler needs to know it.
 #[derive(Clone, Debug)]
 pub struct Launch {
-    /// The program; for [`Procs::Script`] the whole shell script.
+    /// The program; for [`Procs::Script`] and [`Procs::PerNode`] the whole shell script.
     pub program: String,
     /// Its arguments as shell words, each already quoted where the shell needs it (user-given
     /// `extra_cmd_args` are passed through as written, as CloudAI does).

@@ -305,6 +305,10 @@ static REGISTRY: &[&dyn Workload] = &[
     &nemo_run::NeMoRun,
     &slurm_container::SlurmContainer,
     &osu::OsuBench,
+    &node_health::template::DCGM_DIAG,
+    &node_health::template::NVIDIA_SMI,
+    &node_health::template::KERNEL_LOG,
+    &node_health::template::IB_STAT,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -206,7 +206,11 @@ pub fn workload(
                 format!("-c {}", crate::util::shell::quote(line)),
             )
         };
-        let line = if launch.procs == crate::workloads::Procs::Script {
+        let script = matches!(
+            launch.procs,
+            crate::workloads::Procs::Script | crate::workloads::Procs::PerNode
+        );
+        let line = if script {
             launch.program.clone()
         } else {
             launch.node_command(&run.test, per_node)
@@ -223,7 +227,7 @@ pub fn workload(
                     ))
                 ),
             ),
-            _ if launch.procs == crate::workloads::Procs::Script => bash(&line),
+            _ if script => bash(&line),
             _ => split_line(&line),
         };
         let mut v = json!({"spec": {

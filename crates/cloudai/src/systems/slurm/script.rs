@@ -122,7 +122,7 @@ impl Ctx<'_> {
             Procs::Single => p.push("--ntasks=1".into()),
             Procs::PerTask | Procs::Mpi => p.push(format!("--mpi={}", self.slurm.mpi)),
             // independent copies: no MPI plugin
-            Procs::Tasks(_) => {}
+            Procs::Tasks(_) | Procs::PerNode => {}
         }
         if t.nodes.is_empty() {
             p.push(format!("-N{}", t.num_nodes()));
@@ -167,11 +167,23 @@ impl Ctx<'_> {
             srun.push(format!("--ntasks-per-node={n}"));
             srun.push(format!("--ntasks={}", t.num_nodes() * n));
         }
+        let mut body = cmd.join(" ");
+        if t.launch.procs == Procs::PerNode {
+            // once per node; each task writes its node's output into a directory named by Slurm's node name (srun's
+            // own `%N` is the host name, which several nodes may share)
+            srun.push("--ntasks-per-node=1".into());
+            srun.push(format!("--ntasks={}", t.num_nodes()));
+            let nodes = t.dir.join(crate::workloads::launch::NODES_DIR);
+            body = format!(
+                "d={}/\"${{SLURMD_NODENAME:-$(hostname -s)}}\"; mkdir -p \"$d\"; {{ {body} ; }} > \"$d/stdout.txt\" 2> \"$d/stderr.txt\"",
+                quote(&nodes.display().to_string())
+            );
+        }
         format!(
             "{} bash -c \"source {}; {}\"",
             srun.join(" "),
             in_double_quotes(&quote(&t.dir.join("env_vars.sh").display().to_string())),
-            in_double_quotes(&cmd.join(" "))
+            in_double_quotes(&body)
         )
     }
 

@@ -6,6 +6,7 @@ pub mod dcgm;
 pub mod ibstat;
 pub mod kernel_log;
 pub mod nvidia_smi;
+pub mod template;
 
 /// What a finding means for the node (ordered: the worst is the greatest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
