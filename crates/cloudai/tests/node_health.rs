@@ -311,8 +311,15 @@ fn bad_levels_windows_and_shapes_are_refused_before_anything_runs() {
         assert!(text.contains(words), "{words}: {text}");
         assert!(!w.path().join("out").exists(), "nothing created: {text}");
     }
+    // Run:ai has no one-pod-per-node workload here: said, before anything is sent
     let w = Work::new();
-    w.file("system.toml", common::kube::DRY_SYSTEM);
+    w.file(
+        "system.toml",
+        "name = \"r\"\nscheduler = \"runai\"\ninstall_path = \"i\"\noutput_path = \"out\"\n\
+         base_url = \"https://runai.example.com\"\nuser_email = \"u@example.com\"\napp_id = \"a\"\n\
+         app_secret = \"s\"\nproject_id = \"1\"\ncluster_id = \"71f69d83-ba66-4822-adf5-55ce55efd210\"\n\
+         gpus_per_node = 8\n",
+    );
     w.file(
         "tests/ib.toml",
         "name = \"ib\"\ndescription = \"ports\"\ntest_template_name = \"IbStat\"\n",
@@ -328,6 +335,12 @@ fn bad_levels_windows_and_shapes_are_refused_before_anything_runs() {
         text.contains("test 'ib': IbStat checks each node"),
         "{text}"
     );
+    // Kubernetes: one pod on each of the 4 nodes
+    w.file("system.toml", common::kube::DRY_SYSTEM);
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stdout_of(&out));
+    let m = std::fs::read_to_string(w.results_root().join("ib/0/k8s-manifest.yaml")).unwrap();
+    assert!(m.contains("parallelism: 4"), "{m}");
 }
 
 /// Drift across nodes on the real Slurm cluster: four nodes run `nvidia-smi -q` (a real H100 node's output), one
@@ -372,4 +385,62 @@ fn nvidia_smi_on_slurm_names_the_node_whose_driver_drifted() {
         "{}",
         drifted[0]
     );
+}
+
+/// The per-node shape on the test kube-apiserver: one Job whose pods keep apart (one per node), each pod's log into
+/// `nodes/<node>/stdout.txt`, each node graded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_log_runs_one_pod_per_node_on_kubernetes() {
+    let Some(c) = common::kube::cluster_of("k8s-pernode", common::kube::Act::Succeed, 3).await
+    else {
+        return;
+    };
+    let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ");
+    for (i, n) in c.nodes.iter().enumerate() {
+        let mut log = format!("cloudai-node-check: host {n} at {at} expect-gpus 0\n");
+        if i == 1 {
+            log += &dmesg_t(
+                chrono::Duration::minutes(5),
+                "NVRM: Xid (PCI:0000:1b:00): 95, pid=7, name=x, Uncontained",
+            );
+        }
+        log += "cloudai-node-check: exit 0\n";
+        c.logs.lock().unwrap().insert(format!("main@{n}"), log);
+    }
+    let w = common::kube::setup(
+        &c,
+        "",
+        "name = \"k\"\n[[Tests]]\nid = \"klog\"\ntest_name = \"klog\"\nnum_nodes = 3\n",
+    );
+    w.file(
+        "tests/klog.toml",
+        "name = \"klog\"\ndescription = \"kernel log\"\ntest_template_name = \"KernelLog\"\n",
+    );
+    let out = common::kube::run(&w).await;
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let root = w.results_root();
+    for n in &c.nodes {
+        assert!(
+            root.join(format!("klog/0/nodes/{n}/stdout.txt")).is_file(),
+            "{n}"
+        );
+    }
+    let r = common::record(&root, "klog", 0);
+    assert!(
+        r.message.contains(&format!(
+            "1 of 3 node(s) failed KernelLog: {}: Xid 95 on GPU 0000:1b:00",
+            c.nodes[1]
+        )),
+        "{}",
+        r.message
+    );
+    let m = std::fs::read_to_string(root.join("klog/0/k8s-manifest.yaml")).unwrap();
+    assert!(
+        m.contains("parallelism: 3")
+            && m.contains("completions: 3")
+            && m.contains("podAntiAffinity"),
+        "{m}"
+    );
+    assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
 }

@@ -241,6 +241,7 @@ pub fn container_checks(
     scheduler: &str,
     one_unit: &str,
     gpus_per_node: u64,
+    runs_per_node: bool,
 ) -> Vec<String> {
     let launch = run.launch();
     let mut out = Vec::new();
@@ -262,10 +263,12 @@ pub fn container_checks(
             run.id
         ));
     }
-    if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode {
+    if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode && runs_per_node {
+        // one pod on each node
+    } else if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode {
         out.push(format!(
             "test '{}': {} checks each node, and {scheduler} runs it on one node per test here; set num_nodes = 1 \
-             and give each node its own test (nodes = [\"<host>\"]), or run it on Slurm",
+             and give each node its own test (nodes = [\"<host>\"]), or run it on Slurm or Kubernetes",
             run.id, run.test.test_template_name
         ));
     } else if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {

@@ -262,13 +262,23 @@ pub struct Limits {
     pub ttl: u64,
 }
 
-/// A `batch/v1` Job with one pod that is never restarted (a rerun would hide a failure).
-pub fn job(run: &TestRun, fit: &Fit, m: &Meta, pod: &Pod, limits: &Limits) -> Value {
+/// A `batch/v1` Job with one pod that is never restarted (a rerun would hide a failure); with `spread` > 1, one such
+/// pod on each of `spread` nodes (a per-node check: never two on one node).
+pub fn job(run: &TestRun, fit: &Fit, m: &Meta, pod: &Pod, limits: &Limits, spread: u64) -> Value {
+    let mut template = fit.template(run, m, pod);
     let mut spec = json!({
         "backoffLimit": 0,
         "ttlSecondsAfterFinished": limits.ttl,
-        "template": fit.template(run, m, pod),
     });
+    if spread > 1 {
+        spec["parallelism"] = spread.into();
+        spec["completions"] = spread.into();
+        let peers = json!({JOB_LABEL: m.name, ROLE_LABEL: pod.role});
+        template["spec"]["affinity"]["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": peers},
+        }]});
+    }
+    spec["template"] = template;
     if let Some(d) = limits.deadline {
         spec["activeDeadlineSeconds"] = d.into();
     }

@@ -240,6 +240,43 @@ impl Kubernetes {
         logs::settle(&self.pod_api(c), target, follow, &out, never_ran, wait).await
     }
 
+    /// A per-node Job's pods: each one's whole log into `nodes/<node>/stdout.txt` (a pod that never got a node has
+    /// none: the Job did not complete, which its end already says).
+    async fn node_logs(&self, step: &Step, pods: &[&Value]) {
+        let Some(c) = self.conn.get() else { return };
+        let api = self.pod_api(c);
+        let (_, container) = step.spec.log_source();
+        for p in pods {
+            let Some(node) = p["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let dir = step
+                .dir
+                .join(crate::workloads::launch::NODES_DIR)
+                .join(node);
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                warn!("Cannot create {}: {e}", dir.display());
+                continue;
+            }
+            let out = dir.join("stdout.txt");
+            let lp = kube::api::LogParams {
+                container: Some(container.to_string()),
+                ..Default::default()
+            };
+            let text = match api.logs(state::name(p), &lp).await {
+                Ok(t) => t,
+                Err(e) => format!(
+                    "logs unavailable: cannot read the log of pod {}: {}\n",
+                    state::name(p),
+                    super::client::describe(&e)
+                ),
+            };
+            if let Err(e) = crate::util::fsx::write_atomic(&out, text.as_bytes()) {
+                warn!("Cannot write {}: {e}", out.display());
+            }
+        }
+    }
+
     /// The step is over: events and the whole log while everything still exists; the nodes it ran on.
     pub(super) async fn end_of(
         &self,
@@ -256,6 +293,9 @@ impl Kubernetes {
         ending.log_incomplete = self
             .settle_log(step, w, &refs, &ending.state, LOG_WAIT)
             .await;
+        if step.spec.per_node > 0 {
+            self.node_logs(step, &refs).await;
+        }
         if ending.failed {
             if let Some(e) = last_event {
                 ending.reason = format!("{} (last event: {e})", ending.reason);

@@ -15,6 +15,8 @@ use crate::workloads::Launch;
 pub struct Spec {
     pub kind: Kind,
     pub manifest: Value,
+    /// A Job of one pod on each of this many nodes (a per-node check), each node's log kept apart; 0 otherwise.
+    pub per_node: u64,
 }
 
 pub type Step = crate::systems::objects::Step<Spec>;
@@ -100,6 +102,7 @@ pub fn spec(
         return Spec {
             kind: Kind::MpiJob,
             manifest,
+            per_node: 0,
         };
     }
     let mut cmd = launch.node_command(&run.test, per_node);
@@ -117,15 +120,22 @@ pub fn spec(
         pinned: true,
         ssh_port: None,
     };
+    let spread = if launch.procs == crate::workloads::Procs::PerNode && run.num_nodes > 1 {
+        run.num_nodes
+    } else {
+        0
+    };
     Spec {
         kind: Kind::Job,
-        manifest: manifest::job(run, &fit, &meta, &pod, &limits),
+        manifest: manifest::job(run, &fit, &meta, &pod, &limits, spread),
+        per_node: spread,
     }
 }
 
 /// What cannot run as configured, one sentence each, before anything is created (warnings are logged).
 pub fn check(run: &TestRun, k: &KubernetesConfig, env: &[(String, String)]) -> Vec<String> {
-    let mut out = crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node);
+    let mut out =
+        crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node, true);
     let (errors, warnings) = k.pods.nic_problems(&run.id, env);
     for w in warnings {
         crate::warn!("{w}");

@@ -74,7 +74,8 @@ pub fn spec(
 
 /// What cannot run as configured, one sentence each, before anything is created (warnings are logged).
 pub fn check(run: &TestRun, r: &RunAiConfig, env: &[(String, String)]) -> Vec<String> {
-    let mut out = crate::systems::container_checks(run, "Run:ai", "one training", r.gpus_per_node);
+    let mut out =
+        crate::systems::container_checks(run, "Run:ai", "one training", r.gpus_per_node, false);
     let (errors, warnings) = r.pods.nic_problems(&run.id, env);
     for w in warnings {
         crate::warn!("{w}");

@@ -386,9 +386,18 @@ impl Standin {
         let allowed = pinned_to(p).unwrap_or_else(|| self.nodes.clone());
         let job = label(p, "cloudai-job");
         let worker = name.contains("-worker-");
+        // a per-node Job's pods keep apart too (their pod anti-affinity)
+        let apart = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .is_some_and(|a| a.pod_anti_affinity.is_some());
         let taken: Vec<String> = placed
             .iter()
-            .filter(|(other, _)| worker && other.starts_with(&format!("{job}-worker-")))
+            .filter(|(other, _)| {
+                (worker && other.starts_with(&format!("{job}-worker-")))
+                    || (apart && !worker && other.starts_with(&format!("{job}-")))
+            })
             .map(|(_, n)| n.clone())
             .collect();
         let free: Vec<&String> = allowed.iter().filter(|n| !taken.contains(n)).collect();
@@ -497,11 +506,14 @@ pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>, placed: P
                             .collect()
                     })
                     .unwrap_or_default();
+                // a pod of a per-node Job prints its node's own output (`main@<node>`) when the test gives one
+                let own = placed.lock().unwrap().get(pod).cloned();
                 let body = {
                     let logs = logs.lock().unwrap();
                     workers
                         .iter()
                         .find_map(|n| logs.get(&format!("launcher@{n}")))
+                        .or_else(|| own.and_then(|n| logs.get(&format!("{role}@{n}"))))
                         .or_else(|| logs.get(role))
                         .cloned()
                         .unwrap_or_default()
