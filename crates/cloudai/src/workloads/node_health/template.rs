@@ -179,7 +179,7 @@ impl NodeCheck {
         &self,
         test: &TestDefinition,
         text: &str,
-    ) -> (Vec<Finding>, Vec<(&'static str, String)>) {
+    ) -> (Vec<Finding>, Versions) {
         let w = unwrap(text);
         let mut out = Vec::new();
         let mut versions = Vec::new();
@@ -312,6 +312,9 @@ pub fn node_outputs(dir: &Path) -> Vec<(String, PathBuf)> {
     vec![(host, out)]
 }
 
+/// The versions one node reports: (what, value).
+type Versions = Vec<(&'static str, String)>;
+
 /// Every node's findings: (node, findings), in node order; a node whose versions differ from the majority's
 /// gets a warning for each (drift is seen before it fails anything).
 fn all_findings(
@@ -319,7 +322,7 @@ fn all_findings(
     test: &TestDefinition,
     dir: &Path,
 ) -> Vec<(String, Vec<Finding>)> {
-    let mut nodes: Vec<(String, Vec<Finding>, Vec<(&'static str, String)>)> = node_outputs(dir)
+    let mut nodes: Vec<(String, Vec<Finding>, Versions)> = node_outputs(dir)
         .into_iter()
         .map(|(node, path)| {
             let text = crate::util::fsx::read_regular(&path, MAX_OUTPUT)
@@ -347,7 +350,7 @@ fn all_findings(
 
 /// The nodes whose value of a version differs from the one most nodes have (a strict majority; no majority, no
 /// verdict), with what they differ in.
-pub fn drift(nodes: &[(String, Vec<(&'static str, String)>)]) -> Vec<(String, String)> {
+pub fn drift(nodes: &[(String, Versions)]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let keys: std::collections::BTreeSet<&str> = nodes
         .iter()
