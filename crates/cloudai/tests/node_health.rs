@@ -444,3 +444,54 @@ async fn kernel_log_runs_one_pod_per_node_on_kubernetes() {
     );
     assert!(c.objects().await.is_empty(), "{:?}", c.objects().await);
 }
+
+/// Run:ai has no one-pod-per-node workload: a per-node check on named nodes runs as one training per node, pinned
+/// to it (one after the other), each node's log in `nodes/<node>/stdout.txt`, every payload valid for the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_node_check_runs_one_pinned_workload_per_node_on_runai() {
+    let cfg = runai_mock::Config {
+        timing: common::runai::timing(0.3),
+        stdout: format!(
+            "cloudai-node-check: host gpu-a at {} expect-gpus 0\n[  1.0] Linux version 6.1\ncloudai-node-check: exit 0\n",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
+        ),
+        credentials: vec![("my-app".into(), common::runai::SECRET.into())],
+        ..runai_mock::Config::default()
+    };
+    let m = runai_mock::MockServer::start("127.0.0.1:0".parse().unwrap(), cfg, None)
+        .await
+        .unwrap();
+    let w = Work::new();
+    common::runai::setup(
+        &w,
+        &m.url(),
+        "name = \"k\"\n[[Tests]]\nid = \"klog\"\ntest_name = \"klog\"\nnum_nodes = 2\nnodes = [\"gpu-a\", \"gpu-b\"]\n",
+    );
+    w.file(
+        "tests/klog.toml",
+        "name = \"klog\"\ndescription = \"kernel log\"\ntest_template_name = \"KernelLog\"\n",
+    );
+    let out = common::runai::run(&w, common::runai::RUN, &[]).await;
+    let text = common::stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    for n in ["gpu-a", "gpu-b"] {
+        let f = root.join(format!("klog/0/nodes/{n}/stdout.txt"));
+        assert!(f.is_file(), "{}: {text}", f.display());
+        let body =
+            std::fs::read_to_string(root.join(format!("klog/0/nodes/{n}/runai-workload.json")))
+                .unwrap();
+        assert!(
+            body.contains(&format!("\"values\":[\"{n}\"]")) || body.contains(&format!("\"{n}\"")),
+            "{body}"
+        );
+    }
+    let r = common::record(&root, "klog", 0);
+    let nodes = r
+        .checks
+        .iter()
+        .filter(|c| c.check == cloudai::results::checks::CheckKind::Node)
+        .count();
+    assert_eq!(nodes, 2, "{:?}", r.checks);
+    assert_eq!(common::runai::workload_names(&m).len(), 2);
+}

@@ -476,6 +476,17 @@ fn find_bad_nodes_on(
     check: &str,
     extra: &[&str],
 ) -> (i32, String, serde_json::Value, Work) {
+    find_bad_nodes_full(system, nodes, check, extra, &[])
+}
+
+/// As [`find_bad_nodes_on`], with more stand-in programs in the work directory's `bin/` (name, script).
+fn find_bad_nodes_full(
+    system: &str,
+    nodes: &str,
+    check: &str,
+    extra: &[&str],
+    bins: &[(&str, String)],
+) -> (i32, String, serde_json::Value, Work) {
     let w = slurm_work(
         "",
         r#"name = "unused"
@@ -501,6 +512,10 @@ if {check}; then {}; else {}; fi
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for (name, script) in bins {
+        let p = w.file(&format!("bin/{name}"), script);
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
     let out = w
         .cloudai_with_bin()
         .args(common::FIND_BAD_NODES_NCCL)
@@ -952,4 +967,68 @@ fn find_bad_nodes_names_twelve_slow_nodes_of_sixteen_and_refuses_to_drain() {
         let (st, _) = node_state(n);
         assert!(!st.starts_with("dr"), "{n} is {st}");
     }
+}
+
+/// `--checks kernel-log`: the evidence tier runs on every node before any pair; node003's kernel log shows a fresh
+/// Xid 79, so it is bad with that evidence and spends no pair; the others carry their check's result beside their
+/// pairs' results.
+#[test]
+fn find_bad_nodes_with_evidence_first_spends_no_pair_on_a_condemned_node() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let when = chrono::Local::now() - chrono::Duration::minutes(10);
+    let line = format!(
+        "[{}] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus.",
+        when.format("%a %b %e %H:%M:%S %Y")
+    );
+    // a stand-in dmesg, found first on every node (srun passes PATH)
+    let dmesg = format!(
+        "#!/bin/bash\necho '[Mon Jan  1 00:00:00 2024] Linux version 6.1'\n\
+         [ \"$SLURMD_NODENAME\" = node003 ] && echo '{line}'\nexit 0\n"
+    );
+    let (code, text, report, w) = find_bad_nodes_full(
+        common::slurm::SYSTEM,
+        "node[001-004]",
+        "false",
+        &["--checks", "kernel-log"],
+        &[("dmesg", dmesg)],
+    );
+    assert_eq!(code, 3, "{text}");
+    assert_eq!(report["bad"], serde_json::json!(["node003"]), "{report}");
+    let v = |n: &str| {
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["node"] == n)
+            .cloned()
+            .unwrap()
+    };
+    let n3 = v("node003");
+    assert!(
+        n3["evidence"].as_array().unwrap().is_empty(),
+        "no pair: {n3}"
+    );
+    assert!(
+        n3["condemned"]
+            .as_str()
+            .unwrap()
+            .contains("kernel-log: Xid 79 on GPU 0000:3b:00"),
+        "{n3}"
+    );
+    assert_eq!(v("node001")["checks"]["kernel-log"], "healthy");
+    assert_eq!(v("node001")["verdict"], "good");
+    let root = w.results_root();
+    let round1 = std::fs::read_to_string(root.join("round-1.toml")).unwrap();
+    assert!(!round1.contains("node003"), "{round1}");
+    assert!(root
+        .join("evidence/kernel-log/0/nodes/node003/stdout.txt")
+        .is_file());
+    let md = std::fs::read_to_string(root.join("bad-nodes.md")).unwrap();
+    assert!(
+        md.contains("bad by evidence, no pair spent: kernel-log: Xid 79"),
+        "{md}"
+    );
 }

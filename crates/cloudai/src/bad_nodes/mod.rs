@@ -12,6 +12,7 @@
 //! pair that fell back to TCP sockets fails as such.
 
 pub mod act;
+pub mod evidence;
 pub mod plan;
 mod report;
 pub mod sim;
@@ -47,6 +48,8 @@ pub struct Request<'a> {
     pub repeat: usize,
     /// Kubernetes: the node label that names a node's leaf switch (`--topology-label`).
     pub topology_label: Option<&'a str>,
+    /// `--checks`: the node-evidence checks run on every node before any pair (names of [`evidence::CHECKS`]).
+    pub checks: Vec<String>,
 }
 
 /// The round's scenario: one test per pair, pinned to its two nodes.
@@ -201,6 +204,19 @@ pub fn run(req: &Request) -> i32 {
             return 1;
         }
     };
+    // evidence first: nodes a check condemns spend no pair
+    let mut condemned = std::collections::BTreeMap::new();
+    let mut shown = std::collections::BTreeMap::new();
+    if !req.checks.is_empty() {
+        match evidence::run(&root, req.system, &nodes, &req.checks, req.dry_run) {
+            Ok(t) => {
+                condemned = t.condemned;
+                shown = t.shown;
+            }
+            Err(code) => return code,
+        }
+        nodes.retain(|n| !condemned.contains_key(n));
+    }
     let n = nodes.len();
     info!(
         "find-bad-nodes: {n} nodes, test {}: round 1 runs {} pair job(s) at once; then {} job(s) per node of a failing \
@@ -214,6 +230,7 @@ pub fn run(req: &Request) -> i32 {
     );
     let mut plan = Plan::new(nodes).with_repeat(req.repeat);
     plan.unavailable = unavailable.into_iter().collect();
+    plan.condemned = condemned;
     let mut reference: Option<f64> = req.min_busbw;
     let mut wide: Option<String> = None;
     loop {
@@ -424,6 +441,7 @@ pub fn run(req: &Request) -> i32 {
             acted,
             topology,
             cluster_wide: wide,
+            checks: shown,
         },
     )
 }
@@ -449,6 +467,9 @@ fn act_on(
         .into_iter()
         .filter(|(_, v)| *v == Verdict::Bad)
         .map(|(n, _)| {
+            if let Some(e) = plan.condemned.get(&n) {
+                return (n, format!("find-bad-nodes evidence: {e}"));
+            }
             let why = plan
                 .evidence
                 .iter()

@@ -84,6 +84,8 @@ pub struct Plan {
     bad: BTreeSet<String>,
     /// Nodes left out before the sweep, with the scheduler's reason.
     pub unavailable: BTreeMap<String, String>,
+    /// Nodes the evidence tier found bad (`--checks`), with that evidence: they spend no pair.
+    pub condemned: BTreeMap<String, String>,
     /// Rounds run while no node was known good.
     fallbacks: usize,
     /// How often each node of a failing pair is tried with a cleared partner (`--repeat`, at least 1).
@@ -316,6 +318,7 @@ impl Plan {
             .unavailable
             .keys()
             .map(|n| (n.clone(), Verdict::Unavailable));
+        let condemned = self.condemned.keys().map(|n| (n.clone(), Verdict::Bad));
         self.nodes
             .iter()
             .map(|n| {
@@ -329,6 +332,7 @@ impl Plan {
                 (n.clone(), v)
             })
             .chain(out_of_service)
+            .chain(condemned)
             .collect()
     }
 

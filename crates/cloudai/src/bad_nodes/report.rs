@@ -22,6 +22,12 @@ pub(super) struct NodeReport<'a> {
     /// With `--repeat`: how the node fared with partners known to be good.
     #[serde(skip_serializing_if = "Option::is_none")]
     trials: Option<Trials>,
+    /// `--checks`: what each check showed of the node (`healthy`, or its warnings and failures), by check.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    checks: BTreeMap<&'a str, &'a str>,
+    /// The node was found bad by those checks, before any pair: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    condemned: Option<&'a str>,
     evidence: Vec<&'a Evidence>,
 }
 
@@ -122,6 +128,8 @@ pub(super) struct Findings<'a> {
     pub topology: Topology,
     /// More than half of round 1's pairs failed: said so, and nothing was acted on.
     pub cluster_wide: Option<String>,
+    /// `--checks`: (check, node) → what the check showed of the node.
+    pub checks: BTreeMap<(String, String), String>,
 }
 
 pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
@@ -132,6 +140,7 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         acted,
         topology,
         cluster_wide,
+        checks,
     } = f;
     let repeat = plan.repeat();
     let verdicts = plan.verdicts();
@@ -176,6 +185,12 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
                 verdict: *v,
                 reason: plan.unavailable.get(n).map(String::as_str),
                 trials: (repeat > 1).then(|| plan.trials.get(n).copied()).flatten(),
+                checks: checks
+                    .iter()
+                    .filter(|((_, node), _)| node == n)
+                    .map(|((c, _), v)| (c.as_str(), v.as_str()))
+                    .collect(),
+                condemned: plan.condemned.get(n).map(String::as_str),
                 evidence: plan
                     .evidence
                     .iter()
@@ -197,6 +212,16 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
             .reason
             .map(|r| format!("not tested: {r}"))
             .into_iter()
+            .chain(
+                nr.condemned
+                    .map(|c| format!("bad by evidence, no pair spent: {c}")),
+            )
+            .chain(
+                nr.checks
+                    .iter()
+                    .filter(|_| nr.condemned.is_none())
+                    .map(|(c, v)| format!("{c}: {v}")),
+            )
             .chain(nr.trials.map(|t| {
                 format!(
                     "with cleared partners: passed {} of {} tries, failed {}",

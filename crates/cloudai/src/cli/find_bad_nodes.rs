@@ -47,6 +47,10 @@ pub struct FindArgs {
     /// first known one the nodes carry, e.g. topology.kubernetes.io/network-level-1, topology.kubernetes.io/zone]
     #[arg(long, value_name = "KEY")]
     topology_label: Option<String>,
+    /// Node evidence first, on every node before any pair: a node a check fails is bad, with that evidence, and
+    /// spends no pair (comma separated: nvidia-smi, kernel-log, ib, dcgm)
+    #[arg(long, value_name = "CHECKS", value_parser = crate::bad_nodes::evidence::parse)]
+    checks: Option<crate::bad_nodes::evidence::Checks>,
     /// Act on no node when more than this percentage of the checked nodes is judged bad
     #[arg(long, value_name = "PERCENT", default_value_t = 25.0, value_parser = parse_percent)]
     max_act_fraction: f64,
@@ -79,6 +83,7 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
         },
         repeat: args.repeat as usize,
         topology_label: args.topology_label.as_deref(),
+        checks: args.checks.clone().map(|c| c.0).unwrap_or_default(),
     }))
 }
 

@@ -267,8 +267,8 @@ pub fn container_checks(
         // one pod on each node
     } else if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode {
         out.push(format!(
-            "test '{}': {} checks each node, and {scheduler} runs it on one node per test here; set num_nodes = 1 \
-             and give each node its own test (nodes = [\"<host>\"]), or run it on Slurm or Kubernetes",
+            "test '{}': {} checks each node, and {scheduler} runs it as one workload per node pinned to it: name \
+             the nodes (nodes = [\"<host>\", ...], as many as num_nodes)",
             run.id, run.test.test_template_name
         ));
     } else if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {

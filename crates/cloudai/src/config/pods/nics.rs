@@ -72,6 +72,15 @@ pub fn named_hcas(value: &str) -> Option<usize> {
 }
 
 impl PodSettings {
+    /// [`PodSettings::nic_problems`], its warnings logged: the errors.
+    pub fn nic_errors(&self, test: &str, env: &[(String, String)]) -> Vec<String> {
+        let (errors, warnings) = self.nic_problems(test, env);
+        for w in warnings {
+            crate::warn!("{w}");
+        }
+        errors
+    }
+
     /// What the job's NCCL network variables (`env`) ask that its GPU pods cannot have, as (errors, warnings),
     /// each a sentence naming the test.
     pub fn nic_problems(&self, test: &str, env: &[(String, String)]) -> (Vec<String>, Vec<String>) {

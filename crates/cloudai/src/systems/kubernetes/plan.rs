@@ -136,10 +136,6 @@ pub fn spec(
 pub fn check(run: &TestRun, k: &KubernetesConfig, env: &[(String, String)]) -> Vec<String> {
     let mut out =
         crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node, true);
-    let (errors, warnings) = k.pods.nic_problems(&run.id, env);
-    for w in warnings {
-        crate::warn!("{w}");
-    }
-    out.extend(errors);
+    out.extend(k.pods.nic_errors(&run.id, env));
     out
 }

@@ -99,6 +99,9 @@ pub trait Backend: Send + Sync + 'static {
     const RUNNER: &'static str;
     /// The file each step's object is written to, in the step's directory.
     const FILE: &'static str;
+    /// A check of each node ([`crate::workloads::Procs::PerNode`]) on several nodes runs as one step per node,
+    /// pinned to it, each in `nodes/<node>/` (a scheduler with no one-pod-per-node object of its own).
+    const STEP_PER_NODE: bool = false;
 
     fn config(&self) -> &Arc<SystemConfig>;
     /// The step's object for `run`, whose launch is `launch` and environment `env`.
@@ -230,9 +233,39 @@ pub fn plan<B: Backend>(b: &B, run: &TestRun, dir: &Path) -> Vec<Step<B::Spec>> 
             .collect::<Vec<_>>()
     };
     let mut steps = hooks(&run.pre_test, StepKind::Pre, "pre_test");
-    steps.push(step(run, StepKind::Main, dir));
+    match per_node_hosts::<B>(run) {
+        // one object per node, pinned to it, its output where each node's output goes
+        Some(hosts) => {
+            for h in hosts {
+                let mut one = run.clone();
+                one.nodes = vec![h.clone()];
+                one.num_nodes = 1;
+                let d = dir.join(crate::workloads::launch::NODES_DIR).join(&h);
+                steps.push(step(&one, StepKind::Main, &d));
+            }
+        }
+        None => steps.push(step(run, StepKind::Main, dir)),
+    }
     steps.extend(hooks(&run.post_test, StepKind::Post, "post_test"));
     steps
+}
+
+/// The hosts a per-node check runs on as one step each, when the backend does it so.
+pub fn per_node_hosts<B: Backend>(run: &TestRun) -> Option<Vec<String>> {
+    if !B::STEP_PER_NODE
+        || run.num_nodes < 2
+        || run.launch().procs != crate::workloads::Procs::PerNode
+    {
+        return None;
+    }
+    let hosts: Vec<String> = run
+        .nodes
+        .iter()
+        .filter(|n| !n.contains(':'))
+        .filter_map(|n| crate::util::nodelist::expand(n))
+        .flatten()
+        .collect();
+    (!hosts.is_empty()).then_some(hosts)
 }
 
 fn main_of<S>(steps: &[Step<S>]) -> usize {

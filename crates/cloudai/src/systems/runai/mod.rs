@@ -229,6 +229,7 @@ impl Backend for RunAi {
 
     const RUNNER: &'static str = "RunAIRunner";
     const FILE: &'static str = PAYLOAD_FILE;
+    const STEP_PER_NODE: bool = true;
 
     fn config(&self) -> &Arc<SystemConfig> {
         &self.cfg

@@ -74,12 +74,17 @@ pub fn spec(
 
 /// What cannot run as configured, one sentence each, before anything is created (warnings are logged).
 pub fn check(run: &TestRun, r: &RunAiConfig, env: &[(String, String)]) -> Vec<String> {
-    let mut out =
-        crate::systems::container_checks(run, "Run:ai", "one training", r.gpus_per_node, false);
-    let (errors, warnings) = r.pods.nic_problems(&run.id, env);
-    for w in warnings {
-        crate::warn!("{w}");
-    }
-    out.extend(errors);
+    // a per-node check runs as one workload per named node
+    let hosts = crate::systems::objects::per_node_hosts::<super::RunAi>(run);
+    let mut out = crate::systems::container_checks(
+        run,
+        "Run:ai",
+        "one training",
+        r.gpus_per_node,
+        hosts
+            .as_ref()
+            .is_some_and(|h| h.len() as u64 == run.num_nodes),
+    );
+    out.extend(r.pods.nic_errors(&run.id, env));
     out
 }

@@ -175,11 +175,7 @@ impl NodeCheck {
     }
 
     /// The findings of one node's output, and the versions it reports (for drift across nodes).
-    pub fn evidence(
-        &self,
-        test: &TestDefinition,
-        text: &str,
-    ) -> (Vec<Finding>, Versions) {
+    pub fn evidence(&self, test: &TestDefinition, text: &str) -> (Vec<Finding>, Versions) {
         let w = unwrap(text);
         let mut out = Vec::new();
         let mut versions = Vec::new();
@@ -317,7 +313,7 @@ type Versions = Vec<(&'static str, String)>;
 
 /// Every node's findings: (node, findings), in node order; a node whose versions differ from the majority's
 /// gets a warning for each (drift is seen before it fails anything).
-fn all_findings(
+pub fn node_findings(
     check: &NodeCheck,
     test: &TestDefinition,
     dir: &Path,
@@ -501,11 +497,11 @@ impl Workload for NodeCheck {
     }
 
     fn grade(&self, test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict {
-        verdict(self, &all_findings(self, test, dir), outcome)
+        verdict(self, &node_findings(self, test, dir), outcome)
     }
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
-        let nodes = all_findings(self, test, dir);
+        let nodes = node_findings(self, test, dir);
         let v = verdict(self, &nodes, &JobOutcome::default());
         let mut metrics = serde_json::Map::new();
         metrics.insert("nodes".into(), nodes.len().into());
