@@ -171,6 +171,12 @@ impl Ctx<'_> {
         if t.launch.procs == Procs::PerNode {
             // once per node; each task writes its node's output into a directory named by Slurm's node name (srun's
             // own `%N` is the host name, which several nodes may share)
+            // one task on every node of the allocation, whatever the test's host file lays out (an arbitrary
+            // distribution with SLURM_HOSTFILE repeats nodes for their tasks)
+            if !srun.iter().any(|a| a.starts_with("-N")) {
+                srun.push(format!("-N{}", t.num_nodes()));
+            }
+            srun.push("--distribution=block".into());
             srun.push("--ntasks-per-node=1".into());
             srun.push(format!("--ntasks={}", t.num_nodes()));
             let nodes = t.dir.join(crate::workloads::launch::NODES_DIR);
@@ -179,12 +185,17 @@ impl Ctx<'_> {
                 quote(&nodes.display().to_string())
             );
         }
-        format!(
+        let line = format!(
             "{} bash -c \"source {}; {}\"",
             srun.join(" "),
             in_double_quotes(&quote(&t.dir.join("env_vars.sh").display().to_string())),
             in_double_quotes(&body)
-        )
+        );
+        if t.launch.procs == Procs::PerNode {
+            format!("(unset SLURM_HOSTFILE; {line})")
+        } else {
+            line
+        }
     }
 
     fn hook_sruns(
