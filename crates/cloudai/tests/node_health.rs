@@ -495,3 +495,46 @@ async fn a_per_node_check_runs_one_pinned_workload_per_node_on_runai() {
     assert_eq!(nodes, 2, "{:?}", r.checks);
     assert_eq!(common::runai::workload_names(&m).len(), 2);
 }
+
+/// Real `dcgmi diag` tables of both DCGM generations (3.3.3 on eight A100s, 4.4.2 on one GPU): healthy, every test
+/// read, the versions kept; the same table with one GPU's memory test failed (as DCGM 4 prints it) fails it.
+#[test]
+fn real_dcgmi_tables_pass_and_a_failed_gpu_is_named() {
+    use cloudai::workloads::node_health::dcgm;
+    let r3 = dcgm::parse(&sample("dcgmi-diag-r2-3.3.3-a100x8.txt")).unwrap();
+    assert_eq!(
+        (r3.version.as_str(), r3.driver.as_str()),
+        ("3.3.3", "535.104.12")
+    );
+    assert_eq!(r3.results.len(), 11, "{:?}", r3.results);
+    assert!(dcgm::judge(&r3).is_empty());
+    let text4 = sample("dcgmi-diag-r2-4.4.2.txt");
+    let r4 = dcgm::parse(&text4).unwrap();
+    assert_eq!(
+        (r4.version.as_str(), r4.driver.as_str()),
+        ("4.4.2", "580.105.08")
+    );
+    assert_eq!(
+        r4.results
+            .iter()
+            .map(|x| (x.test.as_str(), x.entity.as_str()))
+            .collect::<Vec<_>>(),
+        [("software", "GPU0"), ("memory", "GPU0"), ("pcie", "GPU0")]
+    );
+    assert!(dcgm::judge(&r4).is_empty());
+    let failed = text4
+        .replace(
+            "| memory                    | Pass                                           |\n|                           | GPU0: Pass ",
+            "| memory                    | Fail                                           |\n|                           | GPU0: Fail ",
+        )
+        .replace(
+            "+-----  Integration",
+            "| Warning: GPU0             | A DBE occurred on GPU 0 in the memory test    |\n+-----  Integration",
+        );
+    assert_ne!(failed, text4);
+    let f = dcgm::judge(&dcgm::parse(&failed).unwrap());
+    assert_eq!(
+        fails(&f),
+        ["memory failed on GPU0: A DBE occurred on GPU 0 in the memory test"]
+    );
+}
