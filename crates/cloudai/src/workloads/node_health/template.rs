@@ -100,11 +100,17 @@ impl NodeCheck {
                 if flag(test, "json", true) { " -j" } else { "" }
             ),
             Tool::NvidiaSmi => {
-                if flag(test, "xml", false) {
-                    "nvidia-smi -q -x".into()
+                let q = if flag(test, "xml", false) {
+                    "nvidia-smi -q -x"
                 } else {
-                    "nvidia-smi -q".into()
-                }
+                    "nvidia-smi -q"
+                };
+                // and the NCCL the node's dynamic linker resolves (bare-metal jobs use it), for drift
+                format!(
+                    "{q}; rc=$?; l=$(ldconfig -p 2>/dev/null | awk '/libnccl\\.so\\.[0-9]+ /{{print $NF; exit}}'); \
+                     [ -n \"$l\" ] && echo \"{MARK} nccl $(readlink -f \"$l\" | sed 's/.*libnccl\\.so\\.//')\"; \
+                     exit $rc"
+                )
             }
             Tool::KernelLog => text(test, "command", "dmesg -T").to_string(),
             Tool::IbStat => {
@@ -139,6 +145,8 @@ pub struct Wrapped {
     pub at: Option<chrono::DateTime<chrono::Utc>>,
     pub expect_gpus: u64,
     pub exit: Option<i32>,
+    /// The NCCL library version the node's dynamic linker resolves (NvidiaSmi), when it has one.
+    pub nccl: Option<String>,
     /// The tool's own output.
     pub body: String,
 }
@@ -158,6 +166,7 @@ pub fn unwrap(text: &str) -> Wrapped {
                     w.expect_gpus = g.parse().unwrap_or(0);
                 }
                 ["exit", c] => w.exit = c.parse().ok(),
+                ["nccl", v] => w.nccl = Some(v.to_string()),
                 _ => {}
             }
             continue;
@@ -217,6 +226,9 @@ impl NodeCheck {
                 Some(r) => {
                     out.extend(nvidia_smi::judge(&r, w.expect_gpus));
                     versions = nvidia_smi::versions(&r);
+                    if let Some(v) = &w.nccl {
+                        versions.push(("nccl", v.clone()));
+                    }
                 }
                 None => out.push(Finding::new(
                     Severity::Fail,
