@@ -28,7 +28,8 @@ name="cloudai-${version}-x86_64-linux"
 echo "[dist] building ${name} for glibc ${glibc}"
 RUSTFLAGS="${RUSTFLAGS:-} --cfg cloudai_dist" cargo zigbuild --release --locked --target "${target}.${glibc}" -p cloudai -p runai-mock --bins
 
-out="target/${target}/release"
+# cargo writes where CARGO_TARGET_DIR says (relative to the workspace), target/ by default
+out="${CARGO_TARGET_DIR:-target}/${target}/release"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root="${stage}/${name}"

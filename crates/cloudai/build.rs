@@ -21,17 +21,17 @@ fn main() {
         _ => "unknown commit".to_string(),
     };
     println!("cargo:rustc-env=CLOUDAI_COMMIT={commit}");
-    // a new commit (or checkout) rebuilds the version string
-    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+    // a new commit, checkout or staged change rebuilds the version string: only files that exist are watched (a
+    // missing one, such as packed-refs in a fresh clone, would make every build re-run this script)
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         let dir = Path::new(&dir);
-        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
+        let mut watch = vec![dir.join("HEAD"), dir.join("index"), dir.join("packed-refs")];
         if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", dir.join(r).display());
+            watch.push(dir.join(r));
         }
-        println!(
-            "cargo:rerun-if-changed={}",
-            dir.join("packed-refs").display()
-        );
+        for p in watch.iter().filter(|p| p.exists()) {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
     }
     println!("cargo:rerun-if-env-changed=CLOUDAI_COMMIT");
 }
