@@ -587,7 +587,12 @@ pub fn generate(
             .cmp(&(b.record.test_id.as_str(), b.record.iteration))
     });
     if let Some(recs) = records {
-        let order = |id: &str| recs.iter().position(|r| r.test_id == id);
+        // each test where the run first recorded it (one pass, not a search per entry)
+        let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for (i, r) in recs.iter().enumerate() {
+            first.entry(r.test_id.as_str()).or_insert(i);
+        }
+        let order = |id: &str| first.get(id).copied();
         entries.sort_by_key(|e| (order(&e.record.test_id), e.record.iteration));
     }
 
@@ -602,14 +607,27 @@ pub fn generate(
     let mut charts = serde_json::Map::new();
     let mut sections = String::new();
     let mut matched = std::collections::HashSet::new();
+    // each test's entries with results, here and in every compared tree: one pass each, not one per test
+    let with_curves = |list: &'_ [Entry]| {
+        let mut m: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
+        for (i, e) in list.iter().enumerate() {
+            if !e.curve.is_empty() {
+                m.entry(e.record.test_id.clone()).or_default().push(i);
+            }
+        }
+        m
+    };
+    let mine_by_id = with_curves(&entries);
+    let theirs_by_id: Vec<_> = others.iter().map(|(_, t)| with_curves(t)).collect();
     for id in &ids {
-        let mine: Vec<&Entry> = entries
-            .iter()
-            .filter(|e| &e.record.test_id == id && !e.curve.is_empty())
-            .collect();
+        let mine: Vec<&Entry> = mine_by_id
+            .get(id)
+            .map(|ix| ix.iter().map(|i| &entries[*i]).collect())
+            .unwrap_or_default();
         if mine.is_empty() {
             continue;
         }
+        let flags_from = flags.len();
         let mut ser = Vec::new();
         if mine.len() > 1 {
             for e in &mine {
@@ -633,11 +651,11 @@ pub fn generate(
             }
         }
         let cur = mean_curve(&mine);
-        for (other, theirs) in &others {
-            let t: Vec<&Entry> = theirs
-                .iter()
-                .filter(|e| &e.record.test_id == id && !e.curve.is_empty())
-                .collect();
+        for ((other, theirs), by_id) in others.iter().zip(&theirs_by_id) {
+            let t: Vec<&Entry> = by_id
+                .get(id)
+                .map(|ix| ix.iter().map(|i| &theirs[*i]).collect())
+                .unwrap_or_default();
             if t.is_empty() {
                 continue;
             }
@@ -664,7 +682,8 @@ pub fn generate(
             ),
         );
         sections.push_str(&format!("<h2>{}</h2>\n{}\n", esc(id), chart(&key)));
-        let mine_flags: Vec<&Flag> = flags.iter().filter(|f| &f.test_id == id).collect();
+        // this test's flags are the ones just added
+        let mine_flags: Vec<&Flag> = flags[flags_from..].iter().collect();
         if !mine_flags.is_empty() {
             sections.push_str(&format!(
                 "<p class=\"fail\">{} size(s) dropped more than {}% below the baseline</p>\n<table><tr><th class=\"l\">run</th><th class=\"l\">baseline</th><th>size</th><th>baseline busbw</th><th>busbw</th><th>drop</th></tr>\n",

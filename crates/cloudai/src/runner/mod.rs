@@ -246,8 +246,15 @@ impl Runner {
         if interrupted {
             leftovers = self.cancel_all(&mut slots, &mut records).await;
         }
-        let order = |id: &str| self.scenario.test_runs.iter().position(|r| r.id == id);
-        records.sort_by_key(|r| (order(&r.test_id), r.iteration));
+        // the scenario's order, looked up once per test (a search per record is quadratic in the tests)
+        let place: std::collections::HashMap<&str, usize> = self
+            .scenario
+            .test_runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.as_str(), i))
+            .collect();
+        records.sort_by_key(|r| (place.get(r.test_id.as_str()).copied(), r.iteration));
         RunOutcome {
             records,
             interrupted,
