@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::exit_codes::Failure;
+use crate::info;
 use crate::report::scenario::{generate, Options, Peaks};
 use crate::results::Layout;
 use crate::runner::Runner;
 use crate::scenario::{self, Inputs};
 use crate::workloads::node_health::template::{node_findings, NodeCheck};
 use crate::workloads::node_health::{worst, Severity};
-use crate::{error, info};
 
 /// The checks `--checks` names: (name, template, its test definition's extra lines).
 pub const CHECKS: &[(&str, &str, &str)] = &[
@@ -62,12 +63,9 @@ pub fn run(
     nodes: &[String],
     checks: &[String],
     dry_run: bool,
-) -> Result<Tier, i32> {
+) -> Result<Tier, Failure> {
     let dir = root.join("evidence-tests");
-    let fail = |what: String| {
-        error!("{what}");
-        1
-    };
+    let fail = Failure::Error;
     std::fs::create_dir_all(&dir)
         .map_err(|e| fail(format!("Cannot create {}: {e}", dir.display())))?;
     let mut scen = String::from("name = \"find-bad-nodes-evidence\"\n");
@@ -103,13 +101,10 @@ pub fn run(
         hook_dir: None,
         survey: Some(&survey),
     };
-    let (cfg, scenario) = scenario::load_all(&inputs).map_err(|e| {
-        e.report();
-        1
-    })?;
+    let (cfg, scenario) = scenario::load_all(&inputs)?;
     let runs = scenario.test_runs.clone();
     let cfg = Arc::new(cfg);
-    let started = crate::runner::start::start(&cfg, &scenario, dry_run).map_err(|f| f.report())?;
+    let started = crate::runner::start::start(&cfg, &scenario, dry_run)?;
     let layout = Layout {
         root: root.join("evidence"),
         step: None,
@@ -125,13 +120,13 @@ pub fn run(
         return Ok(Tier::default());
     }
     if !outcome.leftovers.is_empty() {
-        return Err(crate::results::record::report_leftovers(
+        return Err(Failure::Outcome(crate::results::record::report_leftovers(
             root,
             &outcome.leftovers,
-        ));
+        )));
     }
     if outcome.interrupted {
-        return Err(crate::exit_codes::INTERRUPTED);
+        return Err(Failure::Outcome(crate::exit_codes::INTERRUPTED));
     }
     let opts = Options {
         compare: Vec::new(),

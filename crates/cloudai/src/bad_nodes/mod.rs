@@ -22,6 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::baseline::Grading;
+use crate::exit_codes::Failure;
 use crate::report::scenario::{generate, Options, Peaks};
 use crate::results::{Layout, Status};
 use crate::runner::Runner;
@@ -137,84 +138,88 @@ fn cluster_wide(round1: &[Evidence], threshold: Option<f64>) -> Option<String> {
     })
 }
 
-pub fn run(req: &Request) -> i32 {
+/// The sweep, under the one failure funnel: prepared (system, nodes, results tree, evidence tier), its rounds, then
+/// the verdicts written and acted on.
+pub fn run(req: &Request) -> Result<(), Failure> {
+    let mut s = prepare(req)?;
+    match rounds(req, &mut s)? {
+        Next::Conclude(wide) => conclude(req, &s, wide),
+        Next::Planned => Ok(()),
+    }
+}
+
+/// Where the rounds leave the sweep.
+enum Next {
+    /// Every round ran: the verdicts follow (with round 1's cluster-wide finding, if any).
+    Conclude(Option<String>),
+    /// A dry run wrote its plan and round 1's job files: nothing more.
+    Planned,
+}
+
+/// What the sweep holds between its phases.
+struct Sweep {
+    system: crate::config::system::SystemConfig,
+    rt: tokio::runtime::Runtime,
+    root: std::path::PathBuf,
+    plan: Plan,
+    /// `--checks`: what each check showed of each node.
+    checks: std::collections::BTreeMap<(String, String), String>,
+}
+
+/// The system, the nodes to check (and those out of service), the test, the results tree, and the evidence tier:
+/// everything that can refuse the sweep is checked before anything runs.
+fn prepare(req: &Request) -> Result<Sweep, Failure> {
     let system = match req.system.map(crate::config::system::load) {
         Some(Ok(s)) => s,
-        Some(Err(e)) => {
-            e.report();
-            return 1;
-        }
+        Some(Err(e)) => return Err(e.into()),
         None => {
-            error!("find-bad-nodes pins jobs to nodes: give --system-config (a Slurm, Run:ai or Kubernetes system)");
-            return 1;
+            return Err(Failure::Error(
+                "find-bad-nodes pins jobs to nodes: give --system-config (a Slurm, Run:ai or Kubernetes system)"
+                    .into(),
+            ))
         }
     };
     if let Some(e) = fleet::unpinnable(&system) {
-        error!("{e}");
-        return 1;
+        return Err(Failure::Error(e));
     }
     if let Some(e) = fleet::refused(req.act, &system) {
-        error!("{e}");
-        return 1;
+        return Err(Failure::Error(e));
     }
-    let rt = match crate::runner::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
-    let (mut nodes, unavailable) = match fleet::nodes(req.nodes, &system, &rt) {
-        Ok(n) => n,
-        Err(e) => {
-            error!("{e}");
-            return 1;
-        }
-    };
+    let rt = crate::runner::runtime()?;
+    let (mut nodes, unavailable) = fleet::nodes(req.nodes, &system, &rt)?;
     for (n, why) in &unavailable {
         warn!("Leaving out node {n}: {why}");
     }
     nodes.sort();
     nodes.dedup();
     if nodes.len() < 2 {
-        error!(
+        return Err(Failure::Error(format!(
             "find-bad-nodes needs at least 2 nodes, got {}: give --nodes node[001-016]",
             nodes.len()
-        );
-        return 1;
+        )));
     }
     // the test is checked before anything is created: a typo must not leave an empty results tree behind
-    if let Err(e) = check_test(req.tests_dir, req.test) {
-        error!("{e}");
-        return 1;
-    }
+    check_test(req.tests_dir, req.test)?;
     let output = req
         .output_dir
         .map(Path::to_path_buf)
         .unwrap_or(system.output_path.clone());
-    let root = match std::path::absolute(&output)
+    let root = std::path::absolute(&output)
         .and_then(|o| Layout::create(&o, "find-bad-nodes", chrono::Local::now()))
-    {
-        Ok(l) => l.root,
-        Err(e) => {
-            error!(
+        .map_err(|e| {
+            format!(
                 "Cannot create a results directory in {}: {e}",
                 output.display()
-            );
-            return 1;
-        }
-    };
+            )
+        })?
+        .root;
     // evidence first: nodes a check condemns spend no pair
     let mut condemned = std::collections::BTreeMap::new();
-    let mut shown = std::collections::BTreeMap::new();
+    let mut checks = std::collections::BTreeMap::new();
     if !req.checks.is_empty() {
-        match evidence::run(&root, req.system, &nodes, &req.checks, req.dry_run) {
-            Ok(t) => {
-                condemned = t.condemned;
-                shown = t.shown;
-            }
-            Err(code) => return code,
-        }
+        let t = evidence::run(&root, req.system, &nodes, &req.checks, req.dry_run)?;
+        condemned = t.condemned;
+        checks = t.shown;
         nodes.retain(|n| !condemned.contains_key(n));
     }
     let n = nodes.len();
@@ -231,12 +236,25 @@ pub fn run(req: &Request) -> i32 {
     let mut plan = Plan::new(nodes).with_repeat(req.repeat);
     plan.unavailable = unavailable.into_iter().collect();
     plan.condemned = condemned;
+    Ok(Sweep {
+        system,
+        rt,
+        root,
+        plan,
+        checks,
+    })
+}
+
+/// The rounds until the plan has no pair left to try; whether the finding is cluster-wide (round 1).
+fn rounds(req: &Request, s: &mut Sweep) -> Result<Next, Failure> {
+    let root = s.root.clone();
+    let plan = &mut s.plan;
     let mut reference: Option<f64> = req.min_busbw;
     let mut wide: Option<String> = None;
     loop {
         let pairs = plan.next_round();
         if pairs.is_empty() {
-            break;
+            return Ok(Next::Conclude(wide));
         }
         let round = plan.rounds + 1;
         info!(
@@ -249,13 +267,8 @@ pub fn run(req: &Request) -> i32 {
                 .join(", ")
         );
         let scen = root.join(format!("round-{round}.toml"));
-        if let Err(e) = crate::util::fsx::write_atomic(
-            &scen,
-            round_scenario(round, req.test, &pairs).as_bytes(),
-        ) {
-            error!("Cannot write {}: {e}", scen.display());
-            return 1;
-        }
+        crate::util::fsx::write_atomic(&scen, round_scenario(round, req.test, &pairs).as_bytes())
+            .map_err(|e| format!("Cannot write {}: {e}", scen.display()))?;
         let survey = |s: &mut crate::config::system::SystemConfig| {
             crate::systems::survey::survey(s, req.dry_run)
         };
@@ -266,30 +279,20 @@ pub fn run(req: &Request) -> i32 {
             hook_dir: None,
             survey: Some(&survey),
         };
-        let (sys_cfg, scenario) = match scenario::load_all(&inputs) {
-            Ok(x) => x,
-            Err(e) => {
-                e.report();
-                return 1;
-            }
-        };
+        let (sys_cfg, scenario) = scenario::load_all(&inputs)?;
         if let Some(r) = scenario
             .test_runs
             .iter()
             .find(|r| r.test.test_template_name != "NcclTest")
         {
-            error!(
+            return Err(Failure::Error(format!(
                 "find-bad-nodes grades bus bandwidth: test '{}' is a {} test, not NcclTest",
                 req.test, r.test.test_template_name
-            );
-            return 1;
+            )));
         }
         let sys_cfg = Arc::new(sys_cfg);
         // each round's engine starts as `run`'s does: built, checked, connected (on its own runtime)
-        let started = match crate::runner::start::start(&sys_cfg, &scenario, req.dry_run) {
-            Ok(s) => s,
-            Err(f) => return f.report(),
-        };
+        let started = crate::runner::start::start(&sys_cfg, &scenario, req.dry_run)?;
         let layout = Layout {
             root: root.join(format!("round-{round}")),
             step: None,
@@ -297,17 +300,21 @@ pub fn run(req: &Request) -> i32 {
         let runner = Runner::new(started.system, scenario, layout);
         let outcome = started.rt.block_on(runner.run());
         if req.dry_run {
-            return report::write_plan(&root, req.test, &plan, &pairs);
+            report::write_plan(&root, req.test, plan, &pairs)?;
+            return Ok(Next::Planned);
         }
         if !outcome.leftovers.is_empty() {
-            return crate::results::record::report_leftovers(&root, &outcome.leftovers);
+            return Err(Failure::Outcome(crate::results::record::report_leftovers(
+                &root,
+                &outcome.leftovers,
+            )));
         }
         if outcome.interrupted {
             warn!(
                 "Interrupted: every submitted job was cancelled; partial results in {}",
                 root.display()
             );
-            return crate::exit_codes::INTERRUPTED;
+            return Err(Failure::Outcome(crate::exit_codes::INTERRUPTED));
         }
         let opts = Options {
             compare: Vec::new(),
@@ -320,19 +327,13 @@ pub fn run(req: &Request) -> i32 {
             per_test: true,
             fabric: None,
         };
-        let summary = match generate(&runner.layout.root, Some(&outcome.records), &opts) {
-            Ok(s) => s,
-            Err(e) => {
-                error!(
+        let summary =
+            generate(&runner.layout.root, Some(&outcome.records), &opts).map_err(|e| {
+                format!(
                     "Cannot write the round's report in {}: {e}",
                     runner.layout.root.display()
-                );
-                return 1;
-            }
-        };
-        let peak = |e: &crate::report::scenario::Entry| {
-            e.metrics.get("peak_busbw_gbps").and_then(|v| v.as_f64())
-        };
+                )
+            })?;
         if reference.is_none() && req.baseline.is_none() && round == 1 {
             // the fastest pair of round 1: slow pairs stand out against it, however many they are
             if let Some((fast, bar)) = fast_end(&summary, req.tolerance) {
@@ -343,59 +344,13 @@ pub fn run(req: &Request) -> i32 {
                 reference = Some(bar);
             }
         }
-        let results: Vec<Evidence> = pairs
-            .iter()
-            .filter_map(|pair| {
-                let id = format!("{}+{}", pair[0], pair[1]);
-                let e = summary.tests.iter().find(|e| e.record.test_id == id);
-                let busbw = e.and_then(peak);
-                let mut ran_on = e.map(|e| e.record.nodes.clone()).unwrap_or_default();
-                ran_on.sort();
-                ran_on.dedup();
-                let mut wanted = pair.to_vec();
-                wanted.sort();
-                let (passed, reason) = match e {
-                    None => (false, "no result".to_string()),
-                    // the scheduler placed it elsewhere: it says nothing about this pair
-                    Some(_) if !ran_on.is_empty() && ran_on != wanted => {
-                        warn!(
-                            "  {}+{}: ran on {} instead; its result is not evidence about this pair",
-                            pair[0],
-                            pair[1],
-                            ran_on.join(", ")
-                        );
-                        return None;
-                    }
-                    Some(e) if e.record.status != Status::Passed => (
-                        false,
-                        format!("{}: {}", e.record.status.as_str(), e.record.message),
-                    ),
-                    Some(_) => match (busbw, reference) {
-                        (Some(b), Some(t)) if b < t => {
-                            (false, format!("peak busbw {b:.2} GB/s below {t:.2} GB/s"))
-                        }
-                        (None, _) => (false, "no busbw measured".to_string()),
-                        _ => (true, String::new()),
-                    },
-                };
-                Some(Evidence {
-                    round,
-                    pair: pair.clone(),
-                    job_id: e.and_then(|e| e.record.job_id.clone()),
-                    busbw,
-                    threshold: reference,
-                    passed,
-                    reason,
-                })
-            })
-            .collect();
+        let results = judge_round(round, &pairs, &summary, reference);
         if results.is_empty() {
-            error!(
+            return Err(Failure::Error(format!(
                 "No job of round {round} ran on the nodes it was pinned to: the scheduler does not honour node \
                  pinning here, so no node can be judged (see {})",
                 root.join(format!("round-{round}")).display()
-            );
-            return 1;
+            )));
         }
         for r in &results {
             info!(
@@ -415,6 +370,69 @@ pub fn run(req: &Request) -> i32 {
         }
         plan.record(results);
     }
+}
+
+/// Each pair's evidence from its round's summary; pairs the scheduler placed elsewhere are left out (they say
+/// nothing about their nodes).
+fn judge_round(
+    round: usize,
+    pairs: &[[String; 2]],
+    summary: &crate::report::scenario::Summary,
+    reference: Option<f64>,
+) -> Vec<Evidence> {
+    let peak = |e: &crate::report::scenario::Entry| {
+        e.metrics.get("peak_busbw_gbps").and_then(|v| v.as_f64())
+    };
+    pairs
+        .iter()
+        .filter_map(|pair| {
+            let id = format!("{}+{}", pair[0], pair[1]);
+            let e = summary.tests.iter().find(|e| e.record.test_id == id);
+            let busbw = e.and_then(peak);
+            let mut ran_on = e.map(|e| e.record.nodes.clone()).unwrap_or_default();
+            ran_on.sort();
+            ran_on.dedup();
+            let mut wanted = pair.to_vec();
+            wanted.sort();
+            let (passed, reason) = match e {
+                None => (false, "no result".to_string()),
+                // the scheduler placed it elsewhere: it says nothing about this pair
+                Some(_) if !ran_on.is_empty() && ran_on != wanted => {
+                    warn!(
+                        "  {}+{}: ran on {} instead; its result is not evidence about this pair",
+                        pair[0],
+                        pair[1],
+                        ran_on.join(", ")
+                    );
+                    return None;
+                }
+                Some(e) if e.record.status != Status::Passed => (
+                    false,
+                    format!("{}: {}", e.record.status.as_str(), e.record.message),
+                ),
+                Some(_) => match (busbw, reference) {
+                    (Some(b), Some(t)) if b < t => {
+                        (false, format!("peak busbw {b:.2} GB/s below {t:.2} GB/s"))
+                    }
+                    (None, _) => (false, "no busbw measured".to_string()),
+                    _ => (true, String::new()),
+                },
+            };
+            Some(Evidence {
+                round,
+                pair: pair.clone(),
+                job_id: e.and_then(|e| e.record.job_id.clone()),
+                busbw,
+                threshold: reference,
+                passed,
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// The verdicts: acted on as asked, written (`bad-nodes.json/md/html`), their exit code.
+fn conclude(req: &Request, s: &Sweep, wide: Option<String>) -> Result<(), Failure> {
     let criterion = match (&req.baseline, req.min_busbw) {
         (Some(g), _) => format!(
             "baseline {} (tolerance {}%)",
@@ -428,20 +446,20 @@ pub fn run(req: &Request) -> i32 {
             req.tolerance * 100.0
         ),
     };
-    let acted = act_on(req.act, &system, &plan, wide.as_deref(), &rt);
-    let topology = fleet::topology(&system, req.topology_label, &rt)
+    let acted = act_on(req.act, &s.system, &s.plan, wide.as_deref(), &s.rt);
+    let topology = fleet::topology(&s.system, req.topology_label, &s.rt)
         .map(|(source, leaf)| topology::Topology { leaf, source })
         .unwrap_or_default();
     report::write_reports(
-        &root,
+        &s.root,
         report::Findings {
             test: req.test,
-            plan: &plan,
+            plan: &s.plan,
             criterion,
             acted,
             topology,
             cluster_wide: wide,
-            checks: shown,
+            checks: s.checks.clone(),
         },
     )
 }

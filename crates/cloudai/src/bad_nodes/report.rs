@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::act;
 use super::plan::{self, Evidence, Plan, Trials, Verdict};
 use super::topology::{SwitchFinding, Topology};
+use crate::exit_codes::Failure;
 use crate::html::{esc, page};
 use crate::{error, info, warn};
 
@@ -69,7 +70,18 @@ pub(super) struct Report<'a> {
 }
 
 /// `--dry-run`: what the sweep would do, as far as it is known before round 1's results: `plan.json`, `plan.md`.
-pub(super) fn write_plan(root: &Path, test: &str, plan: &Plan, pairs: &[[String; 2]]) -> i32 {
+/// One report file, or the failure that says it could not be written.
+fn write_file(root: &Path, name: &str, data: &[u8]) -> Result<(), Failure> {
+    crate::util::fsx::write_atomic(&root.join(name), data)
+        .map_err(|e| Failure::Error(format!("Cannot write {}: {e}", root.join(name).display())))
+}
+
+pub(super) fn write_plan(
+    root: &Path,
+    test: &str,
+    plan: &Plan,
+    pairs: &[[String; 2]],
+) -> Result<(), Failure> {
     let n = plan.nodes().len();
     let bound = |k| Plan::bound_repeated(n, k, plan.repeat());
     let json = serde_json::json!({
@@ -106,17 +118,14 @@ pub(super) fn write_plan(root: &Path, test: &str, plan: &Plan, pairs: &[[String;
         ),
         ("plan.md", md.clone().into_bytes()),
     ] {
-        if let Err(e) = crate::util::fsx::write_atomic(&root.join(name), &data) {
-            error!("Cannot write {}: {e}", root.join(name).display());
-            return 1;
-        }
+        write_file(root, name, &data)?;
     }
     print!("{md}");
     info!(
         "Dry run: nothing submitted; the plan is in {}",
         root.join("plan.md").display()
     );
-    0
+    Ok(())
 }
 
 /// What the sweep found, to be written.
@@ -132,7 +141,7 @@ pub(super) struct Findings<'a> {
     pub checks: BTreeMap<(String, String), String>,
 }
 
-pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
+pub(super) fn write_reports(root: &Path, f: Findings) -> Result<(), Failure> {
     let Findings {
         test,
         plan,
@@ -387,10 +396,7 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         ),
     ];
     for (name, data) in files {
-        if let Err(e) = crate::util::fsx::write_atomic(&root.join(name), &data) {
-            error!("Cannot write {}: {e}", root.join(name).display());
-            return 1;
-        }
+        write_file(root, name, &data)?;
     }
     for l in &links {
         warn!("Bad link {l}");
@@ -413,9 +419,9 @@ pub(super) fn write_reports(root: &Path, f: Findings) -> i32 {
         root.join("bad-nodes.html").display()
     );
     if report.bad.is_empty() && report.suspect.is_empty() && report.bad_links.is_empty() {
-        0
+        Ok(())
     } else {
-        crate::results::record::EXIT_TEST_FAILURES
+        Err(Failure::Outcome(crate::results::record::EXIT_TEST_FAILURES))
     }
 }
 

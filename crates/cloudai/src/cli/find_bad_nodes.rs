@@ -65,7 +65,7 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
             return Err(e.into());
         }
     };
-    Failure::of_code(bad_nodes::run(&Request {
+    bad_nodes::run(&Request {
         system: args.system_config.as_deref(),
         tests_dir: &args.tests_dir,
         test: &args.test,
@@ -84,7 +84,7 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
         repeat: args.repeat as usize,
         topology_label: args.topology_label.as_deref(),
         checks: args.checks.clone().map(|c| c.0).unwrap_or_default(),
-    }))
+    })
 }
 
 /// A bandwidth in GB/s: a finite number above 0.
