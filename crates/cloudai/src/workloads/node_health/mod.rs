@@ -3,9 +3,11 @@
 //! repair), warn (shown, worth a look), show (context). A node fails when one finding fails.
 
 pub mod dcgm;
+pub mod drift;
 pub mod ibstat;
 pub mod kernel_log;
 pub mod nvidia_smi;
+pub mod report;
 pub mod template;
 
 /// What a finding means for the node (ordered: the worst is the greatest).

@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::drift::{drift, Versions};
+use super::report::{csv, html, CSV_FILE, HTML_FILE};
 use super::{dcgm, ibstat, kernel_log, nvidia_smi, worst, Finding, Severity};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
 use crate::config::test::{TemplateSchema, TestDefinition};
@@ -320,9 +322,6 @@ pub fn node_outputs(dir: &Path) -> Vec<(String, PathBuf)> {
     vec![(host, out)]
 }
 
-/// The versions one node reports: (what, value).
-type Versions = Vec<(&'static str, String)>;
-
 /// Every node's findings: (node, findings), in node order; a node whose versions differ from the majority's
 /// gets a warning for each (drift is seen before it fails anything).
 pub fn node_findings(
@@ -354,125 +353,6 @@ pub fn node_findings(
         }
     }
     nodes.into_iter().map(|(n, f, _)| (n, f)).collect()
-}
-
-/// The nodes whose value of a version differs from the one most nodes have (a strict majority; no majority, no
-/// verdict), with what they differ in.
-pub fn drift(nodes: &[(String, Versions)]) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let keys: std::collections::BTreeSet<&str> = nodes
-        .iter()
-        .flat_map(|(_, v)| v.iter().map(|(k, _)| *k))
-        .collect();
-    for key in keys {
-        let values: Vec<(&str, &str)> = nodes
-            .iter()
-            .filter_map(|(n, v)| {
-                v.iter()
-                    .find(|(k, val)| *k == key && !val.is_empty())
-                    .map(|(_, val)| (n.as_str(), val.as_str()))
-            })
-            .collect();
-        if values.len() < 2 {
-            continue;
-        }
-        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-        for (_, v) in &values {
-            *counts.entry(v).or_default() += 1;
-        }
-        let Some((major, n)) = counts
-            .iter()
-            .max_by_key(|(_, c)| **c)
-            .map(|(v, c)| (*v, *c))
-        else {
-            continue;
-        };
-        if n * 2 <= values.len() {
-            continue;
-        }
-        for (node, v) in &values {
-            if *v != major {
-                out.push((
-                    node.to_string(),
-                    format!(
-                        "{key} {v} differs from the {major} of {n} of {} node(s) (drift)",
-                        values.len()
-                    ),
-                ));
-            }
-        }
-    }
-    out
-}
-
-pub const CSV_FILE: &str = "node_checks.csv";
-pub const HTML_FILE: &str = "node_checks.html";
-
-/// One row per finding (a healthy node gets one `ok` row): node, verdict, severity, finding.
-fn csv(nodes: &[(String, Vec<Finding>)]) -> String {
-    let mut s = String::from("node,node_verdict,severity,finding\n");
-    for (node, f) in nodes {
-        let verdict = if worst(f) == Some(Severity::Fail) {
-            "fail"
-        } else {
-            "pass"
-        };
-        if f.is_empty() {
-            s.push_str(&format!("{},{verdict},ok,\n", crate::util::csv_field(node)));
-        }
-        for x in f {
-            s.push_str(&format!(
-                "{},{verdict},{},{}\n",
-                crate::util::csv_field(node),
-                x.severity.as_str(),
-                crate::util::csv_field(&x.what)
-            ));
-        }
-    }
-    s
-}
-
-fn html(title: &str, template: &str, nodes: &[(String, Vec<Finding>)], v: &Verdict) -> String {
-    use crate::html::{esc, page};
-    let failed = nodes
-        .iter()
-        .filter(|(_, f)| worst(f) == Some(Severity::Fail))
-        .count();
-    let mut body = format!(
-        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\"><div class=\"card\"><span class=\"muted\">\
-         {template}</span><b>{} of {} node(s) failed</b></div></div>\n<h2>Nodes</h2>\n<table>\n\
-         <tr><th>node</th><th>verdict</th><th>findings</th></tr>\n",
-        esc(title),
-        if v.passed { "pass" } else { "fail" },
-        esc(if v.passed { "PASSED" } else { &v.message }),
-        failed,
-        nodes.len()
-    );
-    for (node, f) in nodes {
-        let bad = worst(f) == Some(Severity::Fail);
-        let items: String = if f.is_empty() {
-            "healthy".into()
-        } else {
-            f.iter()
-                .map(|x| {
-                    format!(
-                        "<div class=\"{}\">{}: {}</div>",
-                        x.severity.as_str(),
-                        x.severity.as_str(),
-                        esc(&x.what)
-                    )
-                })
-                .collect()
-        };
-        body.push_str(&format!(
-            "<tr><td>{}</td><td class=\"{}\">{}</td><td>{items}</td></tr>\n",
-            esc(node),
-            if bad { "fail" } else { "pass" },
-            if bad { "fail" } else { "pass" },
-        ));
-    }
-    body.push_str("</table>\n");
-    page(title, &body, &serde_json::json!({ "charts": {} }))
 }
 
 impl Workload for NodeCheck {
