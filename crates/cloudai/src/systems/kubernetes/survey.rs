@@ -276,12 +276,18 @@ fn rdma(
             // EFA: every interface of the node, as AWS's recipes ask; an RDMA shared device: one
             let q = if name.as_str() == EFA { *q } else { 1 };
             p.extended_resources.insert((*name).clone(), q.to_string());
-            if !p.capabilities.iter().any(|c| c == "IPC_LOCK") {
-                p.capabilities.push("IPC_LOCK".into());
-            }
+            // IPC_LOCK joins capabilities the system asks; `capabilities = []` (a baseline namespace) stays empty
+            let lock = if p.capabilities.is_empty() {
+                " (without IPC_LOCK: capabilities = [] is kept, so RDMA needs an unlimited memlock in the image)"
+            } else {
+                if !p.capabilities.iter().any(|c| c == "IPC_LOCK") {
+                    p.capabilities.push("IPC_LOCK".into());
+                }
+                " and IPC_LOCK"
+            };
             f.notes.push(format!(
-                "the GPU nodes offer {name}: pods with GPUs request {name} = {q} and IPC_LOCK, so NCCL reaches \
-                 the fabric (extended_resources chooses another device, rdma = false none)"
+                "the GPU nodes offer {name}: pods with GPUs request {name} = {q}{lock}, so NCCL reaches the \
+                 fabric (extended_resources chooses another device, rdma = false none)"
             ));
         }
         [] if p.rdma == Some(true) => f.refused.push(Refusal {

@@ -165,6 +165,20 @@ fn pod_security_is_checked_against_what_the_pods_need() {
     };
     // IPC_LOCK (the default) is beyond baseline
     assert_eq!(refused("", "baseline", &[]), ["capabilities"]);
+    // a baseline namespace with RDMA offered: the device is requested, no capability is added back
+    let rdma_nodes = [node(
+        "a",
+        json!({"nvidia.com/gpu": "8", "rdma/ib": "1"}),
+        json!({}),
+    )];
+    let mut k = k8s("capabilities = []");
+    let f = survey(&mut k, &[], Some(&rdma_nodes), Some(&ns(Some("baseline"))));
+    assert!(f.refused.is_empty(), "{f:?}");
+    assert!(k.pods.capabilities.is_empty());
+    assert_eq!(
+        k.pods.extended_resources.get("rdma/ib").map(String::as_str),
+        Some("1")
+    );
     assert!(refused("capabilities = []", "baseline", &[]).is_empty());
     let nic = [("NCCL_SOCKET_IFNAME".to_string(), "ib0".to_string())];
     assert_eq!(
