@@ -13,6 +13,17 @@ pub fn expand(expr: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// The host names of a test's `nodes = [...]`: host lists expanded, Slurm's `partition:group:N` specs left out
+/// (they name no host), malformed expressions skipped.
+pub fn hosts(nodes: &[String]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|n| !n.contains(':'))
+        .filter_map(|n| expand(n))
+        .flatten()
+        .collect()
+}
+
 /// Splits on commas that are not inside brackets.
 fn split_top(s: &str) -> Vec<&str> {
     let (mut parts, mut depth, mut start) = (Vec::new(), 0i32, 0);

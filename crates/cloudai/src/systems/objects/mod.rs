@@ -258,13 +258,7 @@ pub fn per_node_hosts<B: Backend>(run: &TestRun) -> Option<Vec<String>> {
     {
         return None;
     }
-    let hosts: Vec<String> = run
-        .nodes
-        .iter()
-        .filter(|n| !n.contains(':'))
-        .filter_map(|n| crate::util::nodelist::expand(n))
-        .flatten()
-        .collect();
+    let hosts = crate::util::nodelist::hosts(&run.nodes);
     (!hosts.is_empty()).then_some(hosts)
 }
 

@@ -42,13 +42,7 @@ fn env(env: &[(String, String)]) -> Value {
 /// Kubernetes hostname label, which the Run:ai API takes for training and distributed workloads). Group specs
 /// (`partition:group:N`) are Slurm's and are not pinned here.
 pub fn pin(run: &TestRun) -> Option<Value> {
-    let hosts: Vec<String> = run
-        .nodes
-        .iter()
-        .filter(|n| !n.contains(':'))
-        .filter_map(|n| crate::util::nodelist::expand(n))
-        .flatten()
-        .collect();
+    let hosts = crate::util::nodelist::hosts(&run.nodes);
     (!hosts.is_empty()).then(|| {
         json!({"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}
