@@ -144,9 +144,7 @@ pub fn run(
     }
     let mut tier = Tier::default();
     for run in &runs {
-        let Some(check) = crate::workloads::find(&run.test.test_template_name)
-            .and_then(|_| node_check(&run.test.test_template_name))
-        else {
+        let Some(check) = node_check(&run.test.test_template_name) else {
             continue;
         };
         let it = runner.layout.root.join(&run.id).join("0");

@@ -307,25 +307,11 @@ pub struct Mpi<'a> {
 /// sshd ([`ssh::wait_for_workers`]) — a worker without sshd is named instead of failing inside mpirun —, then
 /// mpirun with the host file, the workers' port and ssh options, every variable forwarded to the ranks.
 pub fn launcher_script(mpi: &Mpi) -> String {
-    let mut args = crate::workloads::launch::mpirun(
-        mpi.workers * mpi.slots,
-        mpi.slots,
-        Some(HOSTFILE),
-        mpi.env,
-        mpi.cmd,
-    );
-    // replaces the operator's OMPI_MCA_plm_rsh_args (its ConnectionAttempts is kept in ours)
-    let rsh = [
-        "--mca".to_string(),
-        "plm_rsh_args".into(),
-        format!("\"{}\"", ssh::rsh_args(mpi.ssh_port)),
-    ];
-    args.splice(2..2, rsh.clone());
-    let mut run = args.join(" ");
+    let slots = mpi.slots;
+    let mut run = ssh::mpirun(mpi.workers * slots, slots, mpi.env, mpi.cmd, mpi.ssh_port).join(" ");
     if let Some((pf, min)) = mpi.preflight {
         // one rank per worker, nothing forwarded: the check sees the node as the test will
-        let mut one = crate::workloads::launch::mpirun(mpi.workers, 1, Some(HOSTFILE), &[], "");
-        one.splice(2..2, rsh);
+        let one = ssh::mpirun(mpi.workers, 1, &[], "", mpi.ssh_port);
         run = preflight::across(pf, min, mpi.workers, one.join(" ").trim_end(), &run);
     }
     format!(

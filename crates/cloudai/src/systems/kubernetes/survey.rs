@@ -162,24 +162,20 @@ fn survey_nodes(k: &mut KubernetesConfig, nodes: &[Value], f: &mut Findings) {
         return;
     }
     // GPUs per node: the most common count among the nodes pods may use (the smallest on a tie)
-    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
-    for n in &fit {
-        *counts
-            .entry(quantity(&n["status"]["allocatable"][GPU_RESOURCE]))
-            .or_default() += 1;
-    }
-    let most = counts
-        .iter()
-        .max_by_key(|(g, c)| (**c, std::cmp::Reverse(**g)))
-        .map(|(g, _)| *g)
-        .unwrap_or(1);
-    let max = counts.keys().max().copied().unwrap_or(0);
+    // the nodes pods may use all have GPUs (see gpu_nodes)
+    let Some(c) = crate::systems::survey::most_common(
+        fit.iter()
+            .map(|n| quantity(&n["status"]["allocatable"][GPU_RESOURCE])),
+    ) else {
+        return;
+    };
+    let (most, max) = (c.value, c.max);
     if !k.gpus_per_node_given {
         k.gpus_per_node = most;
         f.notes.push(format!(
             "gpus_per_node taken from the nodes: {most} ({GPU_RESOURCE} allocatable on {} of {} GPU node(s))",
-            counts[&most],
-            fit.len()
+            c.nodes,
+            c.of
         ));
     } else if k.gpus_per_node > max {
         f.refused.push(Refusal {

@@ -16,6 +16,34 @@ pub fn rsh_args(port: u64) -> String {
     )
 }
 
+/// The launcher's `mpirun` over the operator's host file: `ranks` ranks, `per_node` on each worker, `env` forwarded,
+/// its ssh on the workers' `port` with [`rsh_args`] (replacing the operator's `OMPI_MCA_plm_rsh_args`, whose
+/// ConnectionAttempts it keeps); `cmd` last (empty: the caller appends the program).
+pub fn mpirun(
+    ranks: u64,
+    per_node: u64,
+    env: &[(String, String)],
+    cmd: &str,
+    port: u64,
+) -> Vec<String> {
+    let mut args = crate::workloads::launch::mpirun(
+        ranks,
+        per_node,
+        Some(crate::workloads::launch::MPI_HOSTFILE),
+        env,
+        cmd,
+    );
+    args.splice(
+        2..2,
+        [
+            "--mca".to_string(),
+            "plm_rsh_args".into(),
+            format!("\"{}\"", rsh_args(port)),
+        ],
+    );
+    args
+}
+
 /// The word sshd puts in its banner for this job (`SSH-2.0-OpenSSH_9.6 cloudai-<identity>`).
 pub fn banner_tag(identity: &str) -> String {
     format!("cloudai-{identity}")

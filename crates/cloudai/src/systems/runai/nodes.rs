@@ -59,23 +59,6 @@ pub async fn gpu_nodes(cfg: &SystemConfig) -> Result<(Vec<String>, Vec<(String, 
     Ok(usable(&nodes, RunAi::conf(cfg).gpus_per_node))
 }
 
-/// GPUs per node as the cluster's nodes have them (the most common `gpuInfo.gpuCount`, the smallest on a tie),
-/// with how many nodes have it and how many have GPUs; None without GPU nodes.
-pub fn common_gpu_count(nodes: &[Value]) -> Option<(u64, usize, usize)> {
-    let mut counts = std::collections::BTreeMap::<u64, usize>::new();
-    for n in nodes {
-        let g = n["gpuInfo"]["gpuCount"].as_u64().unwrap_or(0);
-        if g > 0 {
-            *counts.entry(g).or_default() += 1;
-        }
-    }
-    let total = counts.values().sum();
-    counts
-        .iter()
-        .max_by_key(|(g, c)| (**c, std::cmp::Reverse(**g)))
-        .map(|(g, c)| (*g, *c, total))
-}
-
 /// The cluster's nodes as the API lists them.
 pub async fn list(cfg: &SystemConfig) -> Result<Vec<Value>, String> {
     let r = RunAi::conf(cfg);

@@ -235,34 +235,13 @@ pub fn workload(
     }
     let slots = launch.ranks_per_node(per_node);
     let cmd = crate::workloads::full_command(launch, &run.test);
-    let mut mpirun = crate::workloads::launch::mpirun(
-        run.num_nodes * slots,
-        slots,
-        Some(crate::workloads::launch::MPI_HOSTFILE),
-        envs,
-        &cmd,
-    );
     // the workers' sshd port on both sides (2222 with the host's network, where the node's sshd has 22)
     let port = sys.pods.ssh_port(host_network);
-    mpirun.splice(
-        2..2,
-        [
-            "--mca".to_string(),
-            "plm_rsh_args".into(),
-            format!("\"{}\"", ssh::rsh_args(port)),
-        ],
-    );
+    let mpirun = ssh::mpirun(run.num_nodes * slots, slots, envs, &cmd, port);
     // with a pre-flight check, the launcher checks every worker first (one rank per node), then runs the test
     let master = match &sys.preflight {
         Some(pf) => {
-            let mut one = crate::workloads::launch::mpirun(
-                run.num_nodes,
-                1,
-                Some(crate::workloads::launch::MPI_HOSTFILE),
-                &[],
-                "",
-            );
-            one.splice(2..2, mpirun[2..5].to_vec());
+            let one = ssh::mpirun(run.num_nodes, 1, &[], "", port);
             let script = preflight::across(
                 pf,
                 pf.min_gpus.unwrap_or(gpus),

@@ -180,14 +180,9 @@ pub fn unwrap(text: &str) -> Wrapped {
 }
 
 impl NodeCheck {
-    /// The findings of one node's output.
-    pub fn findings(&self, test: &TestDefinition, text: &str) -> Vec<Finding> {
-        self.evidence(test, text).0
-    }
-
     /// The findings of one node's output, and the versions it reports (for drift across nodes).
-    pub fn evidence(&self, test: &TestDefinition, text: &str) -> (Vec<Finding>, Versions) {
-        let w = unwrap(text);
+    pub fn evidence(&self, test: &TestDefinition, output: &str) -> (Vec<Finding>, Versions) {
+        let w = unwrap(output);
         let mut out = Vec::new();
         let mut versions = Vec::new();
         if w.host.is_empty() {
@@ -249,14 +244,14 @@ impl NodeCheck {
                         format!("the kernel log could not be read (exit {exit}): {}", tail()),
                     ));
                 } else {
-                    let since = kernel_log::window(text_of(test, "since", "24h"))
+                    let since = kernel_log::window(text(test, "since", "24h"))
                         .zip(w.at)
                         .map(|(win, at)| {
                             // `dmesg -T` and syslog stamps are local time; ISO stamps carry their zone
                             kernel_log::since(
                                 at,
                                 win,
-                                !text_of(test, "command", "dmesg -T").contains("iso"),
+                                !text(test, "command", "dmesg -T").contains("iso"),
                             )
                         });
                     let now = w.at.unwrap_or_else(chrono::Utc::now);
@@ -264,7 +259,7 @@ impl NodeCheck {
                 }
             }
             Tool::IbStat => {
-                let declared: Vec<String> = text_of(test, "adapters", "")
+                let declared: Vec<String> = text(test, "adapters", "")
                     .split(',')
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
@@ -287,10 +282,6 @@ impl NodeCheck {
         }
         (out, versions)
     }
-}
-
-fn text_of<'a>(test: &'a TestDefinition, key: &str, default: &'a str) -> &'a str {
-    text(test, key, default)
 }
 
 /// Each node's output of an iteration: `nodes/<node>/stdout.txt`, or the iteration's own `stdout.txt` (one node),
