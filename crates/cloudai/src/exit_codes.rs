@@ -37,10 +37,22 @@ pub const ALL: [(i32, &str); 6] = [
 ];
 
 /// Every environment variable cloudai reads, with what it does.
-pub const ENVIRONMENT: [(&str, &str); 13] = [
+pub const ENVIRONMENT: [(&str, &str); 16] = [
     (
         "CLOUDAI_SYSTEM_CONFIG",
         "the system TOML when --system-config is not given",
+    ),
+    (
+        "CLOUDAI_LEDGER",
+        "the fleet ledger (a SQLite file or postgres:// URL) when --ledger is not given",
+    ),
+    (
+        "XDG_DATA_HOME",
+        "where the default ledger lives (cloudai/ledger.sqlite under it)",
+    ),
+    (
+        "PGPASSWORD",
+        "the PostgreSQL ledger's password when its URL has none",
     ),
     (
         crate::config::system::SECRET_ENV,

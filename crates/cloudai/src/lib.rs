@@ -13,6 +13,7 @@ pub mod config;
 pub mod exit_codes;
 pub mod html;
 pub mod install;
+pub mod ledger;
 pub mod scenario;
 pub mod util;
 pub mod workloads;

@@ -219,10 +219,16 @@ async fn find_bad_nodes_names_the_slow_node() {
         r#"name = "unused"
 "#,
     );
+    let ledger = w.path().join("ledger.sqlite");
+    let metrics = w.path().join("cloudai.prom");
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
     cmd.current_dir(w.path())
         .args(common::FIND_BAD_NODES_NCCL)
-        .args(["--nodes", &c.nodes.join(",")]);
+        .args(["--nodes", &c.nodes.join(",")])
+        .arg("--ledger")
+        .arg(&ledger)
+        .arg("--metrics-file")
+        .arg(&metrics);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -234,6 +240,38 @@ async fn find_bad_nodes_names_the_slow_node() {
     assert_eq!(report["bad"], serde_json::json!([slow]), "{report}");
     assert_eq!(report["suspect"], serde_json::json!([]), "{report}");
     assert_eq!(report["jobs"], 4, "{report}");
+    // the ledger holds the sweep: every pair once, every node's verdict; the metrics say the slow one is bad
+    let mut l = cloudai::ledger::Ledger::open(&cloudai::ledger::Location::Sqlite(ledger)).unwrap();
+    let counts = l.counts().unwrap();
+    assert_eq!(
+        (counts["runs"], counts["pairs"], counts["node_checks"]),
+        (1, 4, 4),
+        "{counts:?}"
+    );
+    let slow_history = l
+        .history(&cloudai::ledger::query::Filter {
+            node: Some(slow.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(
+        slow_history
+            .iter()
+            .any(|h| h.kind == "check" && h.status == "bad"),
+        "{slow_history:?}"
+    );
+    assert_eq!(
+        slow_history.iter().filter(|h| h.kind == "pair").count(),
+        2,
+        "{slow_history:?}"
+    );
+    let m = std::fs::read_to_string(&metrics).unwrap();
+    assert!(
+        m.contains(&format!(
+            "cloudai_node_verdict{{node=\"{slow}\",check=\"find-bad-nodes\"}} 0"
+        )),
+        "{m}"
+    );
     // every pair ran on exactly its two nodes
     let mut checked = 0;
     for round in std::fs::read_dir(&root).unwrap().flatten() {

@@ -4,6 +4,19 @@
 
 mod common;
 
+/// Every cloudai a test starts records into this test build's own ledger, never the user's (a test of the ledger
+/// names its own with `--ledger`). Set before `main`, while the process has one thread.
+#[used]
+#[link_section = ".init_array"]
+static ISOLATE_LEDGER: extern "C" fn() = isolate_ledger;
+
+extern "C" fn isolate_ledger() {
+    std::env::set_var(
+        "CLOUDAI_LEDGER",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/test-ledger.sqlite"),
+    );
+}
+
 mod architecture;
 mod bad_input;
 mod baseline;
@@ -24,6 +37,7 @@ mod k8s_recipes;
 mod kubernetes;
 mod kubernetes_faults;
 mod launch_seam;
+mod ledger;
 mod limits;
 mod nccl_launchers;
 mod nccl_parse;

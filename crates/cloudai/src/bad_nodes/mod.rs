@@ -450,7 +450,7 @@ fn conclude(req: &Request, s: &Sweep, wide: Option<String>) -> Result<(), Failur
     let topology = fleet::topology(&s.system, req.topology_label, &s.rt)
         .map(|(source, leaf)| topology::Topology { leaf, source })
         .unwrap_or_default();
-    report::write_reports(
+    let written = report::write_reports(
         &s.root,
         report::Findings {
             test: req.test,
@@ -461,7 +461,12 @@ fn conclude(req: &Request, s: &Sweep, wide: Option<String>) -> Result<(), Failur
             cluster_wide: wide,
             checks: s.checks.clone(),
         },
-    )
+    );
+    // the verdicts as bad-nodes.json has them, whatever the exit code says of them
+    if s.root.join("bad-nodes.json").is_file() {
+        crate::ledger::record_sweep(&s.root);
+    }
+    written
 }
 
 /// Acts on the nodes judged bad, as asked: each with the evidence as its reason; nothing when too many are bad.

@@ -326,6 +326,8 @@ pub struct Grading {
     pub baseline: std::sync::Arc<Baseline>,
     pub tolerance: f64,
     pub min_size: u64,
+    /// `--baseline ledger`: each node set's own history (nodes sorted, joined by `,`), instead of one file.
+    pub by_nodes: Option<std::sync::Arc<HashMap<String, Baseline>>>,
 }
 
 impl Grading {
@@ -338,7 +340,22 @@ impl Grading {
             baseline: std::sync::Arc::new(load(path)?),
             tolerance,
             min_size,
+            by_nodes: None,
         })
+    }
+
+    /// The baseline an iteration on these nodes is graded against: the file's, or (from the ledger) the history of
+    /// the same nodes — an empty one when they have none, so every size is "not in baseline".
+    pub fn for_nodes(&self, nodes: &[String]) -> &Baseline {
+        match &self.by_nodes {
+            None => &self.baseline,
+            Some(m) => {
+                let mut n: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                n.sort_unstable();
+                n.dedup();
+                m.get(&n.join(",")).unwrap_or(&self.baseline)
+            }
+        }
     }
 }
 

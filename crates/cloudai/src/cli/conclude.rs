@@ -16,6 +16,8 @@ pub struct Conclusion<'a> {
     pub resumed: bool,
     /// Write `<root>.tgz` when an iteration did not pass.
     pub tarball: bool,
+    /// `--metrics-file`: the ledger's metrics, written after the run is recorded.
+    pub metrics_file: Option<&'a Path>,
 }
 
 /// After the engine: reports (over the whole tree when resuming), the status table, JUnit, the tarball, and the
@@ -32,6 +34,7 @@ pub fn conclude(
         grading,
         resumed,
         tarball,
+        metrics_file,
     } = c;
     let opts = crate::report::scenario::Options {
         compare: Vec::new(),
@@ -47,6 +50,10 @@ pub fn conclude(
     let known = (!resumed).then_some(&outcome.records);
     match crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts) {
         Ok(summary) => {
+            if !runner.dry_run {
+                crate::ledger::record_scenario(&runner.layout.root, &summary);
+                super::history::write_metrics_file(metrics_file);
+            }
             info!(
                 "Generated scenario report at {}",
                 runner

@@ -54,18 +54,17 @@ pub struct FindArgs {
     /// Act on no node when more than this percentage of the checked nodes is judged bad
     #[arg(long, value_name = "PERCENT", default_value_t = 25.0, value_parser = parse_percent)]
     max_act_fraction: f64,
+    /// After the sweep, write the ledger's metrics here atomically (OpenMetrics text, for node_exporter's textfile
+    /// collector)
+    #[arg(long, value_name = "PATH")]
+    metrics_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     grading: super::BaselineArgs,
 }
 
 pub fn find(args: &FindArgs) -> Result<(), Failure> {
-    let baseline = match args.grading.load() {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(e.into());
-        }
-    };
-    bad_nodes::run(&Request {
+    let baseline = args.grading.load()?;
+    let swept = bad_nodes::run(&Request {
         system: args.system_config.as_deref(),
         tests_dir: &args.tests_dir,
         test: &args.test,
@@ -84,7 +83,11 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
         repeat: args.repeat as usize,
         topology_label: args.topology_label.as_deref(),
         checks: args.checks.clone().map(|c| c.0).unwrap_or_default(),
-    })
+    });
+    if !args.dry_run {
+        super::history::write_metrics_file(args.metrics_file.as_deref());
+    }
+    swept
 }
 
 /// A bandwidth in GB/s: a finite number above 0.

@@ -4,6 +4,7 @@ mod baseline;
 mod conclude;
 mod dse;
 mod find_bad_nodes;
+mod history;
 mod install;
 mod list;
 mod report;
@@ -41,6 +42,19 @@ pub struct Cli {
     /// Colour on the console: auto (a terminal, unless NO_COLOR is set), always or never
     #[arg(long, value_enum, default_value = "auto", global = true)]
     color: crate::util::color::When,
+    /// The fleet ledger every graded run is recorded in: a SQLite file or a postgres:// URL (its password from
+    /// the URL or PGPASSWORD, never printed) [default: $XDG_DATA_HOME/cloudai/ledger.sqlite]
+    #[arg(
+        long,
+        global = true,
+        env = "CLOUDAI_LEDGER",
+        value_name = "PATH|URL",
+        hide_env_values = true
+    )]
+    ledger: Option<String>,
+    /// Record nothing in the ledger (wins over --ledger and CLOUDAI_LEDGER)
+    #[arg(long, global = true)]
+    no_ledger: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -115,6 +129,8 @@ enum Command {
     Resume(resume::ResumeArgs),
     /// Every iteration of a results tree: state, job, nodes, elapsed, pending reason (one scheduler query)
     Status(status::StatusArgs),
+    /// The fleet ledger: import results trees, a node's or test's history, trends, drift, metrics
+    History(history::HistoryCmd),
     /// Print a shell completion script (bash: `source <(cloudai completions bash)`)
     Completions {
         #[arg(value_enum)]
@@ -164,6 +180,10 @@ pub struct RunArgs {
     /// Do not write `<results dir>.tgz` (written, as CloudAI does, when a test did not pass)
     #[arg(long)]
     no_tarball: bool,
+    /// After the run, write the ledger's metrics here atomically (OpenMetrics text, for node_exporter's textfile
+    /// collector)
+    #[arg(long, value_name = "PATH")]
+    metrics_file: Option<PathBuf>,
     /// Resume this results tree instead of starting a new run (the same as `cloudai resume DIR`)
     #[arg(long, value_name = "RESULTS_DIR", conflicts_with_all = ["test_scenario", "system_config", "tests_dir", "hook_dir"])]
     resume: Option<PathBuf>,
@@ -172,8 +192,9 @@ pub struct RunArgs {
 /// Grading against a baseline (`cloudai baseline create`).
 #[derive(Args, Debug, Clone)]
 pub struct BaselineArgs {
-    /// Fail iterations whose busbw falls below this baseline file by more than --tolerance
-    #[arg(long, value_name = "FILE")]
+    /// Fail iterations whose busbw falls below this baseline file by more than --tolerance; `ledger`: below the
+    /// same nodes' own history in the ledger (the median of their passed runs of the last 90 days)
+    #[arg(long, value_name = "FILE|ledger")]
     baseline: Option<PathBuf>,
     /// Allowed busbw drop per size, in percent (baseline and --compare)
     #[arg(long, default_value_t = 5.0, value_parser = parse_pct)]
@@ -184,13 +205,21 @@ pub struct BaselineArgs {
 }
 
 impl BaselineArgs {
-    fn load(&self) -> Result<Option<crate::baseline::Grading>, crate::config::ConfigErrors> {
-        self.baseline
-            .as_deref()
-            .map(|p| {
+    fn load(&self) -> Result<Option<crate::baseline::Grading>, Failure> {
+        match self.baseline.as_deref() {
+            // each node set's own history in the ledger (a file named `ledger`: `./ledger`)
+            Some(p) if p == std::path::Path::new("ledger") => {
+                crate::ledger::baseline::grading(self.tolerance / 100.0, self.baseline_min_size)
+                    .map(Some)
+                    .map_err(Failure::Error)
+            }
+            Some(p) => {
                 crate::baseline::Grading::load(p, self.tolerance / 100.0, self.baseline_min_size)
-            })
-            .transpose()
+                    .map(Some)
+                    .map_err(Failure::from)
+            }
+            None => Ok(None),
+        }
     }
 }
 
@@ -233,6 +262,10 @@ pub fn main() -> i32 {
         }
     };
     crate::util::color::init(cli.color);
+    crate::ledger::set_location(crate::ledger::Location::resolve(
+        cli.ledger.as_deref(),
+        cli.no_ledger,
+    ));
     // hundreds of tests at once hold hundreds of descriptors: take what the hard limit allows
     crate::util::fds::raise_limit();
     match cli.command {
@@ -256,7 +289,10 @@ pub fn main() -> i32 {
         },
         command => {
             // read-only commands never touch the working directory's log (a live run's may be there)
-            let read_only = matches!(command, Command::Status(_) | Command::VerifyConfigs(_));
+            let read_only = matches!(
+                command,
+                Command::Status(_) | Command::VerifyConfigs(_) | Command::History(_)
+            );
             let log_file = match (&cli.log_file, read_only) {
                 (Some(f), _) => Some(f.clone()),
                 (None, false) => Some(PathBuf::from("debug.log")),
@@ -285,6 +321,7 @@ pub fn main() -> i32 {
                 Command::Install(args) => install::install(&args, false),
                 Command::Uninstall(args) => install::install(&args, true),
                 Command::Status(args) => status::status(&args),
+                Command::History(args) => history::history(&args),
                 Command::List(_) | Command::Completions { .. } | Command::Man => unreachable!(),
             };
             // the one place a command's failure is printed and becomes the exit code

@@ -168,12 +168,7 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
         }
         None => Default::default(),
     };
-    let grading = match args.baseline.load() {
-        Ok(g) => g,
-        Err(e) => {
-            return Err(e.into());
-        }
-    };
+    let grading = args.baseline.load()?;
     let opts = Options {
         compare: args.compare.clone(),
         tolerance: args.baseline.tolerance / 100.0,
@@ -187,6 +182,7 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {
+            crate::ledger::record_scenario(&args.result_dir, &summary);
             info!(
                 "Generated scenario report at {}",
                 args.result_dir

@@ -340,6 +340,7 @@ fn resume_locked(
             grading,
             resumed: true,
             tarball: true,
+            metrics_file: None,
         },
     ))
 }

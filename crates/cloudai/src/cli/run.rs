@@ -134,6 +134,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
             grading,
             resumed: false,
             tarball: !args.no_tarball,
+            metrics_file: args.metrics_file.as_deref(),
         },
     );
     crate::results::state::unlock(&runner.layout.root);

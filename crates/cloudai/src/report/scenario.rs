@@ -374,7 +374,19 @@ fn entry(
         .as_ref()
         .filter(|_| !points.is_empty())
         .map(|g| {
-            g.baseline
+            // the hosts the output names, else the allocation (a ledger baseline is each node set's own)
+            let hosts: Vec<String> = report
+                .as_ref()
+                .and_then(|r| r.metrics.get("hosts"))
+                .and_then(|h| h.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .filter(|v: &Vec<String>| !v.is_empty())
+                .unwrap_or_else(|| record.nodes.clone());
+            g.for_nodes(&hosts)
                 .check(&record.template, &points, g.tolerance, g.min_size)
         });
     if let Some(c) = &check {

@@ -308,6 +308,24 @@ impl Workload for NcclTest {
         metrics.insert("rows".into(), m.rows.into());
         metrics.insert("ranks".into(), m.ranks.into());
         metrics.insert("nodes".into(), m.nodes.into());
+        // what the ledger keeps beside the numbers: the GPU, the hosts the ranks ran on, the versions shown
+        let (gpu, _, _) = report::device_facts(&out);
+        if !gpu.is_empty() {
+            metrics.insert("gpu".into(), gpu.into());
+        }
+        if let Some(run) = out.runs.iter().find(|r| !r.ranks.is_empty()) {
+            let mut hosts: Vec<&str> = run.ranks.iter().map(|r| r.host.as_str()).collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            metrics.insert("hosts".into(), hosts.into());
+        }
+        if let Some(v) = out.runs.iter().find_map(|r| r.version.as_deref()) {
+            let (tests, lib) = v.split_once(", NCCL ").unwrap_or((v, ""));
+            metrics.insert("nccl_tests_version".into(), tests.into());
+            if !lib.is_empty() {
+                metrics.insert("nccl_version".into(), lib.into());
+            }
+        }
         let curve = out
             .runs
             .iter()
