@@ -14,6 +14,7 @@ pub mod exit_codes;
 pub mod html;
 pub mod install;
 pub mod ledger;
+pub mod quarantine;
 pub mod scenario;
 pub mod util;
 pub mod workloads;

@@ -12,7 +12,7 @@ use common::slurm::{cloudai_run, slurm_work};
 use common::{record, stdout_of, t, Work};
 
 /// These tests change node states and fill the cluster: each has it alone.
-fn lock() -> common::slurm::Alone {
+pub(crate) fn lock() -> common::slurm::Alone {
     common::slurm::alone()
 }
 
@@ -22,7 +22,7 @@ fn scontrol(args: &[&str]) {
 
 /// Puts a node back in service whatever happened to the test, and waits until it answers again (the next test
 /// must find all four nodes usable).
-struct Resume(&'static str);
+pub(crate) struct Resume(pub(crate) &'static str);
 impl Drop for Resume {
     fn drop(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -465,7 +465,10 @@ fn find_bad_nodes_where(check: &str) -> (i32, String, serde_json::Value, Work) {
 }
 
 /// As [`find_bad_nodes_where`], with more arguments.
-fn find_bad_nodes_with(check: &str, extra: &[&str]) -> (i32, String, serde_json::Value, Work) {
+pub(crate) fn find_bad_nodes_with(
+    check: &str,
+    extra: &[&str],
+) -> (i32, String, serde_json::Value, Work) {
     find_bad_nodes_on(common::slurm::SYSTEM, "node[001-004]", check, extra)
 }
 
@@ -480,7 +483,7 @@ fn find_bad_nodes_on(
 }
 
 /// As [`find_bad_nodes_on`], with more stand-in programs in the work directory's `bin/` (name, script).
-fn find_bad_nodes_full(
+pub(crate) fn find_bad_nodes_full(
     system: &str,
     nodes: &str,
     check: &str,
@@ -526,10 +529,13 @@ if {check}; then {}; else {}; fi
         .unwrap();
     let text = stdout_of(&out);
     let root = w.results_root();
-    let report: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(root.join("bad-nodes.json")).unwrap_or_else(|e| panic!("{e}: {text}")),
-    )
-    .unwrap();
+    // a requalification writes requalify.json instead
+    let file = ["bad-nodes.json", "requalify.json"]
+        .iter()
+        .map(|f| root.join(f))
+        .find(|f| f.exists())
+        .unwrap_or_else(|| panic!("no bad-nodes.json in {}: {text}", root.display()));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
     (out.status.code().unwrap_or(-1), text, report, w)
 }
 
@@ -789,7 +795,7 @@ fn find_bad_nodes_dry_run_writes_the_plan_and_round_one_scripts_and_submits_noth
     assert_eq!(before, after, "a job was submitted");
 }
 
-fn node_state(node: &str) -> (String, String) {
+pub(crate) fn node_state(node: &str) -> (String, String) {
     let o = Command::new("sinfo")
         .args(["-h", "-N", "-n", node, "-o", "%t|%E"])
         .output()
@@ -815,7 +821,9 @@ fn find_bad_nodes_drains_only_the_bad_node_and_the_undo_works() {
     assert_eq!(actions[0]["ok"], true, "{report}");
     let (st, reason) = node_state("node003");
     assert!(st.starts_with("drain") || st.starts_with("drng"), "{st}");
-    assert!(reason.starts_with("cloudai: find-bad-nodes"), "{reason}");
+    // our mark: the run that drained it, then the evidence
+    assert!(reason.starts_with("cloudai:find-bad-nodes_"), "{reason}");
+    assert!(reason.contains("find-bad-nodes: node003"), "{reason}");
     for other in ["node001", "node002", "node004"] {
         let (st, _) = node_state(other);
         assert!(!st.starts_with("dr"), "{other} is {st}");

@@ -43,6 +43,7 @@ mod nccl_launchers;
 mod nccl_parse;
 mod node_health;
 mod plain_clone;
+mod quarantine;
 mod readme;
 mod reports;
 mod resume;

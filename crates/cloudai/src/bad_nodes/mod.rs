@@ -13,20 +13,19 @@
 
 pub mod act;
 pub mod evidence;
+pub mod hold;
 pub mod plan;
 mod report;
+pub mod requalify;
+mod round;
 pub mod sim;
 pub mod topology;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::baseline::Grading;
 use crate::exit_codes::Failure;
-use crate::report::scenario::{generate, Options, Peaks};
 use crate::results::{Layout, Status};
-use crate::runner::Runner;
-use crate::scenario::{self, Inputs};
 use crate::systems::fleet;
 use crate::{error, info, warn};
 use plan::{Evidence, Plan, Verdict};
@@ -64,6 +63,27 @@ fn round_scenario(round: usize, test: &str, pairs: &[[String; 2]]) -> String {
         ));
     }
     s
+}
+
+/// A new results tree `<output>/<name>_<timestamp>` (`--output-dir`, else the system's output path).
+fn results_root(
+    req: &Request,
+    sys: &crate::config::system::SystemConfig,
+    name: &str,
+) -> Result<std::path::PathBuf, Failure> {
+    let output = req
+        .output_dir
+        .map(Path::to_path_buf)
+        .unwrap_or(sys.output_path.clone());
+    Ok(std::path::absolute(&output)
+        .and_then(|o| Layout::create(&o, name, chrono::Local::now()))
+        .map_err(|e| {
+            format!(
+                "Cannot create a results directory in {}: {e}",
+                output.display()
+            )
+        })?
+        .root)
 }
 
 /// The test the pairs run: it must exist in the tests directory and be an NcclTest.
@@ -200,19 +220,7 @@ fn prepare(req: &Request) -> Result<Sweep, Failure> {
     }
     // the test is checked before anything is created: a typo must not leave an empty results tree behind
     check_test(req.tests_dir, req.test)?;
-    let output = req
-        .output_dir
-        .map(Path::to_path_buf)
-        .unwrap_or(system.output_path.clone());
-    let root = std::path::absolute(&output)
-        .and_then(|o| Layout::create(&o, "find-bad-nodes", chrono::Local::now()))
-        .map_err(|e| {
-            format!(
-                "Cannot create a results directory in {}: {e}",
-                output.display()
-            )
-        })?
-        .root;
+    let root = results_root(req, &system, "find-bad-nodes")?;
     // evidence first: nodes a check condemns spend no pair
     let mut condemned = std::collections::BTreeMap::new();
     let mut checks = std::collections::BTreeMap::new();
@@ -266,74 +274,11 @@ fn rounds(req: &Request, s: &mut Sweep) -> Result<Next, Failure> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let scen = root.join(format!("round-{round}.toml"));
-        crate::util::fsx::write_atomic(&scen, round_scenario(round, req.test, &pairs).as_bytes())
-            .map_err(|e| format!("Cannot write {}: {e}", scen.display()))?;
-        let survey = |s: &mut crate::config::system::SystemConfig| {
-            crate::systems::survey::survey(s, req.dry_run)
-        };
-        let inputs = Inputs {
-            system: req.system,
-            tests_dir: Some(req.tests_dir),
-            scenario: &scen,
-            hook_dir: None,
-            survey: Some(&survey),
-        };
-        let (sys_cfg, scenario) = scenario::load_all(&inputs)?;
-        if let Some(r) = scenario
-            .test_runs
-            .iter()
-            .find(|r| r.test.test_template_name != "NcclTest")
-        {
-            return Err(Failure::Error(format!(
-                "find-bad-nodes grades bus bandwidth: test '{}' is a {} test, not NcclTest",
-                req.test, r.test.test_template_name
-            )));
-        }
-        let sys_cfg = Arc::new(sys_cfg);
-        // each round's engine starts as `run`'s does: built, checked, connected (on its own runtime)
-        let started = crate::runner::start::start(&sys_cfg, &scenario, req.dry_run)?;
-        let layout = Layout {
-            root: root.join(format!("round-{round}")),
-            step: None,
-        };
-        let runner = Runner::new(started.system, scenario, layout);
-        let outcome = started.rt.block_on(runner.run());
-        if req.dry_run {
+        let Some(summary) = round::run(req, &root, &format!("round-{round}"), round, &pairs, None)?
+        else {
             report::write_plan(&root, req.test, plan, &pairs)?;
             return Ok(Next::Planned);
-        }
-        if !outcome.leftovers.is_empty() {
-            return Err(Failure::Outcome(crate::results::record::report_leftovers(
-                &root,
-                &outcome.leftovers,
-            )));
-        }
-        if outcome.interrupted {
-            warn!(
-                "Interrupted: every submitted job was cancelled; partial results in {}",
-                root.display()
-            );
-            return Err(Failure::Outcome(crate::exit_codes::INTERRUPTED));
-        }
-        let opts = Options {
-            compare: Vec::new(),
-            tolerance: req.tolerance,
-            regrade: false,
-            summary: true,
-            dry_run: false,
-            baseline: req.baseline.clone(),
-            peaks: Peaks::of(&sys_cfg),
-            per_test: true,
-            fabric: None,
         };
-        let summary =
-            generate(&runner.layout.root, Some(&outcome.records), &opts).map_err(|e| {
-                format!(
-                    "Cannot write the round's report in {}: {e}",
-                    runner.layout.root.display()
-                )
-            })?;
         if reference.is_none() && req.baseline.is_none() && round == 1 {
             // the fastest pair of round 1: slow pairs stand out against it, however many they are
             if let Some((fast, bar)) = fast_end(&summary, req.tolerance) {
@@ -446,7 +391,7 @@ fn conclude(req: &Request, s: &Sweep, wide: Option<String>) -> Result<(), Failur
             req.tolerance * 100.0
         ),
     };
-    let acted = act_on(req.act, &s.system, &s.plan, wide.as_deref(), &s.rt);
+    let acted = act_on(req.act, &s.system, &s.plan, wide.as_deref(), &s.rt, &s.root);
     let topology = fleet::topology(&s.system, req.topology_label, &s.rt)
         .map(|(source, leaf)| topology::Topology { leaf, source })
         .unwrap_or_default();
@@ -476,6 +421,7 @@ fn act_on(
     plan: &Plan,
     wide: Option<&str>,
     rt: &tokio::runtime::Runtime,
+    root: &Path,
 ) -> (Vec<act::Action>, Option<String>) {
     if !w.any() {
         return (Vec::new(), None);
@@ -512,9 +458,73 @@ fn act_on(
     if bad.is_empty() {
         return (Vec::new(), None);
     }
-    if let Some(r) = act::refusal(bad.len(), plan.nodes().len(), w.max_fraction) {
+    // Slurm with the ledger: quarantine, owned and durable; the nodes already held count against the guard
+    let kept =
+        crate::ledger::location() != crate::ledger::Location::Off && fleet::quarantines(w, sys);
+    let held: Vec<String> = if kept {
+        match crate::bad_nodes::hold::held(sys) {
+            Ok(h) => h
+                .into_iter()
+                .map(|r| r.node)
+                .filter(|n| !bad.iter().any(|(b, _)| b == n))
+                .collect(),
+            Err(e) => {
+                let r = format!("nothing drained: cannot read what cloudai already holds ({e})");
+                error!("{r}");
+                return (Vec::new(), Some(r));
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    if let Some(r) = act::refusal(
+        bad.len() + held.len(),
+        plan.nodes().len() + held.len(),
+        w.max_fraction,
+    ) {
+        let r = if held.is_empty() {
+            r
+        } else {
+            format!(
+                "{r} ({} already held by cloudai: {})",
+                held.len(),
+                held.join(", ")
+            )
+        };
         error!("{r}");
         return (Vec::new(), Some(r));
+    }
+    if kept {
+        let run = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return match crate::bad_nodes::hold::with(sys, false, |q| q.take_out(&run, &bad)) {
+            Ok(outs) => {
+                let verb = if w.drain { "drain" } else { "cordon" };
+                let mut actions = crate::bad_nodes::hold::as_actions(sys, verb, outs);
+                if w.label {
+                    let label_only = act::Wanted {
+                        cordon: false,
+                        drain: false,
+                        ..w
+                    };
+                    actions.extend(crate::systems::fleet::take_out(label_only, sys, &bad, rt));
+                }
+                (actions, None)
+            }
+            Err(e) => {
+                let r = format!("nothing drained: {e}");
+                error!("{r}");
+                (Vec::new(), Some(r))
+            }
+        };
+    }
+    if w.drain || w.cordon {
+        warn!(
+            "The ledger is off: the nodes are marked as cloudai's, but no quarantine state is kept (`cloudai \
+             quarantine` cannot see them)"
+        );
     }
     (crate::systems::fleet::take_out(w, sys, &bad, rt), None)
 }

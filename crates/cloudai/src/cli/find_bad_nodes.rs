@@ -54,6 +54,16 @@ pub struct FindArgs {
     /// Act on no node when more than this percentage of the checked nodes is judged bad
     #[arg(long, value_name = "PERCENT", default_value_t = 25.0, value_parser = parse_percent)]
     max_act_fraction: f64,
+    /// Re-test the nodes cloudai quarantined (Slurm: inside a maintenance reservation, each with a partner in
+    /// service): K passes in a row release a node, a fail drains it again with the new evidence
+    #[arg(long, conflicts_with_all = ["drain", "cordon", "label"])]
+    requalify: bool,
+    /// --requalify: passes in a row that release a node
+    #[arg(long, value_name = "K", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
+    passes: u32,
+    /// --requalify: failed requalifications after which a node is escalated (kept out for a person)
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_attempts: u32,
     /// After the sweep, write the ledger's metrics here atomically (OpenMetrics text, for node_exporter's textfile
     /// collector)
     #[arg(long, value_name = "PATH")]
@@ -64,7 +74,7 @@ pub struct FindArgs {
 
 pub fn find(args: &FindArgs) -> Result<(), Failure> {
     let baseline = args.grading.load()?;
-    let swept = bad_nodes::run(&Request {
+    let req = Request {
         system: args.system_config.as_deref(),
         tests_dir: &args.tests_dir,
         test: &args.test,
@@ -83,7 +93,18 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
         repeat: args.repeat as usize,
         topology_label: args.topology_label.as_deref(),
         checks: args.checks.clone().map(|c| c.0).unwrap_or_default(),
-    });
+    };
+    let swept = if args.requalify {
+        bad_nodes::requalify::run(
+            &req,
+            bad_nodes::requalify::Rules {
+                passes: args.passes,
+                max_attempts: args.max_attempts,
+            },
+        )
+    } else {
+        bad_nodes::run(&req)
+    };
     if !args.dry_run {
         super::history::write_metrics_file(args.metrics_file.as_deref());
     }

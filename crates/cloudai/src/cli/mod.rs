@@ -7,6 +7,7 @@ mod find_bad_nodes;
 mod history;
 mod install;
 mod list;
+mod quarantine;
 mod report;
 mod resume;
 mod run;
@@ -131,6 +132,8 @@ enum Command {
     Status(status::StatusArgs),
     /// The fleet ledger: import results trees, a node's or test's history, trends, drift, metrics
     History(history::HistoryCmd),
+    /// The nodes cloudai holds out of service (and those others hold); give ours back
+    Quarantine(quarantine::QuarantineCmd),
     /// Print a shell completion script (bash: `source <(cloudai completions bash)`)
     Completions {
         #[arg(value_enum)]
@@ -322,6 +325,7 @@ pub fn main() -> i32 {
                 Command::Uninstall(args) => install::install(&args, true),
                 Command::Status(args) => status::status(&args),
                 Command::History(args) => history::history(&args),
+                Command::Quarantine(args) => quarantine::quarantine(&args),
                 Command::List(_) | Command::Completions { .. } | Command::Man => unreachable!(),
             };
             // the one place a command's failure is printed and becomes the exit code

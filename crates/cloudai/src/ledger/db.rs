@@ -100,8 +100,11 @@ impl Sqlite {
         let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
         conn.busy_timeout(Duration::from_secs(60))
             .map_err(|e| e.to_string())?;
-        // WAL: readers never wait for a writer, a kill -9 mid-write loses the unfinished transaction only
-        conn.pragma_update(None, "journal_mode", "WAL")
+        // WAL: readers never wait for a writer, a kill -9 mid-write loses the unfinished transaction only. WAL
+        // needs shared memory between the processes, which a network file system (an NFS home on a login node)
+        // does not give: there the rollback journal, which SQLite supports over such file systems
+        let mode = if on_network_fs(path) { "DELETE" } else { "WAL" };
+        conn.pragma_update(None, "journal_mode", mode)
             .map_err(|e| e.to_string())?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(|e| e.to_string())?;
@@ -113,6 +116,35 @@ impl Sqlite {
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Sqlite { conn })
     }
+}
+
+/// Whether the file's directory is on a network or cluster file system (NFS, SMB/CIFS, Lustre, GPFS, BeeGFS over
+/// FUSE, …), from `statfs`'s magic number.
+fn on_network_fs(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a zeroed statfs the call fills
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    const NETWORK: [i64; 8] = [
+        0x6969,      // NFS
+        0x517B,      // SMB
+        0xFF53_4D42, // CIFS
+        0xFE53_4D42, // SMB2
+        0x0BD0_0BD0, // Lustre
+        0x4750_4653, // GPFS
+        0x6573_5546, // FUSE (BeeGFS, sshfs, …)
+        0x0102_1997, // 9p (v9fs)
+    ];
+    NETWORK.contains(&(st.f_type as i64))
 }
 
 impl rusqlite::ToSql for Val {

@@ -10,6 +10,7 @@ pub mod db;
 pub mod drift;
 pub mod metrics;
 pub mod page;
+pub mod quarantine;
 pub mod query;
 pub mod rows;
 pub mod schema;
@@ -279,21 +280,7 @@ impl Ledger {
                 )?;
             }
             for (node, status, detail) in &it.node_checks {
-                let nid = self.name_id(node)?;
-                let cid = self.name_id(&it.template)?;
-                self.db.exec(
-                    "INSERT INTO node_checks (run_id, node_id, check_id, status, detail, at, bucket) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    &[
-                        id.into(),
-                        nid.into(),
-                        cid.into(),
-                        status.as_str().into(),
-                        detail.as_str().into(),
-                        it.at.into(),
-                        schema::bucket(it.at).into(),
-                    ],
-                )?;
+                self.node_check(id, node, &it.template, status, detail, it.at)?;
             }
         }
         for p in &run.pairs {
@@ -319,23 +306,39 @@ impl Ledger {
             )?;
         }
         for c in &run.node_checks {
-            let nid = self.name_id(&c.node)?;
-            let cid = self.name_id(&c.check)?;
-            self.db.exec(
+            self.node_check(id, &c.node, &c.check, &c.status, &c.detail, run.at)?;
+        }
+        Ok(gone == 0)
+    }
+}
+
+impl Ledger {
+    /// One node's verdict of one check.
+    fn node_check(
+        &mut self,
+        run: i64,
+        node: &str,
+        check: &str,
+        status: &str,
+        detail: &str,
+        at: i64,
+    ) -> Result<(), String> {
+        let (nid, cid) = (self.name_id(node)?, self.name_id(check)?);
+        self.db
+            .exec(
                 "INSERT INTO node_checks (run_id, node_id, check_id, status, detail, at, bucket) \
                  VALUES (?, ?, ?, ?, ?, ?, ?)",
                 &[
-                    id.into(),
+                    run.into(),
                     nid.into(),
                     cid.into(),
-                    c.status.as_str().into(),
-                    c.detail.as_str().into(),
-                    run.at.into(),
-                    schema::bucket(run.at).into(),
+                    status.into(),
+                    detail.into(),
+                    at.into(),
+                    schema::bucket(at).into(),
                 ],
-            )?;
-        }
-        Ok(gone == 0)
+            )
+            .map(|_| ())
     }
 }
 

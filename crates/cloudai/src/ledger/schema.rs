@@ -10,6 +10,7 @@
 //!   nodes it ran on; `sizes` its numbers per message size.
 //! - `pairs`: find-bad-nodes' pair results (v2); `node_checks`: a node's verdict per check (find-bad-nodes' verdicts,
 //!   node evidence) (v2).
+//! - `quarantine`, `quarantine_log`: the nodes cloudai holds out of service and every action on them (v3).
 
 use super::db::{Db, Dialect};
 
@@ -21,10 +22,10 @@ pub fn bucket(at: i64) -> i64 {
 }
 
 /// The schema this cloudai writes.
-pub const CURRENT: i64 = 2;
+pub const CURRENT: i64 = 3;
 
 /// Each version's statements, in order.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     // v1: runs and their iterations
     "CREATE TABLE names (id {pk}, name TEXT NOT NULL UNIQUE);
      CREATE TABLE runs (id {pk}, uid TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, scenario TEXT NOT NULL,
@@ -56,6 +57,14 @@ const MIGRATIONS: [&str; 2] = [
          node_id BIGINT NOT NULL, check_id BIGINT NOT NULL, status TEXT NOT NULL, detail TEXT NOT NULL,
          at BIGINT NOT NULL, bucket BIGINT NOT NULL);
      CREATE INDEX node_checks_node ON node_checks (bucket, node_id, at);",
+    // v3: quarantine — each node cloudai holds, per system, and every action written before it is done
+    "CREATE TABLE quarantine (system TEXT NOT NULL, node TEXT NOT NULL, state TEXT NOT NULL, tag TEXT NOT NULL,
+         reason TEXT NOT NULL, run TEXT NOT NULL, since BIGINT NOT NULL, attempts BIGINT NOT NULL,
+         passes BIGINT NOT NULL, evidence TEXT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (system, node));
+     CREATE TABLE quarantine_log (id {pk}, system TEXT NOT NULL, node TEXT NOT NULL, at BIGINT NOT NULL,
+         action TEXT NOT NULL, tag TEXT NOT NULL, to_state TEXT NOT NULL, record TEXT NOT NULL, done BIGINT NOT NULL,
+         outcome TEXT NOT NULL);
+     CREATE INDEX quarantine_log_pending ON quarantine_log (system, done);",
 ];
 
 fn dialected(sql: &str, d: Dialect) -> String {

@@ -52,32 +52,7 @@ pub struct Action {
     pub error: String,
 }
 
-/// The taint (and label) key cloudai puts on a node it judged bad.
-pub const TAINT_KEY: &str = "cloudai.io/bad-node";
-
-/// A label value (≤ 63 characters of `[A-Za-z0-9._-]`, alphanumeric at both ends) that says why.
-pub fn label_value(reason: &str) -> String {
-    let mut v: String = reason
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    while v.contains("--") {
-        v = v.replace("--", "-");
-    }
-    let v: String = v.chars().take(63).collect();
-    let v = v.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    if v.is_empty() {
-        "bad".into()
-    } else {
-        v.to_string()
-    }
-}
+pub use crate::quarantine::{label_value, TAINT_KEY};
 
 /// Why `--drain`/`--cordon`/`--label` cannot be done on this scheduler.
 pub fn refused(w: Wanted, sys: &SystemConfig) -> Option<String> {
@@ -304,4 +279,98 @@ fn slurm_drain(nodes: &[(String, String)]) -> Vec<Action> {
             }
         })
         .collect()
+}
+
+/// Whether the asked action is a quarantine on this system, kept in the ledger: Slurm's `--drain`, Kubernetes'
+/// `--cordon`.
+pub fn quarantines(w: Wanted, sys: &SystemConfig) -> bool {
+    match sys.kind {
+        SystemKind::Slurm(_) => w.drain,
+        SystemKind::Kubernetes(_) => w.cordon,
+        _ => false,
+    }
+}
+
+/// The scheduler side of quarantine: Slurm's drains, Kubernetes' cordons, taints and annotations.
+pub fn quarantine_scheduler(
+    sys: &SystemConfig,
+) -> Result<Box<dyn crate::quarantine::Scheduler + Send>, String> {
+    match &sys.kind {
+        SystemKind::Slurm(_) => Ok(Box::new(crate::systems::slurm::quarantine::Slurm)),
+        SystemKind::Kubernetes(k) => Ok(Box::new(
+            crate::systems::kubernetes::quarantine::Kube::new(k.clone())?,
+        )),
+        other => Err(format!(
+            "quarantine state is kept for Slurm and Kubernetes systems; {} offers no way to take a node out of \
+             service",
+            other.scheduler()
+        )),
+    }
+}
+
+/// What keeps users off the nodes a requalification tests: Slurm's maintenance reservation (deleted when dropped),
+/// or on Kubernetes cloudai's own NoSchedule taint, which only the test's pods tolerate.
+pub struct Window {
+    reservation: Option<crate::systems::slurm::quarantine::Reservation>,
+    tolerate: bool,
+}
+
+impl Window {
+    /// Refuses a system that keeps no quarantine; on Slurm, removes what killed cloudai's of this host left.
+    pub fn check(sys: &SystemConfig) -> Result<(), String> {
+        match sys.kind {
+            SystemKind::Slurm(_) => {
+                crate::systems::slurm::quarantine::clean_stale();
+                Ok(())
+            }
+            SystemKind::Kubernetes(_) => Ok(()),
+            _ => Err(format!(
+                "--requalify runs on Slurm and Kubernetes (where cloudai keeps quarantine state); {} offers no way \
+                 to take a node out of service",
+                sys.kind.scheduler()
+            )),
+        }
+    }
+
+    /// Opens the window on the nodes (the ones to test and their partners).
+    pub fn open(sys: &SystemConfig, nodes: &[String]) -> Result<Window, String> {
+        Ok(match sys.kind {
+            SystemKind::Slurm(_) => {
+                let r = crate::systems::slurm::quarantine::Reservation::create(nodes)
+                    .map_err(|e| format!("Cannot create the maintenance reservation: {e}"))?;
+                info!("Maintenance reservation {} on {}", r.name, nodes.join(","));
+                Window {
+                    reservation: Some(r),
+                    tolerate: false,
+                }
+            }
+            _ => Window {
+                reservation: None,
+                tolerate: true,
+            },
+        })
+    }
+
+    /// A round's system inside the window: its jobs in the reservation, its pods tolerating the taint.
+    pub fn fit(&self, s: &mut SystemConfig) {
+        match &mut s.kind {
+            SystemKind::Slurm(slurm) => {
+                if let Some(r) = &self.reservation {
+                    slurm
+                        .extra_sbatch_args
+                        .push(format!("--reservation={}", r.name));
+                }
+            }
+            SystemKind::Kubernetes(k) if self.tolerate => {
+                k.pods.tolerations.push(crate::config::pods::Toleration {
+                    key: Some(TAINT_KEY.into()),
+                    operator: "Exists".into(),
+                    value: None,
+                    effect: Some("NoSchedule".into()),
+                    seconds: None,
+                });
+            }
+            _ => {}
+        }
+    }
 }

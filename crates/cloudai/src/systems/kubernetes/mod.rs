@@ -14,6 +14,7 @@ pub mod nodes;
 mod observe;
 mod ops;
 pub mod plan;
+pub mod quarantine;
 pub mod state;
 pub mod survey;
 

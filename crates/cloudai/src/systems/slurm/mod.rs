@@ -2,7 +2,8 @@
 //! call per poll for all our jobs (then `sacct` for the final state), cancelled with `scancel`.
 
 mod foreign;
-mod nodes;
+pub mod nodes;
+pub mod quarantine;
 pub mod script;
 mod single;
 mod state;

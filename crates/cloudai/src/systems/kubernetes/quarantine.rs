@@ -1,0 +1,259 @@
+//! Quarantine on Kubernetes: a cordon with cloudai's taint and the annotation `cloudai.io/quarantined-by` (our mark,
+//! the run and why) and `cloudai.io/quarantined-at`; given back (uncordon, our taint and annotations removed) only
+//! while the annotation is still our mark. Every write carries the `resourceVersion` read just before it: a
+//! concurrent change by someone else makes ours fail (409), and theirs stands.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use super::client;
+use crate::config::system::KubernetesConfig;
+use crate::quarantine::{label_value, Action, Scheduler, Seen, TAINT_KEY};
+
+pub const ANNOTATION: &str = "cloudai.io/quarantined-by";
+pub const AT_ANNOTATION: &str = "cloudai.io/quarantined-at";
+
+/// The cluster a Kubernetes system names, with a runtime of its own (quarantine runs off cloudai's).
+pub struct Kube {
+    pub cfg: KubernetesConfig,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Kube {
+    pub fn new(cfg: KubernetesConfig) -> Result<Kube, String> {
+        Ok(Kube {
+            cfg,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("Cannot start the async runtime: {e}"))?,
+        })
+    }
+
+    async fn api(&self) -> Result<kube::Api<Node>, String> {
+        let (c, _) = client::connect(&self.cfg.kube_config_path).await?;
+        Ok(kube::Api::all(c))
+    }
+
+    /// The node a test names by its `kubernetes.io/hostname` (its name when no node carries that label).
+    async fn node(&self, api: &kube::Api<Node>, host: &str) -> Result<Node, String> {
+        let by_label = api
+            .list(&ListParams::default().labels(&format!("kubernetes.io/hostname={host}")))
+            .await
+            .map_err(|e| format!("cannot list the nodes: {}", client::describe(&e)))?;
+        match by_label.items.into_iter().next() {
+            Some(n) => Ok(n),
+            None => api
+                .get(host)
+                .await
+                .map_err(|e| format!("cannot read node {host}: {}", client::describe(&e))),
+        }
+    }
+
+    /// Patches the node with our changes, valid only at `rv` (the version read).
+    pub fn patch_at(&self, name: &str, rv: &str, patch: Value) -> Result<(), String> {
+        self.rt.block_on(async {
+            let api = self.api().await?;
+            let mut p = patch;
+            p["metadata"]["resourceVersion"] = rv.into();
+            api.patch(name, &PatchParams::default(), &Patch::Merge(p))
+                .await
+                .map(|_| ())
+                .map_err(|e| match &e {
+                    kube::Error::Api(s) if s.code == 409 => format!(
+                        "node {name} changed between our read and our write (someone else acted): their change \
+                         stands, ours was not made"
+                    ),
+                    _ => format!("cannot update node {name}: {}", client::describe(&e)),
+                })
+        })
+    }
+
+    /// (name, resourceVersion, what it shows, its taints without ours).
+    pub fn read(&self, host: &str) -> Result<(String, String, Seen, Vec<Value>), String> {
+        self.rt.block_on(async {
+            let api = self.api().await?;
+            let n = self.node(&api, host).await?;
+            let name = n.metadata.name.clone().unwrap_or_else(|| host.to_string());
+            let rv = n.metadata.resource_version.clone().unwrap_or_default();
+            let v = serde_json::to_value(&n).unwrap_or_default();
+            let taints: Vec<Value> = v["spec"]["taints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t["key"] != TAINT_KEY)
+                .collect();
+            Ok((name, rv, seen_of(&v), taints))
+        })
+    }
+}
+
+/// What a node (as JSON) shows: ours while our annotation is on a cordoned node; someone else's when cordoned,
+/// tainted NoSchedule/NoExecute or not Ready otherwise.
+pub fn seen_of(n: &Value) -> Seen {
+    let ours = n["metadata"]["annotations"][ANNOTATION].as_str();
+    let cordoned = n["spec"]["unschedulable"] == true;
+    let has_our_taint = n["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["key"] == TAINT_KEY);
+    if let Some(tag) = ours.filter(|_| cordoned || has_our_taint) {
+        return Seen::Ours(tag.to_string());
+    }
+    if cordoned {
+        return Seen::Others("cordoned".into());
+    }
+    let taint = n["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| {
+            (t["effect"] == "NoSchedule" || t["effect"] == "NoExecute") && t["key"] != TAINT_KEY
+        });
+    if let Some(t) = taint {
+        return Seen::Others(format!("taint {}", t["key"].as_str().unwrap_or("")));
+    }
+    let ready = n["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    if !ready && n["status"]["conditions"].is_array() {
+        return Seen::Others("not Ready".into());
+    }
+    Seen::InService
+}
+
+impl Scheduler for Kube {
+    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, String> {
+        nodes
+            .iter()
+            .map(|n| self.read(n).map(|(_, _, s, _)| (n.clone(), s)))
+            .collect()
+    }
+
+    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), String> {
+        let (name, rv, seen, mut taints) = self.read(node)?;
+        if let Seen::Others(r) = seen {
+            return Err(format!("out of service by {r}: not ours to change"));
+        }
+        let why = tag.split_once(' ').map_or(tag, |(_, w)| w);
+        taints.push(json!({"key": TAINT_KEY, "value": label_value(why), "effect": "NoSchedule"}));
+        self.patch_at(
+            &name,
+            &rv,
+            json!({
+                "metadata": {"annotations": {ANNOTATION: tag, AT_ANNOTATION: chrono::Utc::now().to_rfc3339()}},
+                "spec": {"unschedulable": true, "taints": taints},
+            }),
+        )
+    }
+
+    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String> {
+        let (name, rv, seen, taints) = self.read(node)?;
+        match seen {
+            Seen::Ours(t) if t == tag => {}
+            Seen::InService => return Ok(()),
+            other if !force => {
+                return Err(format!(
+                    "its mark is no longer ours ({other:?}): left as it is"
+                ))
+            }
+            _ => {}
+        }
+        self.patch_at(
+            &name,
+            &rv,
+            json!({
+                "metadata": {"annotations": {ANNOTATION: null, AT_ANNOTATION: null}},
+                "spec": {"unschedulable": null, "taints": if taints.is_empty() { Value::Null } else { Value::Array(taints) }},
+            }),
+        )
+    }
+
+    fn open_window(&mut self, node: &str, tag: &str) -> Result<(), String> {
+        let (name, rv, seen, _) = self.read(node)?;
+        match seen {
+            Seen::Ours(t) if t == tag => {}
+            other => {
+                return Err(format!(
+                    "its mark is no longer ours ({other:?}): left as it is"
+                ))
+            }
+        }
+        // our taint and annotation stay: only pods that tolerate the taint (the requalification's) land
+        self.patch_at(&name, &rv, json!({"spec": {"unschedulable": null}}))
+    }
+
+    fn close_window(&mut self, node: &str, tag: &str) -> Result<(), String> {
+        let (name, rv, seen, _) = self.read(node)?;
+        match seen {
+            Seen::Ours(t) if t == tag => {
+                self.patch_at(&name, &rv, json!({"spec": {"unschedulable": true}}))
+            }
+            // someone else acted meanwhile: theirs stands
+            _ => Ok(()),
+        }
+    }
+
+    fn command(&self, action: Action, node: &str, tag: &str) -> String {
+        match action {
+            Action::TakeOut => format!(
+                "kubectl cordon {node} && kubectl taint nodes {node} {TAINT_KEY}={}:NoSchedule && kubectl annotate node \
+                 {node} {ANNOTATION}={}",
+                label_value(tag.split_once(' ').map_or(tag, |(_, w)| w)),
+                crate::util::shell::single_quote(tag)
+            ),
+            Action::PutBack => format!(
+                "kubectl uncordon {node} && kubectl taint nodes {node} {TAINT_KEY}- && kubectl annotate node {node} \
+                 {ANNOTATION}- {AT_ANNOTATION}-"
+            ),
+            Action::Note => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ours_only_with_our_annotation_on_a_cordoned_node() {
+        let ready = json!([{"type": "Ready", "status": "True"}]);
+        let n = |ann: Value, unsched: bool, taints: Value| {
+            json!({"metadata": {"annotations": ann}, "spec": {"unschedulable": unsched, "taints": taints},
+                   "status": {"conditions": ready}})
+        };
+        assert_eq!(seen_of(&n(json!({}), false, json!([]))), Seen::InService);
+        assert_eq!(
+            seen_of(&n(
+                json!({ANNOTATION: "cloudai:r slow"}),
+                true,
+                json!([{"key": TAINT_KEY, "effect": "NoSchedule"}])
+            )),
+            Seen::Ours("cloudai:r slow".into())
+        );
+        assert_eq!(
+            seen_of(&n(json!({}), true, json!([]))),
+            Seen::Others("cordoned".into())
+        );
+        assert_eq!(
+            seen_of(&n(
+                json!({}),
+                false,
+                json!([{"key": "nvidia.com/gpu-fault", "effect": "NoExecute"}])
+            )),
+            Seen::Others("taint nvidia.com/gpu-fault".into())
+        );
+        // our annotation left on a node someone uncordoned and untainted: not held by us any more
+        assert_eq!(
+            seen_of(&n(json!({ANNOTATION: "cloudai:r slow"}), false, json!([]))),
+            Seen::InService
+        );
+    }
+}
