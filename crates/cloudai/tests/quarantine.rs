@@ -291,9 +291,39 @@ fn requalify_releases_after_k_passes_keeps_a_slow_node_and_leaves_an_admins_drai
     let d = tempfile::tempdir().unwrap();
     let ledger = d.path().join("ledger.sqlite");
     let l = ledger.to_str().unwrap();
-    let (code, out, _, _w) = find_bad_nodes_with(&slow("node003"), &["--drain", "--ledger", l]);
+    let (code, out, _, w) = find_bad_nodes_with(&slow("node003"), &["--drain", "--ledger", l]);
     assert_eq!(code, 3, "{out}");
     assert!(drained("node003"));
+    // a dry run says exactly what would run, and runs none of it
+    let dry = w
+        .cloudai_with_bin()
+        .args(common::FIND_BAD_NODES_NCCL)
+        .args([
+            "--nodes",
+            "node[001-004]",
+            "--requalify",
+            "--dry-run",
+            "--ledger",
+            l,
+        ])
+        .output()
+        .unwrap();
+    let said = text(&dry);
+    assert!(dry.status.success(), "{said}");
+    assert!(
+        said.contains("scontrol create reservation ReservationName=cloudai-requalify-"),
+        "{said}"
+    );
+    assert!(
+        said.contains("scontrol update nodename=node003 state=resume"),
+        "{said}"
+    );
+    assert!(drained("node003"));
+    assert!(
+        !reservations().contains("cloudai-requalify"),
+        "{}",
+        reservations()
+    );
     // an admin drains node002 meanwhile: requalification never touches it
     assert!(Command::new("scontrol")
         .args([
@@ -631,4 +661,249 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// `--requalify --checks kernel-log`: the evidence tier runs first in the window; a held node whose kernel log
+/// shows a fresh Xid fails its requalification with that evidence and spends no pair.
+#[test]
+fn requalify_with_evidence_first_fails_a_node_its_kernel_log_condemns() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let _r3 = Resume("node003");
+    let d = tempfile::tempdir().unwrap();
+    let ledger = d.path().join("ledger.sqlite");
+    let l = ledger.to_str().unwrap();
+    let (code, out, _, _w) = find_bad_nodes_with(
+        &slow("node003"),
+        &["--drain", "--min-busbw", "100", "--ledger", l],
+    );
+    assert_eq!(code, 3, "{out}");
+    let when = chrono::Local::now() - chrono::Duration::minutes(10);
+    let line = format!(
+        "[{}] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus.",
+        when.format("%a %b %e %H:%M:%S %Y")
+    );
+    let dmesg = format!(
+        "#!/bin/bash\necho '[Mon Jan  1 00:00:00 2024] Linux version 6.1'\n\
+         [ \"$SLURMD_NODENAME\" = node003 ] && echo '{line}'\nexit 0\n"
+    );
+    let (code, out, report, w) = crate::slurm_faults::find_bad_nodes_full(
+        common::slurm::SYSTEM,
+        "node[001-004]",
+        "false",
+        &[
+            "--requalify",
+            "--checks",
+            "kernel-log",
+            "--min-busbw",
+            "100",
+            "--ledger",
+            l,
+        ],
+        &[("dmesg", dmesg)],
+    );
+    assert_eq!(code, 3, "{out}");
+    assert_eq!(report[0]["node"], "node003", "{report}");
+    assert_eq!(report[0]["what"], "quarantined", "{report}");
+    let detail = report[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("node evidence") && detail.contains("Xid 79"),
+        "{detail}"
+    );
+    assert!(
+        !w.results_root().join("requalify-1").exists(),
+        "a pair ran for a condemned node"
+    );
+    assert!(drained("node003"));
+    assert!(
+        !reservations().contains("cloudai-requalify"),
+        "{}",
+        reservations()
+    );
+}
+
+/// The requalification benchmark (bench/results.txt): `cargo test -p cloudai --test tests -- --ignored
+/// quarantine::requalify_bench --nocapture` on the 16-node test cluster. N nodes quarantined by a sweep, then
+/// requalified healthy with K = 1: jobs, rounds and wall time (target: one round of N pair jobs).
+#[test]
+#[ignore]
+fn requalify_bench() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let system = common::slurm::SYSTEM
+        .replace(
+            r#"default_partition = "debug""#,
+            r#"default_partition = "wide""#,
+        )
+        .replace(r#"name = "debug""#, r#"name = "wide""#)
+        .replace(
+            r#"nodes = ["node[001-004]"]"#,
+            r#"nodes = ["node[001-016]"]"#,
+        );
+    for n in [1usize, 4, 8] {
+        let held: Vec<String> = (17 - n..=16).map(|i| format!("node{i:03}")).collect();
+        let _guards: Vec<Resume> = held
+            .iter()
+            .map(|h| Resume(Box::leak(h.clone().into_boxed_str())))
+            .collect();
+        let d = tempfile::tempdir().unwrap();
+        let l = d.path().join("l.sqlite");
+        let l = l.to_str().unwrap();
+        let slow = format!(
+            r#"scontrol show hostnames "$SLURM_JOB_NODELIST" | grep -qx {}"#,
+            held.iter()
+                .map(|h| format!("-e {h}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let (code, out, _, _w) = crate::slurm_faults::find_bad_nodes_full(
+            &system,
+            "node[001-016]",
+            &slow,
+            &[
+                "--drain",
+                "--max-act-fraction",
+                "100",
+                "--min-busbw",
+                "100",
+                "--ledger",
+                l,
+            ],
+            &[],
+        );
+        assert_eq!(code, 3, "{out}");
+        assert!(held.iter().all(|h| drained(h)), "{out}");
+        let t = std::time::Instant::now();
+        let (code, out, report, w) = crate::slurm_faults::find_bad_nodes_full(
+            &system,
+            "node[001-016]",
+            "false",
+            &[
+                "--requalify",
+                "--passes",
+                "1",
+                "--min-busbw",
+                "100",
+                "--ledger",
+                l,
+            ],
+            &[],
+        );
+        let secs = t.elapsed().as_secs_f64();
+        assert_eq!(code, 0, "{out}");
+        let root = w.results_root();
+        let rounds: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name().to_string_lossy().starts_with("requalify-") && e.path().is_dir()
+            })
+            .collect();
+        let jobs: usize = rounds
+            .iter()
+            .map(|r| {
+                std::fs::read_dir(r.path())
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .count()
+            })
+            .sum();
+        let released = report
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["what"] == "released")
+            .count();
+        println!(
+            "requalify {n:>2} quarantined node(s) of 16: {jobs} pair job(s) in {} round(s), {released} released, \
+             {secs:.1} s wall",
+            rounds.len()
+        );
+    }
+}
+
+/// kill -9 of find-bad-nodes just before and just after its drain reaches Slurm: the next cloudai finishes the
+/// quarantine (drained once, with our mark, recorded quarantined).
+#[test]
+fn a_kill_9_around_the_drain_ends_quarantined_with_one_drain() {
+    let _g = lock();
+    if !common::slurm::cluster_up() {
+        return;
+    }
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v scontrol"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    for mode in ["before", "after"] {
+        let _r3 = Resume("node003");
+        let d = tempfile::tempdir().unwrap();
+        let ledger = d.path().join("ledger.sqlite");
+        let log = d.path().join("drains.log");
+        // jobs call scontrol too (show hostnames): only the drain is intercepted
+        let wrapper = format!(
+            r#"#!/bin/bash
+case "$*" in *state=drain*)
+  [ "{mode}" = before ] && {{ kill -9 $PPID; exit 1; }}
+  echo "$*" >> {log}
+  {real} "$@"; rc=$?
+  [ "{mode}" = after ] && kill -9 $PPID
+  exit $rc;;
+esac
+exec {real} "$@"
+"#,
+            log = log.display()
+        );
+        let (code, out, _, w) = crate::slurm_faults::find_bad_nodes_full(
+            common::slurm::SYSTEM,
+            "node[001-004]",
+            &slow("node003"),
+            &[
+                "--drain",
+                "--min-busbw",
+                "100",
+                "--ledger",
+                ledger.to_str().unwrap(),
+            ],
+            &[("scontrol", wrapper)],
+        );
+        assert_eq!(code, -1, "{mode}: not killed: {out}");
+        assert_eq!(drained("node003"), mode == "after", "{mode}");
+        // the next cloudai (any quarantine command) finishes it, with the real scontrol
+        let list = cloudai(&ledger, &w)
+            .args([
+                "quarantine",
+                "list",
+                "--json",
+                "--system-config",
+                "system.toml",
+                "--nodes",
+                "node[001-004]",
+            ])
+            .output()
+            .unwrap();
+        assert!(list.status.success(), "{mode}: {}", text(&list));
+        let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+        assert_eq!(v["held"][0]["node"], "node003", "{mode}: {v}");
+        assert_eq!(v["held"][0]["state"], "quarantined", "{mode}: {v}");
+        assert_eq!(v["finished"][0]["node"], "node003", "{mode}: {v}");
+        assert!(drained("node003"), "{mode}");
+        assert!(node_state("node003").1.starts_with("cloudai:"), "{mode}");
+        let drains = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        // after: the killed one drained (logged); before: the next cloudai did (the real scontrol, not logged)
+        assert_eq!(drains, usize::from(mode == "after"), "{mode}");
+    }
 }

@@ -63,6 +63,7 @@ pub fn run(
     nodes: &[String],
     checks: &[String],
     dry_run: bool,
+    window: Option<&crate::systems::fleet::Window>,
 ) -> Result<Tier, Failure> {
     let dir = root.join("evidence-tests");
     let fail = Failure::Error;
@@ -92,8 +93,12 @@ pub fn run(
     let scen_path = root.join("evidence.toml");
     crate::util::fsx::write_atomic(&scen_path, scen.as_bytes())
         .map_err(|e| fail(format!("Cannot write {}: {e}", scen_path.display())))?;
-    let survey =
-        |s: &mut crate::config::system::SystemConfig| crate::systems::survey::survey(s, dry_run);
+    let survey = |s: &mut crate::config::system::SystemConfig| {
+        if let Some(w) = window {
+            w.fit(s);
+        }
+        crate::systems::survey::survey(s, dry_run)
+    };
     let inputs = Inputs {
         system,
         tests_dir: Some(&dir),

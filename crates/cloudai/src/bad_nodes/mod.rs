@@ -225,7 +225,7 @@ fn prepare(req: &Request) -> Result<Sweep, Failure> {
     let mut condemned = std::collections::BTreeMap::new();
     let mut checks = std::collections::BTreeMap::new();
     if !req.checks.is_empty() {
-        let t = evidence::run(&root, req.system, &nodes, &req.checks, req.dry_run)?;
+        let t = evidence::run(&root, req.system, &nodes, &req.checks, req.dry_run, None)?;
         condemned = t.condemned;
         checks = t.shown;
         nodes.retain(|n| !condemned.contains_key(n));

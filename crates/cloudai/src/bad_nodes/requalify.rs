@@ -114,39 +114,84 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
         reference.map_or(String::new(), |r| format!(" and peak busbw >= {r:.2} GB/s")),
         rules.passes
     );
-    let root = super::results_root(req, &sys, "requalify")?;
     let mut nodes = names.clone();
     nodes.extend(partners.iter().cloned());
     if req.dry_run {
+        // exactly what would run: the window, then each node back into it
         println!(
-            "Would open a maintenance window on {} (Slurm: a maintenance reservation; Kubernetes: cloudai's taint kept), \
-             put {} back into it (only while cloudai's mark is still on them), test each with a partner, then release \
-             them or take them out again.",
-            nodes.join(","),
-            names.join(", ")
+            "Would run:\n  {}",
+            crate::systems::fleet::Window::describe(&sys, &nodes)
+        );
+        let outs = glue::with(&sys, true, |q| {
+            held.iter()
+                .map(|h| q.put_back(&h.node, false, Held::Requalifying, ""))
+                .collect::<Result<Vec<_>, String>>()
+        })
+        .map_err(Failure::Error)?;
+        for o in outs {
+            println!("  {}  # {}: {}", o.command, o.node, o.what);
+        }
+        println!(
+            "then a pair job per node ({}), and per node: released after {} pass(es) in a row, else taken out again",
+            req.test, rules.passes
         );
         return Ok(());
     }
+    let root = super::results_root(req, &sys, "requalify")?;
     // the window: no user job lands on a node between its return and its test
     let window = crate::systems::fleet::Window::open(&sys, &nodes).map_err(Failure::Error)?;
     // into the window: resume each node whose drain is still ours
-    let mut testing = Vec::new();
+    let mut testing: Vec<String> = Vec::new();
     for h in &held {
         if h.state == Held::Requalifying {
             testing.push(h.node.clone());
             continue;
         }
-        let o = glue::with(&sys, false, |q| {
+        let o = match glue::with(&sys, false, |q| {
             q.put_back(&h.node, false, Held::Requalifying, "")
-        })
-        .map_err(Failure::Error)?;
+        }) {
+            Ok(o) => o,
+            Err(e) => {
+                let e = Failure::Error(e);
+                out_again(&sys, &testing, &[], &e, rules);
+                return Err(e);
+            }
+        };
         o.say();
         if o.what == "requalifying" {
             testing.push(o.node);
         }
     }
-    // one round per batch of partners: each node with a partner of its own
     let mut outcomes = Vec::new();
+    // the node-evidence tier first, where asked (`--checks`): a node it fails needs no pair
+    if !req.checks.is_empty() && !testing.is_empty() {
+        let tier = super::evidence::run(
+            &root,
+            req.system,
+            &testing,
+            &req.checks,
+            false,
+            Some(&window),
+        );
+        let tier = match tier {
+            Ok(t) => t,
+            Err(e) => {
+                out_again(&sys, &testing, &[], &e, rules);
+                return Err(e);
+            }
+        };
+        for (node, why) in &tier.condemned {
+            let evidence = format!("node evidence: {why} ({})", root.join("evidence").display());
+            let o = glue::with(&sys, false, |q| {
+                q.conclude(node, false, &evidence, rules.passes, rules.max_attempts)
+            })
+            .map_err(Failure::Error)?;
+            o.say();
+            outcomes.push(o);
+        }
+        testing.retain(|n| !tier.condemned.contains_key(n));
+    }
+    // one round per batch of partners: each node with a partner of its own
     let tested = test_all(
         req,
         &sys,
@@ -159,22 +204,7 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
         &mut outcomes,
     );
     if let Err(e) = tested {
-        // out of the window again, counted as a failed try: a node in service without its test is not requalified
-        for node in testing
-            .iter()
-            .filter(|n| !outcomes.iter().any(|o: &Outcome| &o.node == *n))
-        {
-            let why = match &e {
-                Failure::Error(m) => format!("requalification interrupted: {m}"),
-                _ => "requalification interrupted".to_string(),
-            };
-            match glue::with(&sys, false, |q| {
-                q.conclude(node, false, &why, rules.passes, rules.max_attempts)
-            }) {
-                Ok(o) => o.say(),
-                Err(x) => warn!("{node}: cannot take it out again ({x}): drain it by hand"),
-            }
-        }
+        out_again(&sys, &testing, &outcomes, &e, rules);
         return Err(e);
     }
     drop(window);
@@ -205,6 +235,31 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
         return Err(Failure::Outcome(crate::exit_codes::TEST_FAILURES));
     }
     Ok(())
+}
+
+/// Out of the window again, counted as a failed try: a node back in service without its test is not requalified.
+fn out_again(
+    sys: &crate::config::system::SystemConfig,
+    testing: &[String],
+    concluded: &[Outcome],
+    e: &Failure,
+    rules: Rules,
+) {
+    let why = match e {
+        Failure::Error(m) => format!("requalification interrupted: {m}"),
+        _ => "requalification interrupted".to_string(),
+    };
+    for node in testing
+        .iter()
+        .filter(|n| !concluded.iter().any(|o| &o.node == *n))
+    {
+        match glue::with(sys, false, |q| {
+            q.conclude(node, false, &why, rules.passes, rules.max_attempts)
+        }) {
+            Ok(o) => o.say(),
+            Err(x) => warn!("{node}: cannot take it out again ({x}): take it out by hand"),
+        }
+    }
 }
 
 /// Each node tested with a partner inside the window, and concluded.

@@ -351,6 +351,16 @@ impl Window {
         })
     }
 
+    /// What opening the window on these nodes runs, as an operator would type it (dry runs).
+    pub fn describe(sys: &SystemConfig, nodes: &[String]) -> String {
+        match sys.kind {
+            SystemKind::Slurm(_) => crate::systems::slurm::quarantine::Reservation::command(nodes),
+            _ => format!(
+                "(no reservation: the nodes keep the {TAINT_KEY} NoSchedule taint; the test's pods tolerate it)"
+            ),
+        }
+    }
+
     /// A round's system inside the window: its jobs in the reservation, its pods tolerating the taint.
     pub fn fit(&self, s: &mut SystemConfig) {
         match &mut s.kind {

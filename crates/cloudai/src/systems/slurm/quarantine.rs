@@ -143,22 +143,36 @@ fn user() -> String {
 }
 
 impl Reservation {
+    fn args(name: &str, nodes: &[String]) -> Vec<String> {
+        vec![
+            "create".into(),
+            "reservation".into(),
+            format!("ReservationName={name}"),
+            format!("Nodes={}", nodes.join(",")),
+            "StartTime=now".into(),
+            "Duration=UNLIMITED".into(),
+            format!("Users={}", user()),
+            "Flags=MAINT,IGNORE_JOBS".into(),
+        ]
+    }
+
+    fn name() -> String {
+        format!("{}{}", reservation_prefix(), std::process::id())
+    }
+
     pub fn create(nodes: &[String]) -> Result<Reservation, String> {
-        let name = format!("{}{}", reservation_prefix(), std::process::id());
+        let name = Self::name();
+        let args = Self::args(&name, nodes);
         run(
             "scontrol",
-            &[
-                "create",
-                "reservation",
-                &format!("ReservationName={name}"),
-                &format!("Nodes={}", nodes.join(",")),
-                "StartTime=now",
-                "Duration=UNLIMITED",
-                &format!("Users={}", user()),
-                "Flags=MAINT,IGNORE_JOBS",
-            ],
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
         )?;
         Ok(Reservation { name })
+    }
+
+    /// The command [`Reservation::create`] runs.
+    pub fn command(nodes: &[String]) -> String {
+        format!("scontrol {}", Self::args(&Self::name(), nodes).join(" "))
     }
 }
 
@@ -212,13 +226,13 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let seen = parse_seen(
-            "n1|idle|none\nn2|drain|cloudai:fbn_1 busbw 12 < 150\nn3|drain|admin: swap GPU\nn4|down*|Not responding\n",
+            "n1|idle|none\nn2|drain|cloudai:fbn_1 slow pair 12 GB/s\nn3|drain|admin: swap GPU\nn4|down*|Not responding\n",
             &nodes,
         );
         assert_eq!(seen["n1"], Seen::InService);
         assert_eq!(
             seen["n2"],
-            Seen::Ours("cloudai:fbn_1 busbw 12 < 150".into())
+            Seen::Ours("cloudai:fbn_1 slow pair 12 GB/s".into())
         );
         assert_eq!(
             seen["n3"],
