@@ -14,14 +14,7 @@ pub fn with<T: Send>(
     f: impl FnOnce(&mut Quarantine) -> Result<T, String> + Send,
 ) -> Result<T, String> {
     let (v, finished) = with_report(sys, dry_run, f)?;
-    for o in &finished {
-        crate::warn!(
-            "Finished what an earlier cloudai left on {}: {} ({})",
-            o.node,
-            o.what,
-            o.detail
-        );
-    }
+    Outcome::say_finished(&finished);
     Ok(v)
 }
 

@@ -64,14 +64,7 @@ pub fn quarantine(cmd: &QuarantineCmd) -> Result<(), Failure> {
             let (records, finished) =
                 glue::with_report(&sys, false, |q| q.store.records()).map_err(Failure::Error)?;
             if !*json {
-                for o in &finished {
-                    crate::warn!(
-                        "Finished what an earlier cloudai left on {}: {} ({})",
-                        o.node,
-                        o.what,
-                        o.detail
-                    );
-                }
+                crate::quarantine::Outcome::say_finished(&finished);
             }
             let held: Vec<_> = records
                 .into_iter()

@@ -201,10 +201,37 @@ pub struct Outcome {
     pub command: String,
 }
 
+impl Seen {
+    /// Whether a put back of the node marked `tag` may go ahead: `Ok(true)` ours, `Ok(false)` back in service
+    /// already (nothing to do), `Err` someone else's mark (unless `force`).
+    pub fn may_put_back(&self, tag: &str, force: bool) -> Result<bool, String> {
+        match self {
+            Seen::Ours(t) if t == tag => Ok(true),
+            Seen::InService => Ok(false),
+            other if !force => Err(format!(
+                "its mark is no longer ours ({other:?}): left as it is"
+            )),
+            _ => Ok(true),
+        }
+    }
+}
+
 impl Outcome {
     /// Whether it is a refusal or a failure (a warning, and a non-zero exit).
     pub fn refused(&self) -> bool {
         matches!(self.what.as_str(), "not ours" | "failed" | "escalated")
+    }
+
+    /// Says what a new cloudai finished of an earlier one's actions.
+    pub fn say_finished(finished: &[Outcome]) {
+        for o in finished {
+            crate::warn!(
+                "Finished what an earlier cloudai left on {}: {} ({})",
+                o.node,
+                o.what,
+                o.detail
+            );
+        }
     }
 
     /// `node003: released (why): the command`, said as a warning when refused.

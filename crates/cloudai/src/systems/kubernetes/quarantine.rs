@@ -156,15 +156,8 @@ impl Scheduler for Kube {
 
     fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String> {
         let (name, rv, seen, taints) = self.read(node)?;
-        match seen {
-            Seen::Ours(t) if t == tag => {}
-            Seen::InService => return Ok(()),
-            other if !force => {
-                return Err(format!(
-                    "its mark is no longer ours ({other:?}): left as it is"
-                ))
-            }
-            _ => {}
+        if !seen.may_put_back(tag, force)? {
+            return Ok(());
         }
         self.patch_at(
             &name,

@@ -86,15 +86,8 @@ impl Scheduler for Slurm {
     }
 
     fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String> {
-        match self.seen_one(node)? {
-            Seen::Ours(t) if t == tag => {}
-            Seen::InService => return Ok(()),
-            other if !force => {
-                return Err(format!(
-                    "its mark is no longer ours ({other:?}): left as it is"
-                ));
-            }
-            _ => {}
+        if !self.seen_one(node)?.may_put_back(tag, force)? {
+            return Ok(());
         }
         run(
             "scontrol",
