@@ -430,3 +430,59 @@ test_name = "nccl"
         .unwrap();
     assert_eq!(stamp.len(), "2026-12-05 08:00:00+00:00".len(), "{stamp}");
 }
+
+/// Every regular file under `root` with its inode and modification time (a rewrite by rename changes the inode).
+fn stamps(root: &Path) -> std::collections::BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                out.insert(e.path(), (m.ino(), m.modified().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn generate_report_over_an_unchanged_tree_rewrites_nothing() {
+    let w = Work::new();
+    let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 2);
+    let regrade = || {
+        let out = w
+            .cloudai()
+            .args(["generate-report", "--result-dir"])
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    };
+    regrade();
+    let before = stamps(&root);
+    assert!(before
+        .keys()
+        .any(|p| p.ends_with("ar/1/cloudai_nccl_test_csv_report.csv")));
+    regrade();
+    let after = stamps(&root);
+    let changed: Vec<_> = after
+        .iter()
+        .filter(|(p, s)| before.get(*p) != Some(s))
+        .map(|(p, _)| p.strip_prefix(&root).unwrap().display().to_string())
+        .collect();
+    // the tree's ledger-free outputs all stay: only the tool's own log of the command may be new
+    assert!(
+        changed.iter().all(|p| p.ends_with(".log")),
+        "rewritten though unchanged: {changed:?}"
+    );
+    // and a report whose contents do change is rewritten: a damaged CSV is put right
+    let csv = root.join("ar/0/cloudai_nccl_test_csv_report.csv");
+    let good = std::fs::read(&csv).unwrap();
+    std::fs::write(&csv, b"damaged").unwrap();
+    regrade();
+    assert_eq!(std::fs::read(&csv).unwrap(), good);
+}

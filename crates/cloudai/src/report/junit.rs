@@ -143,5 +143,5 @@ pub fn write(path: &Path, scenario: &str, records: &[IterationRecord]) -> std::i
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
-    crate::util::fsx::write_atomic(path, render(scenario, records).as_bytes())
+    crate::util::fsx::write_changed(path, render(scenario, records).as_bytes()).map(drop)
 }

@@ -10,7 +10,7 @@ use crate::config::node;
 use crate::config::test as tdef;
 use crate::html::{chart, chart_spec, esc, page, series};
 use crate::results::{EndReason, IterationRecord, Status};
-use crate::util::fsx::write_atomic;
+use crate::util::fsx::write_changed;
 use crate::workloads;
 
 #[derive(Clone, Debug)]
@@ -459,7 +459,7 @@ fn entry(
         }
     }
     if changed && write && dir.join(crate::results::record::RECORD_FILE).exists() {
-        let _ = record.write(dir);
+        let _ = record.write_if_changed(dir);
     }
     let mut reports = Vec::new();
     let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
@@ -477,7 +477,7 @@ fn entry(
         for (name, fill) in texts.chain(streams).filter(|_| opts.per_test) {
             let dest = dir.join(name);
             if write {
-                if let Err(e) = crate::util::fsx::write_atomic_with(&dest, |w| fill(w)) {
+                if let Err(e) = crate::util::fsx::write_changed_with(&dest, |w| fill(w)) {
                     crate::warn!("Cannot write {}: {e}", dest.display());
                     continue;
                 }
@@ -777,14 +777,14 @@ pub fn generate(
     };
     let json = summary_json(&summary, &abs_root)?;
     if opts.summary {
-        write_atomic(&root.join(SUMMARY_FILE), &json)?;
+        write_changed(&root.join(SUMMARY_FILE), &json)?;
     }
     let html = page(
         &format!("{name} — cloudai results"),
         &super::page::body(&summary, &sections),
         &serde_json::json!({ "charts": charts }),
     );
-    write_atomic(&root.join(format!("{name}.html")), html.as_bytes())?;
+    write_changed(&root.join(format!("{name}.html")), html.as_bytes())?;
     Ok(summary)
 }
 

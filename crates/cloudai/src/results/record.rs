@@ -214,13 +214,28 @@ impl IterationRecord {
     /// JSON ignores), so the final record replaces the journal's in place when the disk is full: a finished
     /// iteration is never left saying INTERRUPTED because some report could not be written.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        crate::util::fsx::write_reserved(&dir.join(RECORD_FILE), &self.to_bytes()?)
+    }
+
+    /// As `write`, unless the file already says exactly this (a re-grade that changed nothing rewrites nothing).
+    pub fn write_if_changed(&self, dir: &Path) -> std::io::Result<()> {
+        let json = self.to_bytes()?;
+        let path = dir.join(RECORD_FILE);
+        match crate::util::fsx::read_regular(&path, 1 << 20) {
+            Ok(old) if old == json => Ok(()),
+            _ => crate::util::fsx::write_reserved(&path, &json),
+        }
+    }
+
+    /// The file's bytes: pretty JSON, padded with blanks to the space a record keeps.
+    fn to_bytes(&self) -> std::io::Result<Vec<u8>> {
         let mut json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         json.push(b'\n');
         if json.len() < Self::RESERVED_BYTES {
             json.resize(Self::RESERVED_BYTES - 1, b' ');
             json.push(b'\n');
         }
-        crate::util::fsx::write_reserved(&dir.join(RECORD_FILE), &json)
+        Ok(json)
     }
 
     /// The space a record file keeps for its final version.

@@ -148,6 +148,148 @@ pub fn write_atomic_with(
     })
 }
 
+/// As [`write_atomic_with`], except that a file which already holds exactly these bytes is left alone, time stamp
+/// and all (`generate-report` over an unchanged tree rewrites nothing). The new contents are compared with the old
+/// ones as they are produced, in one pass; only from the first difference on are they written to a temporary file
+/// (the equal prefix copied from the old file first), which then replaces the old one. Returns whether it wrote.
+pub fn write_changed_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    let Ok(old) = open_regular(path) else {
+        return write_atomic_with(path, fill).map(|()| true);
+    };
+    let mut w = Changed {
+        path,
+        state: Compare {
+            old: std::io::BufReader::with_capacity(1 << 16, old),
+            same: 0,
+            scratch: Vec::new(),
+        },
+    };
+    let r = fill(&mut w).and_then(|()| w.finish());
+    if let Err(e) = &r {
+        if let Diverged { tmp, .. } = &w.state {
+            let _ = std::fs::remove_file(tmp);
+        }
+        note_failure(path, e);
+    }
+    r
+}
+
+/// As [`write_changed_with`], for contents in memory.
+pub fn write_changed(path: &Path, contents: &[u8]) -> std::io::Result<bool> {
+    write_changed_with(path, |w| w.write_all(contents))
+}
+
+struct Changed<'a> {
+    path: &'a Path,
+    state: ChangedState,
+}
+
+enum ChangedState {
+    /// every byte so far equals the old file's
+    Compare {
+        old: std::io::BufReader<std::fs::File>,
+        same: u64,
+        scratch: Vec<u8>,
+    },
+    /// a difference was seen: writing the new contents to `tmp`
+    Diverged {
+        tmp: PathBuf,
+        out: std::io::BufWriter<std::fs::File>,
+    },
+    Done,
+}
+use ChangedState::{Compare, Diverged, Done};
+
+impl Changed<'_> {
+    /// From here on the contents differ: a temporary file holding the equal prefix, then `buf`.
+    fn diverge(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let same = match &self.state {
+            Compare { same, .. } => *same,
+            _ => return Ok(()),
+        };
+        let (tmp, f) = create_temp(self.path)?;
+        self.state = Diverged {
+            tmp,
+            out: std::io::BufWriter::with_capacity(1 << 16, f),
+        };
+        let Diverged { out, .. } = &mut self.state else {
+            unreachable!()
+        };
+        use std::io::Read;
+        let copied = std::io::copy(&mut open_regular(self.path)?.take(same), out)?;
+        if copied != same {
+            return Err(std::io::Error::other(format!(
+                "{} changed while it was rewritten",
+                self.path.display()
+            )));
+        }
+        out.write_all(buf)
+    }
+
+    /// Ends the write: nothing when the old file held exactly these bytes, else the temporary file in its place.
+    fn finish(&mut self) -> std::io::Result<bool> {
+        if let Compare { old, .. } = &mut self.state {
+            use std::io::BufRead;
+            if old.fill_buf()?.is_empty() {
+                self.state = Done;
+                return Ok(false);
+            }
+            self.diverge(&[])?;
+        }
+        match std::mem::replace(&mut self.state, Done) {
+            Diverged { tmp, out } => {
+                let done = out.into_inner().map_err(|e| e.into_error()).and_then(|f| {
+                    drop(f);
+                    std::fs::rename(&tmp, self.path)
+                });
+                if done.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                done.map(|()| true)
+            }
+            _ => Ok(true),
+        }
+    }
+}
+
+impl Write for Changed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.state {
+            Compare { old, same, scratch } => {
+                use std::io::Read;
+                scratch.resize(buf.len(), 0);
+                let mut n = 0;
+                while n < buf.len() {
+                    match old.read(&mut scratch[n..]) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if n == buf.len() && scratch[..n] == *buf {
+                    *same += n as u64;
+                } else {
+                    self.diverge(buf)?;
+                }
+                Ok(buf.len())
+            }
+            Diverged { out, .. } => out.write(buf),
+            Done => Err(std::io::Error::other("write after the end")),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.state {
+            Diverged { out, .. } => out.flush(),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Remembers a results file that could not be written.
 pub fn note_failure(path: &Path, e: &std::io::Error) {
     let mut f = FAILED.lock().unwrap_or_else(|p| p.into_inner());
@@ -251,6 +393,77 @@ pub fn sweep_stale_temps(dir: &Path) -> usize {
         }
     }
     n
+}
+
+#[cfg(test)]
+mod changed_tests {
+    use super::{write_changed, write_changed_with};
+
+    fn dir(tag: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("cloudai-changed-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn inode(p: &std::path::Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().ino()
+    }
+
+    #[test]
+    fn the_same_bytes_leave_the_file_alone_and_any_difference_replaces_it() {
+        let d = dir("a");
+        let p = d.join("f.csv");
+        assert!(
+            write_changed(&p, b"abc\ndef\n").unwrap(),
+            "a new file is written"
+        );
+        let ino = inode(&p);
+        // the same contents, produced in pieces of every size: untouched (same inode: no rename)
+        let same = write_changed_with(&p, |w| {
+            w.write_all(b"a")?;
+            w.write_all(b"bc\nde")?;
+            w.write_all(b"f\n")
+        })
+        .unwrap();
+        assert!(!same);
+        assert_eq!(inode(&p), ino);
+        // longer, shorter, differing in the middle, empty: each replaces it, with exactly the new bytes
+        for new in [&b"abc\ndef\nghi"[..], b"abc\n", b"abX\ndef\n", b""] {
+            assert!(write_changed_with(&p, |w| {
+                for c in new.chunks(2) {
+                    w.write_all(c)?;
+                }
+                Ok(())
+            })
+            .unwrap());
+            assert_eq!(std::fs::read(&p).unwrap(), new);
+        }
+        // no temporary file left behind
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_failing_producer_keeps_the_old_file_and_leaves_no_temporary() {
+        let d = dir("b");
+        let p = d.join("f");
+        write_changed(&p, b"old contents").unwrap();
+        let r = write_changed_with(&p, |w| {
+            w.write_all(b"new")?;
+            Err(std::io::Error::other("cut"))
+        });
+        assert!(r.is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), b"old contents");
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod nodelist;
 pub mod pytoml;
 pub mod shell;
 pub mod signals;
+pub mod spill;
 
 /// This machine's name as the kernel knows it (what `hostname` prints).
 pub fn hostname() -> String {

@@ -252,7 +252,8 @@ impl Workload for NcclTest {
         marks: &[(u64, String)],
     ) -> Option<IterationReport> {
         let path = dir.join("stdout.txt");
-        let out = read::parse_file(&path).ok()?;
+        // one read: graded and its CSV rows written in the same pass
+        let (out, csv_rows) = report::parse_with_csv(&path).ok()?;
         let v = verdict(&out, &path, test);
         let m = grade::metrics(&out);
         let status = if v.passed {
@@ -260,19 +261,35 @@ impl Workload for NcclTest {
         } else {
             format!("FAILED: {}", v.message)
         };
-        // the CSV holds every row: built in memory when they all are, else written by reading the file again
+        // the CSV holds every row: written as the output was read (in memory while small), else from the
+        // rows kept, else by reading the file again
         let all_kept = out.runs.iter().all(|r| r.tally.dropped == 0);
         let mut streamed = Vec::new();
         let mut files = Vec::new();
-        if all_kept {
-            files.push((report::CSV_FILE.to_string(), report::csv(&out)));
-        } else {
-            let facts = report::device_facts(&out);
-            let src = path.clone();
-            streamed.push(super::StreamedFile {
+        match csv_rows {
+            Some(crate::util::spill::Spilled::Memory(rows)) => {
+                let mut text = report::csv_header();
+                text.push_str(&String::from_utf8_lossy(&rows));
+                files.push((report::CSV_FILE.to_string(), text));
+            }
+            Some(spilled) => streamed.push(super::StreamedFile {
                 name: report::CSV_FILE.to_string(),
-                write: std::sync::Arc::new(move |w| report::write_csv_streaming(&src, &facts, w)),
-            });
+                write: std::sync::Arc::new(move |w| {
+                    w.write_all(report::csv_header().as_bytes())?;
+                    spilled.copy_to(w)
+                }),
+            }),
+            None if all_kept => files.push((report::CSV_FILE.to_string(), report::csv(&out))),
+            None => {
+                let facts = report::device_facts(&out);
+                let src = path.clone();
+                streamed.push(super::StreamedFile {
+                    name: report::CSV_FILE.to_string(),
+                    write: std::sync::Arc::new(move |w| {
+                        report::write_csv_streaming(&src, &facts, w)
+                    }),
+                });
+            }
         }
         let command = recorded_command(dir);
         let linked = job_files(dir);

@@ -316,14 +316,16 @@ fn parse_rank(body: &str) -> Option<Rank> {
 /// Adds a row to its run: counted in the run's tally, kept while the file's cap allows, handed to a streaming
 /// caller.
 fn add_row(run: &mut Run, row: Row, kept: &mut usize, cap: usize, pending: &mut Option<Vec<Row>>) {
-    if let Some(p) = pending {
-        p.push(row.clone());
-    }
     let keep = *kept < cap;
     run.tally.add(&row, keep);
     if keep {
         *kept += 1;
+        if let Some(p) = pending {
+            p.push(row.clone());
+        }
         run.rows.push(row);
+    } else if let Some(p) = pending {
+        p.push(row);
     }
 }
 
@@ -497,21 +499,37 @@ impl Parser {
         }
     }
 
-    /// A parser that keeps no row: the caller takes each as it is read ([`Parser::take_rows`]).
-    pub fn streaming() -> Self {
+    /// A parser that keeps the first `cap` rows and also hands every row to its caller as it is read
+    /// ([`Parser::drain_rows`]).
+    pub fn streaming(cap: usize) -> Self {
         Parser {
             pending: Some(Vec::new()),
-            cap: 0,
+            cap,
             ..Self::new()
         }
     }
 
-    /// The rows read since the last call (streaming parsers only).
-    pub fn take_rows(&mut self) -> Vec<Row> {
-        self.pending
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
+    /// Whether rows wait to be taken ([`Parser::drain_rows`]).
+    pub fn has_pending_rows(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| !p.is_empty())
+    }
+
+    /// The first run so far that lists its ranks (the device facts of a CSV row come from it).
+    pub fn ranks_run(&self) -> Option<&Run> {
+        self.out
+            .runs
+            .iter()
+            .chain(self.run.iter())
+            .find(|r| !r.ranks.is_empty())
+    }
+
+    /// Hands the rows read since the last call to `each` (streaming parsers only), keeping the buffer.
+    pub fn drain_rows(&mut self, mut each: impl FnMut(&Row)) {
+        if let Some(p) = self.pending.as_mut() {
+            for r in p.drain(..) {
+                each(&r);
+            }
+        }
     }
 
     /// One line of the file as written (without its `\n`), with its 1-based number.

@@ -21,17 +21,25 @@ pub fn parse_reader(r: impl BufRead) -> std::io::Result<Output> {
 
 /// Calls `each` with every row of the file in order, keeping none in memory; the parse of everything else
 /// (header, footer, failures) is returned.
-pub fn for_each_row(path: &Path, each: impl FnMut(super::parse::Row)) -> std::io::Result<Output> {
+pub fn for_each_row(
+    path: &Path,
+    mut each: impl FnMut(&super::parse::Row),
+) -> std::io::Result<Output> {
+    parse_file_with(path, Parser::streaming(0), |p| p.drain_rows(&mut each))
+}
+
+/// One pass over the file with `parser`, `after_line` called after every line (a streaming parser's rows are
+/// taken there).
+pub fn parse_file_with(
+    path: &Path,
+    parser: Parser,
+    after_line: impl FnMut(&mut Parser),
+) -> std::io::Result<Output> {
     let f = std::fs::File::open(path)?;
-    let mut each = each;
     read_lines(
         std::io::BufReader::with_capacity(1 << 16, f),
-        Parser::streaming(),
-        |p| {
-            for row in p.take_rows() {
-                each(row);
-            }
-        },
+        parser,
+        after_line,
     )
 }
 
