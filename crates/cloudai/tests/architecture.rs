@@ -332,3 +332,222 @@ fn sibling_files_have_no_import_cycle() {
         cycles.join("\n")
     );
 }
+
+/// The module path of a source file (`systems/slurm/mod.rs` → `systems::slurm`, `lib.rs` → ``).
+fn module_of(rel: &str) -> String {
+    let trimmed = rel.trim_end_matches(".rs");
+    let trimmed = trimmed
+        .strip_suffix("/mod")
+        .unwrap_or(trimmed)
+        .trim_end_matches("lib");
+    trimmed.trim_end_matches('/').replace('/', "::")
+}
+
+/// The paths a text names from `crate::`, `super::` and `self::`, made absolute for a file of module `module`
+/// (`super` is the module's parent: a `mod.rs`'s module is its folder), braces expanded one level
+/// (`super::{a, b::c}`).
+fn paths_named(text: &str, module: &str) -> Vec<Vec<String>> {
+    let ident = |s: &str| -> usize {
+        s.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    // `a::b::c` at the start of `s`, and what follows it
+    fn segments(s: &str, ident: &dyn Fn(&str) -> usize) -> (Vec<String>, usize) {
+        let mut out = Vec::new();
+        let mut at = 0;
+        loop {
+            let n = ident(&s[at..]);
+            if n == 0 {
+                break;
+            }
+            out.push(s[at..at + n].to_string());
+            at += n;
+            if s[at..].starts_with("::") && ident(&s[at + 2..]) > 0 {
+                at += 2;
+            } else {
+                break;
+            }
+        }
+        (out, at)
+    }
+    let here: Vec<String> = module
+        .split("::")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    let mut found = Vec::new();
+    for (i, _) in text.match_indices("::") {
+        // the path's first word, right before this `::`
+        let before = &text[..i];
+        let start = before
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(0, |p| p + 1);
+        // only a path's start: not the middle of `a::b::c`
+        if text[..start].ends_with("::") {
+            continue;
+        }
+        let mut base: Vec<String> = match &text[start..i] {
+            "crate" => Vec::new(),
+            "self" => here.clone(),
+            "super" => {
+                // each further `super::` climbs one more level
+                let mut up = 1;
+                let mut rest = &text[i + 2..];
+                while let Some(r) = rest.strip_prefix("super::") {
+                    up += 1;
+                    rest = r;
+                }
+                here[..here.len().saturating_sub(up)].to_vec()
+            }
+            _ => continue,
+        };
+        let mut rest = &text[i + 2..];
+        while let Some(r) = rest.strip_prefix("super::") {
+            rest = r;
+        }
+        let (segs, used) = segments(rest, &ident);
+        let after = &rest[used..];
+        if segs.is_empty() || !after.starts_with("::{") {
+            if let Some(inner) = after.strip_prefix('{').filter(|_| segs.is_empty()) {
+                for item in inner.split('}').next().unwrap_or("").split(',') {
+                    let (s, _) = segments(item.trim(), &ident);
+                    let mut p = base.clone();
+                    p.extend(s);
+                    found.push(p);
+                }
+            } else {
+                base.extend(segs);
+                found.push(base);
+            }
+            continue;
+        }
+        base.extend(segs);
+        for item in after[3..].split('}').next().unwrap_or("").split(',') {
+            let (s, _) = segments(item.trim(), &ident);
+            let mut p = base.clone();
+            p.extend(s);
+            found.push(p);
+        }
+    }
+    found
+}
+
+/// File → the files whose items its code names (tests and comments aside). A `mod.rs` naming what lies in its
+/// own folder is not an edge: it owns those files (it declares them and may re-export their items).
+fn file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeMap<String, &str> = files
+        .iter()
+        .map(|(rel, _)| (module_of(rel), rel.as_str()))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, text) in files {
+        let module = module_of(rel);
+        let is_mod_file = rel.ends_with("mod.rs") || rel == "lib.rs";
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or("")
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for path in paths_named(&code, &module) {
+            // the longest prefix of the path that is a file's module
+            let target = (0..=path.len())
+                .rev()
+                .map(|n| path[..n].join("::"))
+                .find_map(|m| modules.get(&m).map(|f| (m, *f)));
+            let Some((target_mod, target_file)) = target else {
+                continue;
+            };
+            let owned = is_mod_file
+                && (module.is_empty() || target_mod.starts_with(&format!("{module}::")));
+            if target_file != rel && !owned && target_mod != module {
+                graph
+                    .entry(rel.clone())
+                    .or_default()
+                    .insert(target_file.to_string());
+            }
+        }
+    }
+    graph
+}
+
+/// No two files reach each other through their imports, at any folder depth (`systems/live.rs` →
+/// `systems/slurm/mod.rs` → `systems/live.rs` is a cycle the sibling rule cannot see).
+#[test]
+fn files_have_no_import_cycle_at_any_depth() {
+    let root = src();
+    let mut paths = Vec::new();
+    rust_files(&root, &mut paths);
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            (
+                p.strip_prefix(&root).unwrap().display().to_string(),
+                std::fs::read_to_string(p).unwrap(),
+            )
+        })
+        .filter(|(rel, _)| rel != "main.rs")
+        .collect();
+    let graph = file_graph(&files);
+    assert!(
+        graph
+            .get("systems/slurm/mod.rs")
+            .is_some_and(|d| d.contains("systems/mod.rs")),
+        "the scan found no edges: {graph:?}"
+    );
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import cycle between files: {}", cycle.join(" → "));
+    }
+}
+
+#[test]
+fn a_planted_cycle_across_folder_levels_is_found() {
+    let f = |rel: &str, text: &str| (rel.to_string(), text.to_string());
+    let clean =
+        vec![
+        f("lib.rs", "pub mod systems;"),
+        f(
+            "systems/mod.rs",
+            "pub mod live;\npub mod slurm;\npub use slurm::x;\npub enum Live {}",
+        ),
+        f("systems/live.rs", "pub use super::Live;\nfn g() { super::slurm::live(); }"),
+        f(
+            "systems/slurm/mod.rs",
+            "use super::{Live, live_free};\nuse crate::systems::slurm::state::S;\npub mod state;",
+        ),
+        f("systems/slurm/state.rs", "use super::super::Live;"),
+    ];
+    let g = file_graph(&clean);
+    assert!(
+        g["systems/live.rs"].contains("systems/slurm/mod.rs"),
+        "{g:?}"
+    );
+    assert!(
+        g["systems/slurm/state.rs"].contains("systems/mod.rs"),
+        "{g:?}"
+    );
+    assert_eq!(find_cycle(&g), None, "{g:?}");
+    // the slurm module naming live.rs's type back (as it did) closes a cycle one folder level up
+    let mut planted = clean.clone();
+    planted[3]
+        .1
+        .push_str("\nfn h() -> super::live::Live { todo!() }");
+    let g = file_graph(&planted);
+    let cycle = find_cycle(&g).expect("a cycle");
+    assert!(
+        cycle.contains(&"systems/live.rs".to_string())
+            && cycle.contains(&"systems/slurm/mod.rs".to_string()),
+        "{cycle:?}"
+    );
+    // and two levels apart, through braces and `crate::`
+    let mut planted = clean;
+    planted[1].1.push_str("\nfn k() {}");
+    planted[4].1 = "use crate::systems::{live::g};".into();
+    planted[2]
+        .1
+        .push_str("\nuse crate::systems::slurm::state::T;");
+    let g = file_graph(&planted);
+    assert!(find_cycle(&g).is_some(), "{g:?}");
+}

@@ -6,18 +6,7 @@ use std::collections::HashMap;
 
 use crate::config::system::SystemConfig;
 
-/// A recorded job as its scheduler sees it now.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Live {
-    /// The scheduler's state (lower case), why it waits, and its nodes when it names them.
-    Seen {
-        state: String,
-        reason: String,
-        nodes: Vec<String>,
-    },
-    /// The scheduler no longer knows it: how to say so.
-    Gone(&'static str),
-}
+pub use super::Live;
 
 /// The jobs `ids` of `scheduler` as it sees them now (an id it says nothing of is missing); `recorded` loads
 /// the tree's system when the scheduler needs it to be asked. An error says why it could not be asked.

@@ -1,6 +1,7 @@
 //! One module per scheduler behind the small `System` trait. The runner owns ordering, iterations, time limits
 //! and cancellation; a system only turns a test iteration into a job and reports on it.
 
+pub mod container;
 pub mod dry_run;
 mod error;
 pub mod fleet;
@@ -189,6 +190,19 @@ pub trait System: Send + Sync {
     }
 }
 
+/// A recorded job as its scheduler sees it now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Live {
+    /// The scheduler's state (lower case), why it waits, and its nodes when it names them.
+    Seen {
+        state: String,
+        reason: String,
+        nodes: Vec<String>,
+    },
+    /// The scheduler no longer knows it: how to say so.
+    Gone(&'static str),
+}
+
 /// What CloudAI's own runner recorded of an iteration's job in a tree it wrote (its Slurm `slurm-job.toml`), for
 /// `generate-report` on CloudAI's trees.
 pub use slurm::foreign_job;
@@ -231,54 +245,6 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
         env.entry(k).or_insert(v);
     }
     env.into_iter().collect()
-}
-
-/// What a container scheduler (`scheduler`, running a test that does not span nodes as `one_unit`) cannot run of
-/// a test: an image reference that is missing or malformed where the workload needs one (`image_field`), a shape
-/// its nodes of `gpus_per_node` GPUs cannot give, several nodes for a layout that runs in one unit.
-pub fn container_checks(
-    run: &TestRun,
-    scheduler: &str,
-    one_unit: &str,
-    gpus_per_node: u64,
-    runs_per_node: bool,
-) -> Vec<String> {
-    let launch = run.launch();
-    let mut out = Vec::new();
-    if let Some(field) = launch.image_field {
-        let image = launch.image.as_deref().unwrap_or("");
-        if let Some(why) = runai::image_problem(image) {
-            out.push(format!(
-                "test '{}': {field} {image:?} {why}; {scheduler} needs an image reference like \
-                 \"nvcr.io/nvidia/pytorch:25.01-py3\"",
-                run.id
-            ));
-        }
-    }
-    out.extend(launch.shape_problem(&run.id, run.num_nodes, gpus_per_node));
-    if let Some(m) = run.test.extra_container_mounts.first() {
-        out.push(format!(
-            "test '{}': extra_container_mounts ({m:?}) name paths of Slurm nodes, which {scheduler} pods cannot \
-             mount; put the files into the image, or run the test on Slurm",
-            run.id
-        ));
-    }
-    if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode && runs_per_node {
-        // one pod on each node
-    } else if run.num_nodes > 1 && launch.procs == crate::workloads::Procs::PerNode {
-        out.push(format!(
-            "test '{}': {} checks each node, and {scheduler} runs it as one workload per node pinned to it: name \
-             the nodes (nodes = [\"<host>\", ...], as many as num_nodes)",
-            run.id, run.test.test_template_name
-        ));
-    } else if run.num_nodes > 1 && !launch.across_nodes(run.num_nodes) {
-        out.push(format!(
-            "test '{}': asks {} nodes but runs as {one_unit} on {scheduler} (only MPI tests span nodes); set \
-             num_nodes = 1",
-            run.id, run.num_nodes
-        ));
-    }
-    out
 }
 
 /// The system for a config: one line per scheduler of `config::system::SCHEDULERS`. A dry-run wraps it: `dry_run::DryRun::wrap(build(cfg))`.

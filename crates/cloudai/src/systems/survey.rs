@@ -52,7 +52,7 @@ pub fn survey(cfg: &mut SystemConfig, dry_run: bool) -> Result<(), ConfigErrors>
             };
             let mut f = super::kubernetes::survey::Findings::default();
             let counts = nodes.as_deref().map(|ns| {
-                most_common(
+                super::container::most_common(
                     ns.iter()
                         .map(|n| n["gpuInfo"]["gpuCount"].as_u64().unwrap_or(0)),
                 )
@@ -103,36 +103,6 @@ pub fn survey(cfg: &mut SystemConfig, dry_run: bool) -> Result<(), ConfigErrors>
             })
             .collect(),
     ))
-}
-
-/// GPUs per node as a cluster's GPU nodes have them: the most common of `counts` (one per node, 0 for a node
-/// without GPUs, left out), the smallest on a tie; with how many nodes have it, how many have GPUs, and the
-/// largest count. None without GPU nodes.
-pub fn most_common(counts: impl IntoIterator<Item = u64>) -> Option<Common> {
-    let mut by: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
-    for g in counts.into_iter().filter(|g| *g > 0) {
-        *by.entry(g).or_default() += 1;
-    }
-    let (&value, &nodes) = by
-        .iter()
-        .max_by_key(|(g, c)| (**c, std::cmp::Reverse(**g)))?;
-    Some(Common {
-        value,
-        nodes,
-        of: by.values().sum(),
-        max: by.keys().max().copied().unwrap_or(value),
-    })
-}
-
-/// What [`most_common`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Common {
-    pub value: u64,
-    /// Nodes that have it.
-    pub nodes: usize,
-    /// GPU nodes in all.
-    pub of: usize,
-    pub max: u64,
 }
 
 /// Where a dotted field is written in the file (its key), or None.

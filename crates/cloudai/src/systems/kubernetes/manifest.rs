@@ -10,7 +10,6 @@ use crate::config::pods::{patch, PodSettings};
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
 use crate::systems::objects::{preflight, ssh};
-use crate::systems::runai::payload;
 
 pub const MPIJOB_GROUP: &str = "kubeflow.org";
 pub const MPIJOB_VERSION: &str = "v2beta1";
@@ -117,7 +116,7 @@ fn env(envs: &[(String, String)]) -> Value {
 /// Hosts the test is pinned to (`nodes = [...]`, as find-bad-nodes sets them): required node affinity on the
 /// hostname label.
 fn affinity(run: &TestRun) -> Option<Value> {
-    payload::pin(run).map(
+    crate::systems::container::pin(run).map(
         |terms| json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}),
     )
 }

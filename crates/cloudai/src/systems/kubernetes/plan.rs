@@ -7,7 +7,6 @@ use super::manifest::{self, Fit, Kind, Limits, Meta, Mpi, Pod};
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
 use crate::systems::objects::Naming;
-use crate::systems::runai::payload;
 use crate::workloads::Launch;
 
 /// A step's object: its kind and manifest.
@@ -70,7 +69,7 @@ pub fn spec(
     let image = launch
         .image
         .as_deref()
-        .map(payload::image)
+        .map(crate::systems::container::image)
         .unwrap_or_else(|| k.job_image.clone());
     let fit = Fit {
         sys: k,
@@ -135,7 +134,7 @@ pub fn spec(
 /// What cannot run as configured, one sentence each, before anything is created (warnings are logged).
 pub fn check(run: &TestRun, k: &KubernetesConfig, env: &[(String, String)]) -> Vec<String> {
     let mut out =
-        crate::systems::container_checks(run, "Kubernetes", "one pod", k.gpus_per_node, true);
+        crate::systems::container::checks(run, "Kubernetes", "one pod", k.gpus_per_node, true);
     out.extend(k.pods.nic_errors(&run.id, env));
     out
 }

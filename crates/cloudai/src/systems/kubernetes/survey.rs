@@ -163,7 +163,7 @@ fn survey_nodes(k: &mut KubernetesConfig, nodes: &[Value], f: &mut Findings) {
     }
     // GPUs per node: the most common count among the nodes pods may use (the smallest on a tie)
     // the nodes pods may use all have GPUs (see gpu_nodes)
-    let Some(c) = crate::systems::survey::most_common(
+    let Some(c) = crate::systems::container::most_common(
         fit.iter()
             .map(|n| quantity(&n["status"]["allocatable"][GPU_RESOURCE])),
     ) else {

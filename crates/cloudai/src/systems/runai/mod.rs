@@ -194,32 +194,6 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, (String, Strin
         .collect())
 }
 
-/// A plausible container image reference (`[registry/]path[:tag][@digest]`, enroot's `#` accepted).
-pub(crate) fn image_problem(url: &str) -> Option<&'static str> {
-    let img = payload::image(url);
-    if img.trim().is_empty() {
-        return Some("is empty");
-    }
-    if img.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Some("contains whitespace");
-    }
-    if img.contains("://") {
-        return Some("is a URL, not an image reference (drop the scheme)");
-    }
-    let (path, _) = img.split_once('@').unwrap_or((&img, ""));
-    let last = path.rsplit('/').next().unwrap_or("");
-    if path.starts_with('/') || path.ends_with('/') || path.contains("//") || last.is_empty() {
-        return Some("has an empty path component");
-    }
-    if last.starts_with(':') || last.ends_with(':') {
-        return Some("has an empty name or tag");
-    }
-    if path.chars().any(|c| c.is_ascii_uppercase()) && !path.contains('/') {
-        return Some("has upper-case letters in the repository name");
-    }
-    None
-}
-
 #[async_trait]
 impl Backend for RunAi {
     type Spec = Spec;
@@ -367,33 +341,5 @@ impl Backend for RunAi {
 
     async fn after_gone(&self, step: &Step, w: &mut observe::Watch) -> Option<String> {
         self.finish_log(step, w, "Deleted", false).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::image_problem;
-
-    #[test]
-    fn image_references() {
-        for ok in [
-            "nvcr.io#nvidia/pytorch:25.01-py3",
-            "ghcr.io/x/y:1",
-            "ubuntu",
-            "registry:5000/a/b@sha256:abc",
-        ] {
-            assert_eq!(image_problem(ok), None, "{ok}");
-        }
-        for bad in [
-            "",
-            "  ",
-            "https://nvcr.io/x",
-            "a//b",
-            "x/",
-            "x:",
-            "nv cr.io/x",
-        ] {
-            assert!(image_problem(bad).is_some(), "{bad:?}");
-        }
     }
 }

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::config::pods::Toleration;
 use crate::config::system::RunAiConfig;
 use crate::scenario::TestRun;
+use crate::systems::container::{image, pin};
 use crate::systems::objects::names::k8s_name;
 use crate::systems::objects::{preflight, ssh};
 use crate::workloads::Launch;
@@ -25,29 +26,12 @@ pub fn identity_of(workload: &Value) -> Option<&str> {
         .as_str()
 }
 
-/// `nvcr.io#nvidia/pytorch:tag` (enroot syntax) → `nvcr.io/nvidia/pytorch:tag`.
-pub fn image(url: &str) -> String {
-    url.replacen('#', "/", 1)
-}
-
 fn env(env: &[(String, String)]) -> Value {
     Value::Array(
         env.iter()
             .map(|(k, v)| json!({"name": k, "value": v}))
             .collect(),
     )
-}
-
-/// `nodes = [...]` of a test: the workload's pods may only run on those hosts (`nodeAffinityRequired` on the
-/// Kubernetes hostname label, which the Run:ai API takes for training and distributed workloads). Group specs
-/// (`partition:group:N`) are Slurm's and are not pinned here.
-pub fn pin(run: &TestRun) -> Option<Value> {
-    let hosts = crate::util::nodelist::hosts(&run.nodes);
-    (!hosts.is_empty()).then(|| {
-        json!({"nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}
-        ]}]})
-    })
 }
 
 /// Who a workload is: its name and the identity/run tag written into it.

@@ -76,7 +76,7 @@ pub fn spec(
 pub fn check(run: &TestRun, r: &RunAiConfig, env: &[(String, String)]) -> Vec<String> {
     // a per-node check runs as one workload per named node
     let hosts = crate::systems::objects::per_node_hosts::<super::RunAi>(run);
-    let mut out = crate::systems::container_checks(
+    let mut out = crate::systems::container::checks(
         run,
         "Run:ai",
         "one training",

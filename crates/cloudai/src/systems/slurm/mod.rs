@@ -714,8 +714,8 @@ impl System for Slurm {
 
 /// What squeue says now of recorded jobs (`cloudai status`), with one call; a job it no longer lists has ended
 /// without anyone collecting it.
-pub fn live(ids: &[&str]) -> HashMap<String, super::live::Live> {
-    use super::live::Live;
+pub fn live(ids: &[&str]) -> HashMap<String, super::Live> {
+    use super::Live;
     let mut out: HashMap<String, Live> = ids
         .iter()
         .map(|id| (id.to_string(), Live::Gone("ended (not collected)")))
