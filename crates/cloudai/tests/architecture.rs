@@ -432,8 +432,8 @@ fn paths_named(text: &str, module: &str) -> Vec<Vec<String>> {
     found
 }
 
-/// File → the files whose items its code names (tests and comments aside). A `mod.rs` naming what lies in its
-/// own folder is not an edge: it owns those files (it declares them and may re-export their items).
+/// File → the files whose items its code names (tests and comments aside). A module naming its own submodules
+/// is not an edge: it owns them (it declares them and may re-export their items).
 fn file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
     let modules: BTreeMap<String, &str> = files
         .iter()
@@ -442,7 +442,6 @@ fn file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> 
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (rel, text) in files {
         let module = module_of(rel);
-        let is_mod_file = rel.ends_with("mod.rs") || rel == "lib.rs";
         let code: String = text
             .split("#[cfg(test)]")
             .next()
@@ -460,8 +459,8 @@ fn file_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> 
             let Some((target_mod, target_file)) = target else {
                 continue;
             };
-            let owned = is_mod_file
-                && (module.is_empty() || target_mod.starts_with(&format!("{module}::")));
+            // a module owns its submodules, whichever file layout holds them (`a/mod.rs` or `a.rs` + `a/`)
+            let owned = module.is_empty() || target_mod.starts_with(&format!("{module}::"));
             if target_file != rel && !owned && target_mod != module {
                 graph
                     .entry(rel.clone())

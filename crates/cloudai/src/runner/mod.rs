@@ -12,6 +12,7 @@ mod queue;
 pub mod resume;
 pub mod single;
 pub mod start;
+mod stop;
 #[cfg(test)]
 mod tests;
 pub mod verdict;
@@ -553,74 +554,6 @@ impl Runner {
         rec.message = msg;
         self.journal.save(&rec, dir);
         records.push(rec);
-    }
-
-    /// Asks the system to stop a job; one the scheduler no longer has needs no stopping (the next poll ends it).
-    async fn cancel_job(&self, id: &JobId) -> Result<(), crate::systems::SystemError> {
-        match self.system.cancel(id).await {
-            Err(e) if e.kind == ErrorKind::Gone => {
-                crate::debug!("Job {id} is already gone: {e}");
-                Ok(())
-            }
-            other => other,
-        }
-    }
-
-    async fn stop_dependents(&self, slots: &mut [Slot]) {
-        for i in 0..slots.len() {
-            let trigger = slots[i].run.dependencies.iter().find_map(|d| {
-                let dep = slots.iter().find(|s| s.run.id == d.id)?;
-                (d.kind == DepKind::EndPostComp && dep.done()).then(|| d.id.clone())
-            });
-            let Some(dep_id) = trigger else { continue };
-            let slot = &mut slots[i];
-            let Phase::Active(a) = &mut slot.phase else {
-                continue;
-            };
-            if a.kill.is_some() {
-                continue;
-            }
-            info!(
-                "Stopping test {} (job {}): {dep_id} completed (end_post_comp)",
-                slot.run.id, a.id
-            );
-            slot.stopped_by = Some(dep_id);
-            if self.dry_run {
-                continue;
-            }
-            a.kill = Some(EndReason::StoppedByDependency);
-            if let Err(e) = self.cancel_job(&a.id).await {
-                warn!("Cannot stop job {}: {e}", a.id);
-            }
-        }
-    }
-
-    async fn enforce_time_limits(&self, slots: &mut [Slot]) {
-        for slot in slots.iter_mut() {
-            let Some(limit) = slot.run.effective_time_limit() else {
-                continue;
-            };
-            let Phase::Active(a) = &mut slot.phase else {
-                continue;
-            };
-            let Some((_, since)) = a.started else {
-                continue;
-            };
-            let allowed = Duration::from_secs(limit) + self.system.time_limit_grace();
-            if a.kill.is_some() || since.elapsed() < allowed {
-                continue;
-            }
-            warn!(
-                "Test {} reached its time limit of {}; cancelling job {}",
-                slot.run.id,
-                time_limit::format(limit),
-                a.id
-            );
-            a.kill = Some(EndReason::TimeLimit);
-            if let Err(e) = self.cancel_job(&a.id).await {
-                warn!("Cannot cancel job {}: {e}", a.id);
-            }
-        }
     }
 }
 
