@@ -10,6 +10,7 @@ pub mod systems;
 pub mod bad_nodes;
 pub mod baseline;
 pub mod config;
+pub mod ending;
 pub mod exit_codes;
 pub mod html;
 pub mod install;

@@ -486,3 +486,32 @@ fn generate_report_over_an_unchanged_tree_rewrites_nothing() {
     regrade();
     assert_eq!(std::fs::read(&csv).unwrap(), good);
 }
+
+/// One set of output flags for run, resume and generate-report (the report registry): generate-report writes
+/// `--metrics-file` and `--junit` as run does.
+#[test]
+fn generate_report_takes_the_same_output_flags_as_run() {
+    let w = Work::new();
+    let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 1);
+    let metrics = w.path().join("cloudai.prom");
+    let junit = w.path().join("junit.xml");
+    let out = w
+        .cloudai()
+        .args(["generate-report", "--result-dir"])
+        .arg(&root)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--no-tarball")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    assert!(std::fs::read_to_string(&junit)
+        .unwrap()
+        .contains("<testcase"));
+    // a tarball is never written by generate-report
+    assert!(!root.with_extension("tgz").exists());
+}

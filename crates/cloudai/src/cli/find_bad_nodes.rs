@@ -106,7 +106,7 @@ pub fn find(args: &FindArgs) -> Result<(), Failure> {
         bad_nodes::run(&req)
     };
     if !args.dry_run {
-        super::history::write_metrics_file(args.metrics_file.as_deref());
+        crate::ending::outputs::write_metrics_file(args.metrics_file.as_deref());
     }
     swept
 }

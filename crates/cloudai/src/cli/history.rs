@@ -405,17 +405,3 @@ fn drift(json: bool, node: Option<&str>, since: Option<i64>, all: bool) -> Resul
     }
     Ok(())
 }
-
-/// `--metrics-file`: the ledger's metrics written after a run or a sweep (a failure is a warning).
-pub fn write_metrics_file(path: Option<&Path>) {
-    let Some(path) = path else { return };
-    let res = ledger::off_runtime(|| {
-        let mut l = Ledger::open(&ledger::location())?;
-        let text = ledger::metrics::render(&mut l)?;
-        ledger::metrics::write_file(path, &text).map_err(|e| e.to_string())
-    });
-    match res {
-        Ok(()) => crate::info!("Metrics written to {}", path.display()),
-        Err(e) => crate::warn!("Cannot write the metrics file {}: {e}", path.display()),
-    }
-}

@@ -1,7 +1,6 @@
 //! Thin clap layer: parse, set up logging, call one function per subcommand. Flag names are CloudAI's.
 
 mod baseline;
-mod conclude;
 mod dse;
 mod find_bad_nodes;
 mod history;
@@ -172,24 +171,44 @@ pub struct RunArgs {
     /// Slurm only: run the whole scenario in one sbatch job (one allocation; iterations one after another)
     #[arg(long)]
     single_sbatch: bool,
-    /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: OutputArgs,
     #[command(flatten)]
     baseline: BaselineArgs,
     /// Submit what can be submitted, then exit and leave the jobs running; `cloudai resume DIR` finishes
     #[arg(long)]
     detach: bool,
-    /// Do not write `<results dir>.tgz` (written, as CloudAI does, when a test did not pass)
-    #[arg(long)]
-    no_tarball: bool,
-    /// After the run, write the ledger's metrics here atomically (OpenMetrics text, for node_exporter's textfile
-    /// collector)
-    #[arg(long, value_name = "PATH")]
-    metrics_file: Option<PathBuf>,
     /// Resume this results tree instead of starting a new run (the same as `cloudai resume DIR`)
     #[arg(long, value_name = "RESULTS_DIR", conflicts_with_all = ["test_scenario", "system_config", "tests_dir", "hook_dir"])]
     resume: Option<PathBuf>,
+}
+
+/// The outputs beyond the results tree, the same for `run`, `resume` and `generate-report` (the report registry:
+/// `ending::outputs`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Do not write `<results dir>.tgz` (written after `run` and `resume`, as CloudAI does, when a test did not
+    /// pass)
+    #[arg(long)]
+    no_tarball: bool,
+    /// Afterwards, write the ledger's metrics here atomically (OpenMetrics text, for node_exporter's textfile
+    /// collector)
+    #[arg(long, value_name = "PATH")]
+    metrics_file: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// What was asked; `tarball` when the command writes one at all (not `generate-report`).
+    pub fn asked(&self, tarball: bool) -> crate::ending::Asked {
+        crate::ending::Asked {
+            junit: self.junit.clone(),
+            tarball: tarball && !self.no_tarball,
+            metrics_file: self.metrics_file.clone(),
+        }
+    }
 }
 
 /// Grading against a baseline (`cloudai baseline create`).
@@ -334,54 +353,5 @@ pub fn main() -> i32 {
                 Err(f) => f.report(),
             }
         }
-    }
-}
-
-/// Writes `--junit` when asked; an error is reported and makes the exit code 1.
-pub fn write_junit(
-    path: Option<&std::path::Path>,
-    scenario: &str,
-    records: &[crate::results::IterationRecord],
-) -> bool {
-    let Some(path) = path else { return true };
-    match crate::report::junit::write(path, scenario, records) {
-        Ok(()) => {
-            crate::info!("JUnit report written to {}", path.display());
-            true
-        }
-        Err(e) => {
-            crate::error!("Cannot write the JUnit report {}: {e}", path.display());
-            false
-        }
-    }
-}
-
-/// The closing verdict of a scenario that ran to its end: a summary line and the exit code (0 or 3).
-pub fn verdict(records: &[crate::results::IterationRecord]) -> i32 {
-    let code = crate::results::record::exit_code(records);
-    if code != 0 {
-        let bad: Vec<String> = records
-            .iter()
-            .filter(|r| !r.status.is_success())
-            .map(|r| format!("{} #{} {}", r.test_id, r.iteration, r.status.as_str()))
-            .collect();
-        crate::warn!(
-            "{} of {} test iterations did not pass: {} (exit code {code})",
-            bad.len(),
-            records.len(),
-            bad.join(", ")
-        );
-    }
-    code
-}
-
-/// Whether results files could not be written (a full disk): says so once, as an error. Callers exit 1.
-pub fn incomplete(root: &std::path::Path) -> bool {
-    match crate::util::fsx::failure_summary(root) {
-        Some(msg) => {
-            crate::error!("{msg}");
-            true
-        }
-        None => false,
     }
 }

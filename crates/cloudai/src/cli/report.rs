@@ -22,9 +22,8 @@ pub struct ReportArgs {
     compare_fail: bool,
     #[command(flatten)]
     baseline: super::BaselineArgs,
-    /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: super::OutputArgs,
     /// System TOML: only its link peaks (nvlink_peak_gbps, net_peak_gbps) and fabric (fabric, nics_per_node, nic_gbps, expected_busbw_gbps, expectation_fraction) are used: to flag implausible busbw and to re-grade against the hardware
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
@@ -182,7 +181,6 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
     };
     match write_reports(&args.result_dir, None, &opts) {
         Ok(summary) => {
-            crate::ledger::record_scenario(&args.result_dir, &summary);
             info!(
                 "Generated scenario report at {}",
                 args.result_dir
@@ -204,13 +202,22 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
             note_drops(&mut records, &summary.drops, args.compare_fail);
             info!("Scenario results");
             log::print(&crate::report::status_table::render(&records));
-            if !super::write_junit(args.junit.as_deref(), &summary.scenario, &records) {
+            let ended = crate::ending::outputs::Ended {
+                root: &args.result_dir,
+                scenario: &summary.scenario,
+                records: &records,
+                summary: Some(&summary),
+                dry_run: opts.dry_run,
+                detached: false,
+                tarball_allowed: false,
+            };
+            if !crate::ending::outputs::write_all(&args.outputs.asked(false), &ended) {
                 return Err(Failure::Reported);
             }
-            if super::incomplete(&args.result_dir) {
+            if crate::ending::incomplete(&args.result_dir) {
                 return Err(Failure::Reported);
             }
-            Failure::of_code(super::verdict(&records))
+            Failure::of_code(crate::ending::verdict(&records))
         }
         Err(e) => Err(Failure::Error(format!(
             "Cannot write reports in {}: {e}",

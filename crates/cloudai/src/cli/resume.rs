@@ -22,15 +22,14 @@ use crate::{info, warn};
 pub struct ResumeArgs {
     /// The results tree (`<output>/<scenario>_<timestamp>`)
     result_dir: PathBuf,
-    /// Also write a JUnit XML report here
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: super::OutputArgs,
     #[command(flatten)]
     baseline: BaselineArgs,
 }
 
 pub fn resume_cmd(args: &ResumeArgs) -> Result<(), Failure> {
-    resume(&args.result_dir, args.junit.as_deref(), &args.baseline)
+    resume(&args.result_dir, &args.outputs.asked(true), &args.baseline)
 }
 
 /// `test_cmd` / `full_cmd` of an iteration's test-run.toml and its batch script, as `prepare` made them.
@@ -210,7 +209,11 @@ fn inputs(
     )
 }
 
-pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> Result<(), Failure> {
+pub fn resume(
+    root: &Path,
+    asked: &crate::ending::Asked,
+    baseline: &BaselineArgs,
+) -> Result<(), Failure> {
     if !root.is_dir() {
         return Err(Failure::Error(format!(
             "{}: not a directory",
@@ -241,7 +244,7 @@ pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> Res
     state::lock(root)?;
     crate::log::also_to(&state::log_path(root));
     let result = match state::read_info(root) {
-        Ok(info) => resume_locked(root, &info, junit, baseline),
+        Ok(info) => resume_locked(root, &info, asked, baseline),
         Err(e) => Err(Failure::Error(format!(
             "{} cannot be resumed: {}/run.json: {e} (only trees written by `cloudai run` of this version can be)",
             root.display(),
@@ -255,7 +258,7 @@ pub fn resume(root: &Path, junit: Option<&Path>, baseline: &BaselineArgs) -> Res
 fn resume_locked(
     root: &Path,
     info: &RunInfo,
-    junit: Option<&Path>,
+    asked: &crate::ending::Asked,
     baseline: &BaselineArgs,
 ) -> Result<(), Failure> {
     for f in state::changed_inputs(root, info) {
@@ -330,17 +333,15 @@ fn resume_locked(
     );
     *runner.plan.borrow_mut() = Some(plan);
     let outcome = rt.block_on(runner.run());
-    Failure::of_code(super::conclude::conclude(
+    Failure::of_code(crate::ending::conclude(
         &runner,
         outcome,
         &system,
-        super::conclude::Conclusion {
-            junit,
+        crate::ending::Conclusion {
+            asked,
             tolerance_pct: baseline.tolerance,
             grading,
             resumed: true,
-            tarball: true,
-            metrics_file: None,
         },
     ))
 }

@@ -13,7 +13,7 @@ use crate::{error, info};
 
 pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
     if let Some(dir) = &args.resume {
-        return super::resume::resume(dir, args.junit.as_deref(), &args.baseline);
+        return super::resume::resume(dir, &args.outputs.asked(true), &args.baseline);
     }
     let c = &args.common;
     let survey =
@@ -124,17 +124,15 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
         let outcome = rt.block_on(runner.run());
         (runner, outcome)
     };
-    let code = super::conclude::conclude(
+    let code = crate::ending::conclude(
         &runner,
         outcome,
         &system,
-        super::conclude::Conclusion {
-            junit: args.junit.as_deref(),
+        crate::ending::Conclusion {
+            asked: &args.outputs.asked(true),
             tolerance_pct: args.baseline.tolerance,
             grading,
             resumed: false,
-            tarball: !args.no_tarball,
-            metrics_file: args.metrics_file.as_deref(),
         },
     );
     crate::results::state::unlock(&runner.layout.root);

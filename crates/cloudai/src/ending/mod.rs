@@ -1,23 +1,22 @@
-//! How `run` and `resume` end after the engine: reports (over the whole tree when resuming), the status table,
-//! JUnit, the tarball, and the exit code.
+//! How a scenario ends — the one place `run`, `resume` and `generate-report` conclude: the scenario report (each
+//! iteration's files, the page, `summary.json`), the status table, every registered output ([`outputs::OUTPUTS`]:
+//! ledger, metrics file, JUnit, tarball), and the exit code by its precedence (docs/design/runner.md).
 
-use std::path::Path;
+pub mod outputs;
 
 use crate::log;
 use crate::runner::Runner;
 use crate::{error, info};
 
+pub use outputs::Asked;
+
 /// How a run ends, beyond its outcome.
 pub struct Conclusion<'a> {
-    pub junit: Option<&'a Path>,
+    pub asked: &'a Asked,
     pub tolerance_pct: f64,
     pub grading: Option<crate::baseline::Grading>,
     /// Earlier iterations of the tree count too (their records are read from it).
     pub resumed: bool,
-    /// Write `<root>.tgz` when an iteration did not pass.
-    pub tarball: bool,
-    /// `--metrics-file`: the ledger's metrics, written after the run is recorded.
-    pub metrics_file: Option<&'a Path>,
 }
 
 /// After the engine: reports (over the whole tree when resuming), the status table, JUnit, the tarball, and the
@@ -29,12 +28,10 @@ pub fn conclude(
     c: Conclusion,
 ) -> i32 {
     let Conclusion {
-        junit,
+        asked,
         tolerance_pct,
         grading,
         resumed,
-        tarball,
-        metrics_file,
     } = c;
     let opts = crate::report::scenario::Options {
         compare: Vec::new(),
@@ -48,12 +45,10 @@ pub fn conclude(
         fabric: None,
     };
     let known = (!resumed).then_some(&outcome.records);
-    match crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts) {
+    let summary =
+        crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts);
+    match &summary {
         Ok(summary) => {
-            if !runner.dry_run {
-                crate::ledger::record_scenario(&runner.layout.root, &summary);
-                super::history::write_metrics_file(metrics_file);
-            }
             info!(
                 "Generated scenario report at {}",
                 runner
@@ -65,7 +60,7 @@ pub fn conclude(
             // the report pass may grade further (a baseline), and a resumed tree's earlier iterations count too:
             // its records are the final word
             if opts.baseline.is_some() || resumed {
-                outcome.records = summary.tests.into_iter().map(|e| e.record).collect();
+                outcome.records = summary.tests.iter().map(|e| e.record.clone()).collect();
             }
         }
         Err(e) => error!(
@@ -78,19 +73,20 @@ pub fn conclude(
         info!("Scenario results");
         log::print(&crate::report::status_table::render(&outcome.records));
     }
-    let junit_ok = super::write_junit(junit, &runner.scenario.name, &outcome.records);
-    let failed = outcome.records.iter().any(|r| !r.status.is_success());
-    let tarball = tarball && runner.scenario.report_enabled(system, "tarball");
-    if tarball && failed && !runner.dry_run && !runner.detach {
-        match crate::report::tarball::write(&runner.layout.root) {
-            Ok(p) => info!("Created tarball at {}", p.display()),
-            Err(e) => error!("Cannot write the results tarball: {e}"),
-        }
-    }
+    let ended = outputs::Ended {
+        root: &runner.layout.root,
+        scenario: &runner.scenario.name,
+        records: &outcome.records,
+        summary: summary.as_ref().ok(),
+        dry_run: runner.dry_run,
+        detached: runner.detach,
+        tarball_allowed: runner.scenario.report_enabled(system, "tarball"),
+    };
+    let outputs_ok = outputs::write_all(asked, &ended);
     if !outcome.leftovers.is_empty() {
         return crate::results::record::report_leftovers(&runner.layout.root, &outcome.leftovers);
     }
-    if super::incomplete(&runner.layout.root) {
+    if incomplete(&runner.layout.root) {
         return 1;
     }
     if outcome.interrupted {
@@ -115,8 +111,38 @@ pub fn conclude(
         return 0;
     }
     info!("All jobs are complete.");
-    if !junit_ok {
+    if !outputs_ok {
         return 1;
     }
-    super::verdict(&outcome.records)
+    verdict(&outcome.records)
+}
+
+/// The closing verdict of a scenario that ran to its end: a summary line and the exit code (0 or 3).
+pub fn verdict(records: &[crate::results::IterationRecord]) -> i32 {
+    let code = crate::results::record::exit_code(records);
+    if code != 0 {
+        let bad: Vec<String> = records
+            .iter()
+            .filter(|r| !r.status.is_success())
+            .map(|r| format!("{} #{} {}", r.test_id, r.iteration, r.status.as_str()))
+            .collect();
+        crate::warn!(
+            "{} of {} test iterations did not pass: {} (exit code {code})",
+            bad.len(),
+            records.len(),
+            bad.join(", ")
+        );
+    }
+    code
+}
+
+/// Whether results files could not be written (a full disk): says so once, as an error. Callers exit 1.
+pub fn incomplete(root: &std::path::Path) -> bool {
+    match crate::util::fsx::failure_summary(root) {
+        Some(msg) => {
+            crate::error!("{msg}");
+            true
+        }
+        None => false,
+    }
 }
