@@ -113,6 +113,25 @@ def grade_2gb(work):
             f"({2048 / secs:.0f} MB/s), peak RSS {rss:.1f} MB (target < 64 MB)")
 
 
+def write_rows_log(log, total):
+    """An nccl-tests stdout of at least `total` bytes of table rows (a `-N 0` soak run printing its 8-size table
+    again and again); (bytes of rows written, one block of rows)."""
+    table = "".join(
+        f"{8 << i:>12}  {(8 << i) // 4:>12}     float     sum      -1    10.00  {1.0 + i:>6.2f}  {1.0 + i:>6.2f}      0"
+        f"    10.00  {1.0 + i:>6.2f}  {1.0 + i:>6.2f}      0\n" for i in range(8)).encode() * 2000
+    with open(log, "wb") as f:
+        f.write(b"# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 "
+                b"agg iters: 1 validation: 1 graph: 0\n#  Rank  0 Group  0 Pid  10 on node001 device  0 "
+                b"[0000:1a:00] NVIDIA H100 80GB HBM3\n#       size         count      type   redop    root     time   "
+                b"algbw   busbw #wrong     time   algbw   busbw #wrong\n")
+        written = 0
+        while written < total:
+            f.write(table)
+            written += len(table)
+        f.write(b"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 4.5 \n")
+    return written, table
+
+
 def grade_rows(work, gib):
     """generate-report over one iteration whose stdout.txt is `gib` GiB of table rows (a `-N 0` soak run printing
     its 8-size table again and again): grading keeps the first rows and tallies the rest; the CSV is streamed."""
@@ -128,20 +147,7 @@ def grade_rows(work, gib):
                    cwd=work, stdout=subprocess.DEVNULL, check=True)
     root = os.path.join(out, os.listdir(out)[0])
     log = os.path.join(root, "ar", "0", "stdout.txt")
-    table = "".join(
-        f"{8 << i:>12}  {(8 << i) // 4:>12}     float     sum      -1    10.00  {1.0 + i:>6.2f}  {1.0 + i:>6.2f}      0"
-        f"    10.00  {1.0 + i:>6.2f}  {1.0 + i:>6.2f}      0\n" for i in range(8)).encode() * 2000
-    total = gib << 30
-    with open(log, "wb") as f:
-        f.write(b"# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 "
-                b"agg iters: 1 validation: 1 graph: 0\n#  Rank  0 Group  0 Pid  10 on node001 device  0 "
-                b"[0000:1a:00] NVIDIA H100 80GB HBM3\n#       size         count      type   redop    root     time   "
-                b"algbw   busbw #wrong     time   algbw   busbw #wrong\n")
-        written = 0
-        while written < total:
-            f.write(table)
-            written += len(table)
-        f.write(b"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 4.5 \n")
+    written, table = write_rows_log(log, gib << 30)
     rows = written // (len(table) // 16000)
     t0 = time.perf_counter()
     rss = peak_rss_mb([BIN, "generate-report", "--result-dir", root], work, check=False)
