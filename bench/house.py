@@ -9,7 +9,6 @@
 - generate-report re-run over an unchanged tree of 1,000 NCCL iterations (nothing to rewrite).
 """
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -23,14 +22,13 @@ DATA = os.path.join(ROOT, "crates", "cloudai", "tests", "data")
 
 
 def timed(cmd, cwd):
-    """(wall s, user s, peak RSS MB) of one run of cmd."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """(wall s, user s, peak RSS MB) of one run of cmd (GNU time's numbers)."""
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = subprocess.run(["/usr/bin/time", "-f", "%U %M", *cmd], cwd=cwd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # ru_maxrss of children is the largest so far: run the small cases first
-    return wall, after.ru_utime - before.ru_utime, after.ru_maxrss / 1024
+    user, rss = r.stderr.strip().splitlines()[-1].split()
+    return wall, float(user), int(rss) / 1024
 
 
 def tests_dir(work):
@@ -122,8 +120,9 @@ def one(binary):
 
 
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "cloudai")
-    for label, b in [("this", binary)] + ([("before", sys.argv[2])] if len(sys.argv) > 2 else []):
+    binary = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "target", "release", "cloudai")
+    old = [("before", os.path.abspath(sys.argv[2]))] if len(sys.argv) > 2 else []
+    for label, b in [("this", binary)] + old:
         print(f"[{label}: {b}]")
         for line in one(b):
             print("  " + line, flush=True)

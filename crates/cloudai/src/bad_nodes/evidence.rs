@@ -144,7 +144,7 @@ pub fn run(
         per_test: true,
         fabric: None,
     };
-    if let Err(e) = generate(&runner.layout.root, Some(&outcome.records), &opts) {
+    if let Err(e) = generate(&runner.layout().root, Some(&outcome.records), &opts) {
         crate::warn!("Cannot write the evidence report: {e}");
     }
     let mut tier = Tier::default();
@@ -152,7 +152,7 @@ pub fn run(
         let Some(check) = node_check(&run.test.test_template_name) else {
             continue;
         };
-        let it = runner.layout.root.join(&run.id).join("0");
+        let it = runner.layout().root.join(&run.id).join("0");
         for (node, f) in node_findings(check, &run.test, &it) {
             let fails: Vec<&str> = f
                 .iter()

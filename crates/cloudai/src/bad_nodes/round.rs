@@ -85,12 +85,12 @@ pub(super) fn run(
         per_test: true,
         fabric: None,
     };
-    generate(&runner.layout.root, Some(&outcome.records), &opts)
+    generate(&runner.layout().root, Some(&outcome.records), &opts)
         .map(Some)
         .map_err(|e| {
             Failure::Error(format!(
                 "Cannot write the round's report in {}: {e}",
-                runner.layout.root.display()
+                runner.layout().root.display()
             ))
         })
 }

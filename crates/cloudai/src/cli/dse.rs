@@ -54,7 +54,7 @@ pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                 all.interrupted = true;
                 break 'tests;
             }
-            let dir = runner.layout.iteration_dir(&run.id, 0);
+            let dir = runner.layout().iteration_dir(&run.id, 0);
             let observation: Vec<f64> = applied
                 .test
                 .agent_metrics

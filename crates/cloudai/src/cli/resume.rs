@@ -323,15 +323,16 @@ fn resume_locked(
             root.display()
         );
     }
-    let runner = Runner::new(
+    let runner = Runner::builder(
         sys,
         scenario,
         Layout {
             root: root.to_path_buf(),
             step: None,
         },
-    );
-    *runner.plan.borrow_mut() = Some(plan);
+    )
+    .resume(plan)
+    .build();
     let outcome = rt.block_on(runner.run());
     Failure::of_code(crate::ending::conclude(
         &runner,

@@ -119,8 +119,9 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
             &rt,
         )
     } else {
-        let mut runner = Runner::new(sys, scenario, layout);
-        runner.detach = args.detach && !dry_run;
+        let runner = Runner::builder(sys, scenario, layout)
+            .detach(args.detach && !dry_run)
+            .build();
         let outcome = rt.block_on(runner.run());
         (runner, outcome)
     };
@@ -135,7 +136,7 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
             resumed: false,
         },
     );
-    crate::results::state::unlock(&runner.layout.root);
+    crate::results::state::unlock(&runner.layout().root);
     Failure::of_code(code)
 }
 

@@ -38,23 +38,23 @@ pub fn conclude(
         tolerance: tolerance_pct / 100.0,
         regrade: false,
         summary: true,
-        dry_run: runner.dry_run,
+        dry_run: runner.is_dry_run(),
         baseline: grading,
         peaks: crate::report::scenario::Peaks::of(system),
-        per_test: runner.scenario.report_enabled(system, "per_test"),
+        per_test: runner.scenario().report_enabled(system, "per_test"),
         fabric: None,
     };
     let known = (!resumed).then_some(&outcome.records);
     let summary =
-        crate::report::scenario::generate(&runner.layout.root, known.map(|v| &v[..]), &opts);
+        crate::report::scenario::generate(&runner.layout().root, known.map(|v| &v[..]), &opts);
     match &summary {
         Ok(summary) => {
             info!(
                 "Generated scenario report at {}",
                 runner
-                    .layout
+                    .layout()
                     .root
-                    .join(format!("{}.html", runner.scenario.name))
+                    .join(format!("{}.html", runner.scenario().name))
                     .display()
             );
             // the report pass may grade further (a baseline), and a resumed tree's earlier iterations count too:
@@ -65,35 +65,35 @@ pub fn conclude(
         }
         Err(e) => error!(
             "Cannot write the scenario report in {}: {e}",
-            runner.layout.root.display()
+            runner.layout().root.display()
         ),
     }
     // detached, nothing has ended yet: no empty table (the runner said what runs on; `status` shows it)
-    if !(runner.detach && outcome.records.is_empty()) {
+    if !(runner.is_detached() && outcome.records.is_empty()) {
         info!("Scenario results");
         log::print(&crate::report::status_table::render(&outcome.records));
     }
     let ended = outputs::Ended {
-        root: &runner.layout.root,
-        scenario: &runner.scenario.name,
+        root: &runner.layout().root,
+        scenario: &runner.scenario().name,
         records: &outcome.records,
         summary: summary.as_ref().ok(),
-        dry_run: runner.dry_run,
-        detached: runner.detach,
-        tarball_allowed: runner.scenario.report_enabled(system, "tarball"),
+        dry_run: runner.is_dry_run(),
+        detached: runner.is_detached(),
+        tarball_allowed: runner.scenario().report_enabled(system, "tarball"),
     };
     let outputs_ok = outputs::write_all(asked, &ended);
     if !outcome.leftovers.is_empty() {
-        return crate::results::record::report_leftovers(&runner.layout.root, &outcome.leftovers);
+        return crate::results::record::report_leftovers(&runner.layout().root, &outcome.leftovers);
     }
-    if incomplete(&runner.layout.root) {
+    if incomplete(&runner.layout().root) {
         return 1;
     }
     if outcome.interrupted {
         crate::warn!(
             "Run interrupted: every submitted job was cancelled. Results so far are in {dir}; `cloudai resume {dir}` \
              runs what never started (what was cancelled stays CANCELLED)",
-            dir = runner.layout.root.display()
+            dir = runner.layout().root.display()
         );
         return crate::exit_codes::INTERRUPTED;
     }
@@ -103,11 +103,11 @@ pub fn conclude(
             "Interrupted ({}) after every job ended; if a report is incomplete, `cloudai generate-report \
              --result-dir {}` rebuilds it",
             crate::util::signals::last(),
-            runner.layout.root.display()
+            runner.layout().root.display()
         );
         return crate::exit_codes::INTERRUPTED;
     }
-    if runner.detach {
+    if runner.is_detached() {
         return 0;
     }
     info!("All jobs are complete.");

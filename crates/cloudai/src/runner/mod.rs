@@ -42,30 +42,87 @@ const SUBMIT_RETRIES: u32 = 3;
 /// together, so that Ctrl-C ends the process within the 15 s the docs promise (the reports take the rest).
 const CANCEL_WAIT: Duration = Duration::from_secs(14);
 
+/// The engine for one scenario on one system. Built by [`Runner::builder`] and not changed after: everything it
+/// learns while it runs lives in the loop's own state.
 pub struct Runner {
-    pub system: Arc<dyn System>,
-    pub scenario: Arc<Scenario>,
-    pub layout: Layout,
+    system: Arc<dyn System>,
+    scenario: Arc<Scenario>,
+    layout: Layout,
     /// Every iteration's record as it goes.
-    pub journal: journal::Journal,
+    journal: journal::Journal,
     /// The system is a dry-run ([`crate::systems::dry_run`]): nothing of the engine's own is written beyond
     /// CloudAI's files, and iterations end `DRY-RUN`.
-    pub dry_run: bool,
-    pub interval: Duration,
+    dry_run: bool,
+    interval: Duration,
     /// The system's `max_pending_time` (a test's own value wins), seconds.
-    pub max_pending_time: Option<u64>,
+    max_pending_time: Option<u64>,
     /// Counts submissions, so the loop polls a freshly submitted job before it sleeps.
-    pub submissions: std::cell::Cell<u64>,
-    /// Where each test run stands when resuming a tree (None: a fresh run).
-    pub plan: std::cell::RefCell<Option<Vec<resume::SlotPlan>>>,
+    submissions: std::cell::Cell<u64>,
+    /// Where each test run stands when resuming a tree (None: a fresh run); taken when the run starts.
+    plan: std::cell::RefCell<Option<Vec<resume::SlotPlan>>>,
     /// Submit what can be submitted, then stop watching (`run --detach`); `resume` finishes.
-    pub detach: bool,
+    detach: bool,
     /// Ending signals (and requests to stop this engine).
-    pub stop: signals::Stop,
+    stop: signals::Stop,
     /// A job has waited for file descriptors (said once).
     fd_wait: std::cell::Cell<bool>,
     /// Descriptors open before any job: a job never waits when no other holds any (nothing would free them).
     fd_base: u64,
+}
+
+/// How a [`Runner`] is made: the system, the scenario and its tree, then what differs from a plain run.
+pub struct RunnerBuilder {
+    system: Arc<dyn System>,
+    scenario: Scenario,
+    layout: Layout,
+    detach: bool,
+    plan: Option<Vec<resume::SlotPlan>>,
+    stop: Option<signals::Stop>,
+}
+
+impl RunnerBuilder {
+    /// Submit what can be submitted, then stop watching (`run --detach`).
+    pub fn detach(mut self, on: bool) -> Self {
+        self.detach = on;
+        self
+    }
+
+    /// Continue a tree: where each test run stands, from its journal (`resume`).
+    pub fn resume(mut self, plan: Vec<resume::SlotPlan>) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
+    /// Stop on these signals and requests instead of the process's own.
+    pub fn stop(mut self, stop: signals::Stop) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The engine, with the system's own settings (monitor interval, max pending time).
+    pub fn build(self) -> Runner {
+        let settings = self.system.settings();
+        let root = self.layout.root.clone();
+        Runner {
+            system: self.system,
+            scenario: Arc::new(self.scenario),
+            layout: self.layout,
+            journal: journal::Journal {
+                scheduler: settings.scheduler,
+                writes: !settings.dry_run,
+                root,
+            },
+            dry_run: settings.dry_run,
+            interval: settings.monitor_interval,
+            max_pending_time: settings.max_pending_time,
+            submissions: Default::default(),
+            plan: std::cell::RefCell::new(self.plan),
+            detach: self.detach,
+            stop: self.stop.unwrap_or_default(),
+            fd_wait: Default::default(),
+            fd_base: crate::util::fds::open_count().unwrap_or(0),
+        }
+    }
 }
 
 pub struct RunOutcome {
@@ -135,29 +192,43 @@ impl Slot {
 }
 
 impl Runner {
-    /// The engine for a scenario on a system, with the system's own settings (monitor interval, max pending time).
-    pub fn new(system: Arc<dyn System>, scenario: Scenario, layout: Layout) -> Self {
-        let settings = system.settings();
-        let root = layout.root.clone();
-        Runner {
+    /// How an engine for a scenario on a system is made ([`RunnerBuilder`]).
+    pub fn builder(system: Arc<dyn System>, scenario: Scenario, layout: Layout) -> RunnerBuilder {
+        RunnerBuilder {
             system,
-            scenario: Arc::new(scenario),
+            scenario,
             layout,
-            journal: journal::Journal {
-                scheduler: settings.scheduler,
-                writes: !settings.dry_run,
-                root,
-            },
-            dry_run: settings.dry_run,
-            interval: settings.monitor_interval,
-            max_pending_time: settings.max_pending_time,
-            submissions: Default::default(),
-            plan: Default::default(),
             detach: false,
-            stop: signals::Stop::default(),
-            fd_wait: Default::default(),
-            fd_base: crate::util::fds::open_count().unwrap_or(0),
+            plan: None,
+            stop: None,
         }
+    }
+
+    /// A plain run's engine: `builder(..).build()`.
+    pub fn new(system: Arc<dyn System>, scenario: Scenario, layout: Layout) -> Self {
+        Self::builder(system, scenario, layout).build()
+    }
+
+    pub fn system(&self) -> &Arc<dyn System> {
+        &self.system
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Whether the system is the dry-run decorator (the reports say DRY-RUN, nothing is recorded).
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// Whether jobs are left running for `resume` (`run --detach`).
+    pub fn is_detached(&self) -> bool {
+        self.detach
     }
 
     pub async fn run(&self) -> RunOutcome {
