@@ -107,7 +107,11 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
     }
     let grading = if dry_run { None } else { grading };
     let (runner, outcome) = if args.single_sbatch {
-        crate::runner::single::run(sys, scenario, layout, &rt)
+        let runner = Runner::builder(sys, scenario, layout)
+            .single_job(true)
+            .build();
+        let outcome = rt.block_on(runner.run());
+        (runner, outcome)
     } else if scenario.test_runs.iter().any(|r| r.is_dse()) {
         let root = layout.root.clone();
         super::dse::run(

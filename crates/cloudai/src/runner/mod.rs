@@ -10,7 +10,7 @@ pub mod journal;
 mod progress;
 mod queue;
 pub mod resume;
-pub mod single;
+mod single;
 pub mod start;
 mod stop;
 #[cfg(test)]
@@ -62,6 +62,8 @@ pub struct Runner {
     plan: std::cell::RefCell<Option<Vec<resume::SlotPlan>>>,
     /// Submit what can be submitted, then stop watching (`run --detach`); `resume` finishes.
     detach: bool,
+    /// The whole scenario as one job (`run --single-sbatch`, on a system whose settings say it can).
+    single: bool,
     /// Ending signals (and requests to stop this engine).
     stop: signals::Stop,
     /// A job has waited for file descriptors (said once).
@@ -76,6 +78,7 @@ pub struct RunnerBuilder {
     scenario: Scenario,
     layout: Layout,
     detach: bool,
+    single: bool,
     plan: Option<Vec<resume::SlotPlan>>,
     stop: Option<signals::Stop>,
 }
@@ -84,6 +87,13 @@ impl RunnerBuilder {
     /// Submit what can be submitted, then stop watching (`run --detach`).
     pub fn detach(mut self, on: bool) -> Self {
         self.detach = on;
+        self
+    }
+
+    /// Run the whole scenario as one job (`run --single-sbatch`): every iteration prepared as usual, the system
+    /// makes them one job that runs each in turn ([`System::single_job`]), then each is graded from its directory.
+    pub fn single_job(mut self, on: bool) -> Self {
+        self.single = on;
         self
     }
 
@@ -118,6 +128,7 @@ impl RunnerBuilder {
             submissions: Default::default(),
             plan: std::cell::RefCell::new(self.plan),
             detach: self.detach,
+            single: self.single,
             stop: self.stop.unwrap_or_default(),
             fd_wait: Default::default(),
             fd_base: crate::util::fds::open_count().unwrap_or(0),
@@ -199,6 +210,7 @@ impl Runner {
             scenario,
             layout,
             detach: false,
+            single: false,
             plan: None,
             stop: None,
         }
@@ -232,6 +244,9 @@ impl Runner {
     }
 
     pub async fn run(&self) -> RunOutcome {
+        if self.single {
+            return self.run_single().await;
+        }
         let began = Instant::now();
         let mut slots: Vec<Slot> = self
             .scenario

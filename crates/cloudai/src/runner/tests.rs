@@ -60,6 +60,9 @@ struct Fake {
     events: Mutex<Vec<Event>>,
     t0: Instant,
     interval: Duration,
+    /// It runs a whole scenario as one job ([`System::single_job`]); the iterations it was given (test, directory).
+    single: bool,
+    items: Mutex<Vec<(String, std::path::PathBuf)>>,
 }
 
 impl Fake {
@@ -71,7 +74,16 @@ impl Fake {
             events: Mutex::default(),
             t0: Instant::now(),
             interval: Duration::from_secs(1),
+            single: false,
+            items: Mutex::default(),
         })
+    }
+
+    /// A fake that can run a whole scenario as one job.
+    fn single(behave: &[(&str, Behave)]) -> Arc<Self> {
+        let mut f = Arc::into_inner(Self::new(behave)).unwrap();
+        f.single = true;
+        Arc::new(f)
     }
 
     /// The next submissions of `test` fail so, in order.
@@ -111,6 +123,22 @@ impl Fake {
     }
 }
 
+impl Fake {
+    /// The single job ran every iteration it was given: each one's exit status in its directory, as the system's
+    /// script writes it (the test's `exit`).
+    fn write_exits(&self) {
+        for (test, dir) in self.items.lock().unwrap().iter() {
+            let exit = self.behave.get(test).copied().unwrap_or(QUICK).exit;
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(
+                dir.join(crate::systems::SINGLE_EXIT_FILE),
+                format!("{exit}\n"),
+            )
+            .unwrap();
+        }
+    }
+}
+
 #[async_trait]
 impl System for Fake {
     fn runner_name(&self) -> &'static str {
@@ -123,8 +151,24 @@ impl System for Fake {
             monitor_interval: self.interval,
             max_pending_time: None,
             dry_run: false,
-            single_job: false,
+            single_job: self.single,
         }
+    }
+
+    fn single_job(
+        &self,
+        _scenario: &str,
+        _root: &Path,
+        items: &[(&TestRun, u64, &Path, &Prepared)],
+    ) -> Option<Prepared> {
+        if !self.single {
+            return None;
+        }
+        *self.items.lock().unwrap() = items
+            .iter()
+            .map(|(r, _, d, _)| (r.id.clone(), d.to_path_buf()))
+            .collect();
+        Some(Prepared::default())
     }
 
     fn prepare(
@@ -203,6 +247,9 @@ impl System for Fake {
                     }
                     JobState::Finished(_) if !j.ended => {
                         j.ended = true;
+                        if !j.cancelled {
+                            self.write_exits();
+                        }
                         Some("end")
                     }
                     _ => None,
@@ -268,7 +315,8 @@ async fn run_with(
         root: dir.path().join("results"),
         step: None,
     };
-    let runner = Runner::new(fake, s, layout);
+    let single = fake.single;
+    let runner = Runner::builder(fake, s, layout).single_job(single).build();
     setup(&runner);
     // an engine that never ends fails here, after an hour of paused time (a few milliseconds of real time)
     let outcome = tokio::time::timeout(Duration::from_secs(3600), runner.run())
@@ -503,4 +551,53 @@ async fn transient_failures_past_the_retries_fail_the_iteration() {
         super::SUBMIT_RETRIES as usize + 1
     );
     assert_eq!(rows, vec![("a".into(), 0, Status::Failed)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn single_job_mode_submits_once_and_grades_every_iteration_from_its_directory() {
+    let fake = Fake::single(&[("b", Behave { exit: 1, ..QUICK })]);
+    let tests = test("a", "iterations = 2") + &test("b", &dep("start_post_comp", "a"));
+    let (outcome, rows) = run_on(fake.clone(), &tests).await;
+    // one job for the whole scenario, submitted once, polled to its end
+    let submits: Vec<_> = fake
+        .events()
+        .into_iter()
+        .filter(|e| e.what == "submit")
+        .collect();
+    assert_eq!(submits.len(), 1, "{:?}", fake.events());
+    assert_eq!(fake.count("end", "a"), 1);
+    // every iteration, dependencies first, graded from the exit status its directory holds
+    assert_eq!(
+        rows,
+        vec![
+            ("a".to_string(), 0, Status::Passed),
+            ("a".to_string(), 1, Status::Passed),
+            ("b".to_string(), 0, Status::Failed),
+        ]
+    );
+    assert!(!outcome.interrupted);
+    assert!(outcome
+        .records
+        .iter()
+        .all(|r| r.job_id.as_deref() == Some("0")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn single_job_mode_cancels_its_one_job_when_stopped() {
+    let fake = Fake::single(&[("a", Behave { run: None, ..QUICK })]);
+    let tests = test("a", "iterations = 3");
+    let (outcome, rows) = run_with(fake.clone(), &tests, |r| {
+        let stop = r.stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            stop.request();
+        });
+    })
+    .await;
+    let cancelled = fake.first("cancel", "a").expect("the job was cancelled");
+    assert!((10..=11).contains(&cancelled), "{:?}", fake.events());
+    assert!(outcome.interrupted);
+    // no iteration wrote its status: each is CANCELLED, none graded
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r.2 == Status::Cancelled), "{rows:?}");
 }
