@@ -8,11 +8,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::kit::{self, Cell, Section, TablePage};
 use super::{IterationReport, JobOutcome, Launch, Procs, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
 use crate::config::decode::{join, Ctx, View};
 use crate::config::test::{TemplateSchema, TestDefinition};
-use crate::html::{esc, page};
 use crate::util::pytoml::py_float;
 use crate::util::shell::quote;
 mod output;
@@ -350,18 +350,18 @@ fn csv(rows: &[Row]) -> String {
 }
 
 fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
-    let mut cards = String::new();
-    for (op, bw, iops) in out.totals() {
-        cards.push_str(&format!(
-            "<div class=\"card\"><span class=\"muted\">{op} (all jobs)</span><b>{bw:.1} MiB/s · {} IOPS</b></div>",
-            fmt_count(iops)
-        ));
-    }
+    let mut cards: Vec<(String, String)> = out
+        .totals()
+        .into_iter()
+        .map(|(op, bw, iops)| {
+            (
+                format!("{op} (all jobs)"),
+                format!("{bw:.1} MiB/s · {} IOPS", fmt_count(iops)),
+            )
+        })
+        .collect();
     if let Some(v) = &out.version {
-        cards.push_str(&format!(
-            "<div class=\"card\"><span class=\"muted\">fio</span><b>{}</b></div>",
-            esc(v)
-        ));
+        cards.push(("fio".into(), v.clone()));
     }
     let max_bw = out
         .rows
@@ -369,45 +369,71 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
         .map(Row::bw_mib)
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max);
-    let mut body = format!(
-        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">{cards}</div>\n<h2>Jobs</h2>\n<table>\n\
-         <tr><th>job</th><th>#</th><th>operation</th><th>bandwidth (MiB/s)</th><th></th><th>IOPS</th>\
-         <th>latency avg (us)</th><th>p50 (us)</th><th>p99 (us)</th><th>p99.9 (us)</th></tr>\n",
-        esc(title),
-        if passed { "pass" } else { "fail" },
-        esc(verdict),
-    );
-    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
-    for r in &out.rows {
-        let bw = r.bw_mib();
-        let pct = if max_bw > 0.0 {
-            bw / max_bw * 100.0
-        } else {
-            0.0
-        };
-        body.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{bw:.2}</td>\
-             <td><div style=\"background:#4e79a7;height:0.8em;width:{pct:.0}%;min-width:1px\"></div></td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            esc(&r.job),
-            r.instance,
-            esc(&r.operation),
-            fmt_count(r.iops),
-            f(r.latency_us()),
-            f(r.p50_us),
-            f(r.p99_us),
-            f(r.p999_us),
-        ));
-    }
-    body.push_str("</table>\n");
+    let f = |v: Option<f64>| Cell::from(kit::fixed2(v, "-"));
+    let rows = out
+        .rows
+        .iter()
+        .map(|r| {
+            let bw = r.bw_mib();
+            let pct = if max_bw > 0.0 {
+                bw / max_bw * 100.0
+            } else {
+                0.0
+            };
+            vec![
+                r.job.as_str().into(),
+                r.instance.to_string().into(),
+                r.operation.as_str().into(),
+                format!("{bw:.2}").into(),
+                Cell::Html(format!(
+                    "<div style=\"background:#4e79a7;height:0.8em;width:{pct:.0}%;min-width:1px\"></div>"
+                )),
+                fmt_count(r.iops).into(),
+                f(r.latency_us()),
+                f(r.p50_us),
+                f(r.p99_us),
+                f(r.p999_us),
+            ]
+        })
+        .collect();
+    let mut sections = vec![Section::Table {
+        heading: "Jobs".into(),
+        header: [
+            "job",
+            "#",
+            "operation",
+            "bandwidth (MiB/s)",
+            "",
+            "IOPS",
+            "latency avg (us)",
+            "p50 (us)",
+            "p99 (us)",
+            "p99.9 (us)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }];
     if !out.errors.is_empty() {
-        body.push_str("<h2>fio errors</h2>\n<pre>");
-        for (line, e) in &out.errors {
-            body.push_str(&esc(&format!("stdout.txt:{line}: {e}\n")));
-        }
-        body.push_str("</pre>\n");
+        sections.push(Section::Pre {
+            heading: "fio errors".into(),
+            text: out
+                .errors
+                .iter()
+                .map(|(line, e)| format!("stdout.txt:{line}: {e}\n"))
+                .collect(),
+        });
     }
-    page(title, &body, &serde_json::json!({ "charts": {} }))
+    TablePage {
+        title,
+        verdict,
+        passed,
+        cards,
+        charts: serde_json::json!({}),
+        show: vec![],
+        sections,
+    }
+    .render()
 }
 
 /// `28800`, `1.23M`: IOPS at a glance.

@@ -4,6 +4,7 @@
 mod bash_cmd;
 pub mod fio;
 pub mod judge;
+pub mod kit;
 pub mod launch;
 pub mod nccl;
 pub mod nemo_run;

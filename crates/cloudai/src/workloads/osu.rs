@@ -7,12 +7,13 @@
 
 use std::path::Path;
 
+use super::kit::{Cell, Section, TablePage};
 use super::{
     IterationReport, JobOutcome, Launch, Placement, Point, Procs, Success, Verdict, Workload,
 };
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
-use crate::html::{chart, chart_spec, esc, page, series};
+use crate::html::{chart_spec, series};
 use crate::util::pytoml::py_float;
 use crate::util::shell::quote;
 mod output;
@@ -402,48 +403,58 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
             ])})
         }
     };
-    let headline = headline(out);
-    let mut body = format!(
-        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">\
-         <div class=\"card\"><span class=\"muted\">benchmark</span><b>{}</b></div>\
-         <div class=\"card\"><span class=\"muted\">{}</span><b>{}</b></div>\
-         <div class=\"card\"><span class=\"muted\">datatype</span><b>{}</b></div></div>\n",
-        esc(title),
-        if passed { "pass" } else { "fail" },
-        esc(verdict),
-        esc(out.title.as_deref().unwrap_or("-")),
-        if out.kind == Kind::Latency {
-            "smallest size"
-        } else {
-            "peak"
-        },
-        esc(headline.as_deref().unwrap_or("-")),
-        esc(out.datatype.as_deref().unwrap_or("-")),
+    let key = if out.kind == Kind::Latency {
+        "smallest size"
+    } else {
+        "peak"
+    };
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let mut header = vec!["size".to_string()];
+    header.extend(
+        out.columns
+            .iter()
+            .skip_while(|c| c.as_str() == "Size")
+            .cloned(),
     );
-    if out.rows.iter().any(|r| r.size > 0) {
-        body.push_str(&chart("main"));
+    // a row has the cells its table prints
+    let rows = out
+        .rows
+        .iter()
+        .map(|r| {
+            let mut cells: Vec<Cell> = vec![crate::html::size_iec(r.size).into()];
+            let f = |v: Option<f64>| v.map(|v| Cell::from(format!("{v:.2}")));
+            cells.extend(
+                [f(r.avg_lat_us), f(r.min_lat_us), f(r.max_lat_us)]
+                    .into_iter()
+                    .flatten(),
+            );
+            cells.extend(r.iterations.map(|n| Cell::from(n.to_string())));
+            cells.extend([f(r.mb_s), f(r.messages_s)].into_iter().flatten());
+            cells
+        })
+        .collect();
+    TablePage {
+        title,
+        verdict,
+        passed,
+        cards: vec![
+            ("benchmark".into(), dash(out.title.clone())),
+            (key.into(), dash(headline(out))),
+            ("datatype".into(), dash(out.datatype.clone())),
+        ],
+        charts,
+        show: if out.rows.iter().any(|r| r.size > 0) {
+            vec!["main"]
+        } else {
+            vec![]
+        },
+        sections: vec![Section::Table {
+            heading: "Results".into(),
+            header,
+            rows,
+        }],
     }
-    body.push_str("<h2>Results</h2>\n<table>\n<tr><th>size</th>");
-    for c in out.columns.iter().skip_while(|c| c.as_str() == "Size") {
-        body.push_str(&format!("<th>{}</th>", esc(c)));
-    }
-    body.push_str("</tr>\n");
-    let f = |v: Option<f64>| v.map_or(String::new(), |v| format!("<td>{v:.2}</td>"));
-    for r in &out.rows {
-        body.push_str(&format!(
-            "<tr><td>{}</td>{}{}{}{}{}{}</tr>\n",
-            esc(&crate::html::size_iec(r.size)),
-            f(r.avg_lat_us),
-            f(r.min_lat_us),
-            f(r.max_lat_us),
-            r.iterations
-                .map_or(String::new(), |n| format!("<td>{n}</td>")),
-            f(r.mb_s),
-            f(r.messages_s),
-        ));
-    }
-    body.push_str("</table>\n");
-    page(title, &body, &serde_json::json!({ "charts": charts }))
+    .render()
 }
 
 #[cfg(test)]

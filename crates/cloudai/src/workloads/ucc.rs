@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
+use super::kit::{self, Section, TablePage};
 use super::{IterationReport, JobOutcome, Launch, Point, Procs, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
 use crate::config::decode::{Ctx, View};
 use crate::config::test::{TemplateSchema, TestDefinition};
-use crate::html::{chart, chart_spec, esc, human_size, page, series};
-use crate::util::pytoml::py_float;
+use crate::html::{chart_spec, human_size, series};
 use crate::util::shell::quote;
 
 pub struct UccTest;
@@ -387,13 +387,7 @@ fn csv(out: &Output) -> String {
         "Count,Size (B),Time Avg (us),Time Min (us),Time Max (us),Bandwidth (GB/s) avg,Bandwidth (GB/s) max,\
          Bandwidth (GB/s) min,Size Human-readable\n",
     );
-    let f = |x: f64| {
-        if x.is_nan() {
-            String::new()
-        } else {
-            py_float(x)
-        }
-    };
+    let f = |x: f64| kit::csv_num(Some(x));
     for r in &out.rows {
         s.push_str(&format!(
             "{},{},{},{},{},{},{},{},{}\n",
@@ -415,7 +409,7 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
     let pts = |g: fn(&Row) -> f64| -> Vec<(u64, f64)> {
         out.rows.iter().map(|r| (r.size, g(r))).collect()
     };
-    let data = serde_json::json!({ "charts": {
+    let charts = serde_json::json!({
         "bw": chart_spec("Bandwidth", "bandwidth (GB/s)", "GB/s", false, vec![
             series("avg", &pts(|r| r.bw_avg), false),
             series("max (fastest rank)", &pts(|r| r.bw_max), true),
@@ -426,49 +420,59 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
             series("min", &pts(|r| r.time_min), true),
             series("max", &pts(|r| r.time_max), true),
         ]),
-    }});
+    });
     let peak = out.peak().map_or("-".to_string(), |p| {
         format!("{:.2} GB/s at {}", p.bw_avg, crate::html::size_iec(p.size))
     });
-    let mut body = format!(
-        "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">\
-         <div class=\"card\"><span class=\"muted\">collective</span><b>{}</b></div>\
-         <div class=\"card\"><span class=\"muted\">peak bandwidth</span><b>{}</b></div>\
-         <div class=\"card\"><span class=\"muted\">memory / datatype</span><b>{} / {}</b></div></div>\n",
-        esc(title),
-        if passed { "pass" } else { "fail" },
-        esc(verdict),
-        esc(out.collective.as_deref().unwrap_or("-")),
-        esc(&peak),
-        esc(out.memory_type.as_deref().unwrap_or("-")),
-        esc(out.datatype.as_deref().unwrap_or("-")),
-    );
-    body.push_str(&chart("bw"));
-    body.push_str(&chart("time"));
-    body.push_str("<h2>Results</h2>\n<table>\n<tr><th>count</th><th>size</th><th>time avg (us)</th><th>min</th>\
-                   <th>max</th><th>bw avg (GB/s)</th><th>max</th><th>min</th></tr>\n");
-    let f = |x: f64| {
-        if x.is_nan() {
-            "N/A".to_string()
-        } else {
-            format!("{x:.2}")
-        }
-    };
-    for r in &out.rows {
-        body.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            r.count,
-            esc(&crate::html::size_iec(r.size)),
-            f(r.time_avg),
-            f(r.time_min),
-            f(r.time_max),
-            f(r.bw_avg),
-            f(r.bw_max),
-            f(r.bw_min)
-        ));
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let f = |x: f64| kit::fixed2(Some(x), "N/A");
+    TablePage {
+        title,
+        verdict,
+        passed,
+        cards: vec![
+            ("collective".into(), dash(&out.collective)),
+            ("peak bandwidth".into(), peak),
+            (
+                "memory / datatype".into(),
+                format!("{} / {}", dash(&out.memory_type), dash(&out.datatype)),
+            ),
+        ],
+        charts,
+        show: vec!["bw", "time"],
+        sections: vec![Section::Table {
+            heading: "Results".into(),
+            header: [
+                "count",
+                "size",
+                "time avg (us)",
+                "min",
+                "max",
+                "bw avg (GB/s)",
+                "max",
+                "min",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: out
+                .rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.count.to_string().into(),
+                        crate::html::size_iec(r.size).into(),
+                        f(r.time_avg).into(),
+                        f(r.time_min).into(),
+                        f(r.time_max).into(),
+                        f(r.bw_avg).into(),
+                        f(r.bw_max).into(),
+                        f(r.bw_min).into(),
+                    ]
+                })
+                .collect(),
+        }],
     }
-    body.push_str("</table>\n");
-    page(title, &body, &data)
+    .render()
 }
 
 #[cfg(test)]

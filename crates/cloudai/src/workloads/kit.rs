@@ -1,0 +1,162 @@
+//! The workload kit: what every table benchmark's iteration page and CSV share, so a workload says only what it
+//! measured. A page is a title, the verdict line, summary cards, charts and sections (tables, preformatted text);
+//! a CSV row's numbers are written as CloudAI's Python writes them.
+
+use crate::html::{chart, esc, page};
+use crate::util::pytoml::py_float;
+
+/// One cell of a results table: text (escaped) or markup of ours (a bar).
+pub enum Cell {
+    Text(String),
+    Html(String),
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Self {
+        Cell::Text(s)
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Self {
+        Cell::Text(s.to_string())
+    }
+}
+
+/// A part of the page below its charts.
+pub enum Section {
+    /// `<h2>` and a table: its header, then its rows.
+    Table {
+        heading: String,
+        header: Vec<String>,
+        rows: Vec<Vec<Cell>>,
+    },
+    /// `<h2>` and preformatted text (errors the output printed).
+    Pre { heading: String, text: String },
+}
+
+/// An iteration's page.
+pub struct TablePage<'a> {
+    pub title: &'a str,
+    /// The verdict line (`PASSED`, `FAILED: …`) and whether it passed.
+    pub verdict: &'a str,
+    pub passed: bool,
+    /// Summary cards: (label, value).
+    pub cards: Vec<(String, String)>,
+    /// The charts' specs by id (`crate::html::chart_spec`), and the ids to show, in order.
+    pub charts: serde_json::Value,
+    pub show: Vec<&'static str>,
+    pub sections: Vec<Section>,
+}
+
+impl TablePage<'_> {
+    pub fn render(&self) -> String {
+        let mut body = format!(
+            "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">",
+            esc(self.title),
+            if self.passed { "pass" } else { "fail" },
+            esc(self.verdict),
+        );
+        for (label, value) in &self.cards {
+            body.push_str(&format!(
+                "<div class=\"card\"><span class=\"muted\">{}</span><b>{}</b></div>",
+                esc(label),
+                esc(value)
+            ));
+        }
+        body.push_str("</div>\n");
+        for id in &self.show {
+            body.push_str(&chart(id));
+        }
+        for s in &self.sections {
+            match s {
+                Section::Table {
+                    heading,
+                    header,
+                    rows,
+                } => {
+                    body.push_str(&format!("<h2>{}</h2>\n<table>\n<tr>", esc(heading)));
+                    for h in header {
+                        body.push_str(&format!("<th>{}</th>", esc(h)));
+                    }
+                    body.push_str("</tr>\n");
+                    for row in rows {
+                        body.push_str("<tr>");
+                        for c in row {
+                            match c {
+                                Cell::Text(t) => body.push_str(&format!("<td>{}</td>", esc(t))),
+                                Cell::Html(h) => body.push_str(&format!("<td>{h}</td>")),
+                            }
+                        }
+                        body.push_str("</tr>\n");
+                    }
+                    body.push_str("</table>\n");
+                }
+                Section::Pre { heading, text } => {
+                    body.push_str(&format!(
+                        "<h2>{}</h2>\n<pre>{}</pre>\n",
+                        esc(heading),
+                        esc(text)
+                    ));
+                }
+            }
+        }
+        page(
+            self.title,
+            &body,
+            &serde_json::json!({ "charts": self.charts }),
+        )
+    }
+}
+
+/// A CSV number as Python writes it; empty when there is none (or it is NaN: not measured).
+pub fn csv_num(v: Option<f64>) -> String {
+    v.filter(|x| !x.is_nan()).map(py_float).unwrap_or_default()
+}
+
+/// A table's number with two places, or `none` when there is none.
+pub fn fixed2(v: Option<f64>, none: &str) -> String {
+    v.filter(|x| !x.is_nan())
+        .map_or(none.to_string(), |v| format!("{v:.2}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_escapes_text_keeps_markup_and_places_every_part() {
+        let p = TablePage {
+            title: "t<1>",
+            verdict: "FAILED: a & b",
+            passed: false,
+            cards: vec![("peak".into(), "1 < 2".into())],
+            charts: serde_json::json!({}),
+            show: vec![],
+            sections: vec![
+                Section::Table {
+                    heading: "Results".into(),
+                    header: vec!["size".into(), "".into()],
+                    rows: vec![vec!["8 B".into(), Cell::Html("<div></div>".into())]],
+                },
+                Section::Pre {
+                    heading: "errors".into(),
+                    text: "x<y\n".into(),
+                },
+            ],
+        }
+        .render();
+        assert!(
+            p.contains("<h1>t&lt;1&gt;</h1>\n<p class=\"fail\">FAILED: a &amp; b</p>"),
+            "{p}"
+        );
+        assert!(p.contains("<b>1 &lt; 2</b>"));
+        assert!(p.contains(
+            "<tr><th>size</th><th></th></tr>\n<tr><td>8 B</td><td><div></div></td></tr>\n</table>"
+        ));
+        assert!(p.contains("<h2>errors</h2>\n<pre>x&lt;y\n</pre>"));
+        assert_eq!(csv_num(Some(f64::NAN)), "");
+        assert_eq!(csv_num(Some(10.0)), "10.0");
+        assert_eq!(fixed2(None, "N/A"), "N/A");
+    }
+}
