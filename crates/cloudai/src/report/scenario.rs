@@ -51,16 +51,48 @@ pub fn is_dry_run_tree(root: &Path) -> bool {
 
 /// summary.json: `results_root` absolute, every other path relative to it (however the tree was named on the
 /// command line, and whether the records were written by a run or rebuilt from the tree).
-fn summary_json(summary: &Summary, abs_root: &Path) -> std::io::Result<Vec<u8>> {
-    let mut v = serde_json::to_value(summary).map_err(std::io::Error::other)?;
-    for t in v["tests"].as_array_mut().into_iter().flatten() {
-        if let Some(p) = t["output_path"].as_str() {
-            let abs = std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p));
-            let rel = abs.strip_prefix(abs_root).unwrap_or(&abs);
-            t["output_path"] = rel.display().to_string().into();
+fn summary_json(summary: &mut Summary, abs_root: &Path) -> std::io::Result<Vec<u8>> {
+    use serde::ser::{SerializeMap, SerializeSeq};
+    // the tests are turned into JSON one at a time (a tree of 10,000 iterations as one JSON value was most of a
+    // run's peak memory); the keys stay in the order they always had (sorted, as serde_json's map keeps them)
+    struct Tests<'a>(&'a [super::summary::Entry], &'a Path);
+    impl serde::Serialize for Tests<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(self.0.len()))?;
+            for e in self.0 {
+                let mut t = serde_json::to_value(e).map_err(serde::ser::Error::custom)?;
+                if let Some(p) = t["output_path"].as_str() {
+                    let abs = std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p));
+                    let rel = abs.strip_prefix(self.1).unwrap_or(&abs);
+                    t["output_path"] = rel.display().to_string().into();
+                }
+                seq.serialize_element(&t)?;
+            }
+            seq.end()
         }
     }
-    serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)
+    struct Whole<'a>(serde_json::Map<String, serde_json::Value>, Tests<'a>);
+    impl serde::Serialize for Whole<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut map = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in &self.0 {
+                if k == "tests" {
+                    map.serialize_entry(k, &self.1)?;
+                } else {
+                    map.serialize_entry(k, v)?;
+                }
+            }
+            map.end()
+        }
+    }
+    let tests = std::mem::take(&mut summary.tests);
+    let top = serde_json::to_value(&*summary);
+    summary.tests = tests;
+    let serde_json::Value::Object(top) = top.map_err(std::io::Error::other)? else {
+        return Err(std::io::Error::other("a summary is a JSON object"));
+    };
+    serde_json::to_vec_pretty(&Whole(top, Tests(&summary.tests, abs_root)))
+        .map_err(std::io::Error::other)
 }
 
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -516,7 +548,7 @@ pub fn generate(
             .or_insert(0) += 1;
     }
     let abs_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
-    let summary = Summary {
+    let mut summary = Summary {
         scenario: name.clone(),
         mode: if opts.dry_run { "dry-run" } else { "run" },
         results_root: abs_root.display().to_string(),
@@ -538,7 +570,7 @@ pub fn generate(
             sizes,
         }),
     };
-    let json = summary_json(&summary, &abs_root)?;
+    let json = summary_json(&mut summary, &abs_root)?;
     if opts.summary {
         write_changed(&root.join(SUMMARY_FILE), &json)?;
     }
