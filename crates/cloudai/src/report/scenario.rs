@@ -95,6 +95,14 @@ fn summary_json(summary: &mut Summary, abs_root: &Path) -> std::io::Result<Vec<u
         .map_err(std::io::Error::other)
 }
 
+/// The `generated_at` of a summary.json we wrote (a top-level key, before the tests).
+fn generated_at(summary: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\n  \"generated_at\": \"";
+    let at = summary.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let len = summary[at..].iter().position(|b| *b == b'"')?;
+    String::from_utf8(summary[at..at + len].to_vec()).ok()
+}
+
 pub const SUMMARY_FILE: &str = "summary.json";
 
 /// Builds the entry of one iteration: writes its report files, and re-grades when asked.
@@ -570,6 +578,17 @@ pub fn generate(
             sizes,
         }),
     };
+    // a tree whose results did not change keeps its summary and page as they are, time stamp included
+    let previous = opts
+        .summary
+        .then(|| std::fs::read(root.join(SUMMARY_FILE)).ok())
+        .flatten();
+    if let Some((old, stamp)) = previous.as_ref().and_then(|b| Some((b, generated_at(b)?))) {
+        let now = std::mem::replace(&mut summary.generated_at, stamp);
+        if summary_json(&mut summary, &abs_root)? != *old {
+            summary.generated_at = now;
+        }
+    }
     let json = summary_json(&mut summary, &abs_root)?;
     if opts.summary {
         write_changed(&root.join(SUMMARY_FILE), &json)?;
