@@ -467,6 +467,8 @@ fn generate_report_over_an_unchanged_tree_rewrites_nothing() {
     assert!(before
         .keys()
         .any(|p| p.ends_with("ar/1/cloudai_nccl_test_csv_report.csv")));
+    // a second later: a page or summary that stamps the time it was made would differ
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     regrade();
     let after = stamps(&root);
     let changed: Vec<_> = after
