@@ -330,6 +330,17 @@ async fn run_with(
     (outcome, rows)
 }
 
+/// Asks the engine to stop `secs` seconds (of paused time) after it starts.
+fn stop_after(secs: u64) -> impl FnOnce(&Runner) {
+    move |r| {
+        let stop = r.stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            stop.request();
+        });
+    }
+}
+
 fn test(id: &str, extra: &str) -> String {
     format!("[[Tests]]\nid = \"{id}\"\ntest_name = \"sleep\"\n{extra}\n")
 }
@@ -474,14 +485,7 @@ async fn a_stop_request_cancels_every_running_job_and_submits_nothing_more() {
         ("b", Behave { run: None, ..QUICK }),
     ]);
     let tests = test("a", "") + &test("b", "") + &test("c", &dep("start_post_comp", "a"));
-    let (outcome, rows) = run_with(fake.clone(), &tests, |r| {
-        let stop = r.stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            stop.request();
-        });
-    })
-    .await;
+    let (outcome, rows) = run_with(fake.clone(), &tests, stop_after(10)).await;
     assert!(outcome.interrupted);
     assert!(outcome.leftovers.is_empty());
     assert_eq!(fake.count("cancel", "a"), 1);
@@ -586,14 +590,7 @@ async fn single_job_mode_submits_once_and_grades_every_iteration_from_its_direct
 async fn single_job_mode_cancels_its_one_job_when_stopped() {
     let fake = Fake::single(&[("a", Behave { run: None, ..QUICK })]);
     let tests = test("a", "iterations = 3");
-    let (outcome, rows) = run_with(fake.clone(), &tests, |r| {
-        let stop = r.stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            stop.request();
-        });
-    })
-    .await;
+    let (outcome, rows) = run_with(fake.clone(), &tests, stop_after(10)).await;
     let cancelled = fake.first("cancel", "a").expect("the job was cancelled");
     assert!((10..=11).contains(&cancelled), "{:?}", fake.events());
     assert!(outcome.interrupted);
