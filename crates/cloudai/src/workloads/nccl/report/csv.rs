@@ -33,19 +33,8 @@ pub type CsvRows = crate::util::spill::Spilled;
 /// written so (no room for the temporary file) or when the device facts of the rows written first were not yet
 /// the file's (rows above the rank lines): the caller then writes the CSV from a second read.
 pub fn parse_with_csv(path: &std::path::Path) -> std::io::Result<(Output, Option<CsvRows>)> {
-    use std::io::Write;
-    let mut spill = crate::util::spill::Spill::default();
-    let mut facts: Option<(String, u32, usize)> = None;
-    let mut buf = Vec::with_capacity(1 << 17);
-    let mut err = None;
-    let mut put = |buf: &mut Vec<u8>, spill: &mut crate::util::spill::Spill| {
-        if err.is_none() {
-            if let Err(e) = spill.write_all(buf) {
-                err = Some(e);
-            }
-        }
-        buf.clear();
-    };
+    // made at the first rows, with the device facts known by then
+    let mut rows: Option<RowWriter<crate::util::spill::Spill>> = None;
     let out = super::super::read::parse_file_with(
         path,
         super::super::parse::Parser::streaming(super::super::model::ROW_CAP),
@@ -53,20 +42,22 @@ pub fn parse_with_csv(path: &std::path::Path) -> std::io::Result<(Output, Option
             if !p.has_pending_rows() {
                 return;
             }
-            let f = facts.get_or_insert_with(|| facts_of(p.ranks_run()));
-            let f = &*f;
-            p.drain_rows(|r| csv_row(&mut buf, r, f));
-            if buf.len() >= 1 << 16 {
-                put(&mut buf, &mut spill);
-            }
+            let w = rows.get_or_insert_with(|| {
+                RowWriter::new(
+                    facts_of(p.ranks_run()),
+                    crate::util::spill::Spill::default(),
+                )
+            });
+            p.drain_rows(|r| w.row(r));
         },
     )?;
-    put(&mut buf, &mut spill);
-    let same_facts = facts.is_none_or(|f| f == device_facts(&out));
-    if err.is_some() || !same_facts {
+    let Some(rows) = rows else {
+        return Ok((out, Some(CsvRows::Memory(Vec::new()))));
+    };
+    if rows.facts != device_facts(&out) {
         return Ok((out, None));
     }
-    Ok((out, spill.finish().ok()))
+    Ok((out, rows.finish().and_then(|s| s.finish()).ok()))
 }
 
 /// The CSV's first line.
@@ -97,22 +88,23 @@ pub fn write_csv_streaming(
 ) -> std::io::Result<()> {
     w.write_all(CSV_HEADER.as_bytes())?;
     w.write_all(b"\n")?;
-    let mut rows = RowWriter::new(facts, w);
+    let mut rows = RowWriter::new(facts.clone(), w);
     super::super::read::for_each_row(stdout, |r| rows.row(r))?;
-    rows.finish()
+    rows.finish().map(drop)
 }
 
 /// Writes CSV rows to a writer in 64 KiB pieces (one buffer, no allocation per row); the first write error is
-/// kept and given by `finish`.
-pub struct RowWriter<'a> {
-    facts: &'a (String, u32, usize),
-    out: &'a mut dyn std::io::Write,
+/// kept and given by `finish`, which hands the writer back.
+pub struct RowWriter<W: std::io::Write> {
+    /// GPU type, devices per node and ranks, written on every row.
+    facts: (String, u32, usize),
+    out: W,
     buf: Vec<u8>,
     err: Option<std::io::Error>,
 }
 
-impl<'a> RowWriter<'a> {
-    pub fn new(facts: &'a (String, u32, usize), out: &'a mut dyn std::io::Write) -> Self {
+impl<W: std::io::Write> RowWriter<W> {
+    pub fn new(facts: (String, u32, usize), out: W) -> Self {
         RowWriter {
             facts,
             out,
@@ -125,7 +117,7 @@ impl<'a> RowWriter<'a> {
         if self.err.is_some() {
             return;
         }
-        csv_row(&mut self.buf, r, self.facts);
+        csv_row(&mut self.buf, r, &self.facts);
         if self.buf.len() >= 1 << 16 {
             self.spill();
         }
@@ -138,11 +130,14 @@ impl<'a> RowWriter<'a> {
         self.buf.clear();
     }
 
-    pub fn finish(mut self) -> std::io::Result<()> {
+    pub fn finish(mut self) -> std::io::Result<W> {
         if self.err.is_none() && !self.buf.is_empty() {
             self.spill();
         }
-        self.err.map_or(Ok(()), Err)
+        match self.err {
+            Some(e) => Err(e),
+            None => Ok(self.out),
+        }
     }
 }
 
