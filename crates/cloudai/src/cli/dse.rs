@@ -23,7 +23,7 @@ pub struct Dse<'a> {
 
 /// Runs every step of every sweep; the engine's outcome over all steps, and the runner to conclude with.
 pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
-    let dry_run = d.sys.settings().dry_run;
+    let dry_run = d.sys.settings().nothing_runs();
     let mut all = RunOutcome::ended(Vec::new());
     'tests: for run in &d.scenario.test_runs {
         let space = dse::space(run);

@@ -38,7 +38,7 @@ pub fn conclude(
         tolerance: tolerance_pct / 100.0,
         regrade: false,
         summary: true,
-        dry_run: runner.is_dry_run(),
+        dry_run: runner.system().settings().nothing_runs(),
         baseline: grading,
         peaks: crate::report::scenario::Peaks::of(system),
         per_test: runner.scenario().report_enabled(system, "per_test"),
@@ -78,7 +78,7 @@ pub fn conclude(
         scenario: &runner.scenario().name,
         records: &outcome.records,
         summary: summary.as_ref().ok(),
-        dry_run: runner.is_dry_run(),
+        dry_run: runner.system().settings().nothing_runs(),
         detached: runner.is_detached(),
         tarball_allowed: runner.scenario().report_enabled(system, "tarball"),
     };

@@ -5,19 +5,15 @@
 use std::time::Duration;
 use tokio::time::Instant;
 
-use super::{Phase, Runner, Slot, CANCEL_WAIT};
+use super::{Books, Phase, Runner, Slot, CANCEL_WAIT};
 use crate::results::record::Leftover;
-use crate::results::{EndReason, IterationRecord, Status};
+use crate::results::{EndReason, Status};
 use crate::systems::Prepared;
 use crate::util::signals;
 use crate::{error, warn};
 
 impl Runner {
-    pub(super) async fn cancel_all(
-        &self,
-        slots: &mut [Slot],
-        records: &mut Vec<IterationRecord>,
-    ) -> Vec<Leftover> {
+    pub(super) async fn cancel_all(&self, slots: &mut [Slot], books: &mut Books) -> Vec<Leftover> {
         let n = slots
             .iter()
             .filter(|s| matches!(s.phase, Phase::Active(_)))
@@ -71,7 +67,7 @@ impl Runner {
             tokio::select! {
                 // a poll the scheduler does not answer ends at the deadline too
                 _ = tokio::time::timeout_at(deadline, async {
-                    self.poll(slots, records, false).await;
+                    self.poll(slots, books, false).await;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }) => {}
                 _ = self.stop.after(first) => {}
@@ -121,7 +117,7 @@ impl Runner {
                                    resources (see leftovers.json)"
                         .into();
                     self.journal.save(&rec, &a.dir);
-                    records.push(rec);
+                    books.records.push(rec);
                 }
                 Phase::Waiting => {
                     let dir = self.layout.iteration_dir(&slot.run.id, slot.iteration);
@@ -129,7 +125,7 @@ impl Runner {
                         self.journal
                             .record(&slot.run, slot.iteration, &dir, &Prepared::default());
                     rec.message = "not started: the run was interrupted".into();
-                    records.push(rec);
+                    books.records.push(rec);
                 }
                 Phase::Done => {}
             }

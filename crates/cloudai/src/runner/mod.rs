@@ -13,9 +13,12 @@ pub mod resume;
 mod single;
 pub mod start;
 mod stop;
+mod submit;
 #[cfg(test)]
 mod tests;
 pub mod verdict;
+
+pub use submit::write_inputs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +32,7 @@ use crate::config::scenario::DepKind;
 use crate::config::time_limit;
 use crate::results::{EndReason, IterationRecord, Layout};
 use crate::scenario::{Scenario, TestRun};
-use crate::systems::{ErrorKind, JobId, JobState, Prepared, System};
+use crate::systems::{Effects, ErrorKind, JobId, JobState, Prepared, System};
 use crate::util::fsx::write_atomic;
 use crate::workloads::JobOutcome;
 use crate::{error, info, warn};
@@ -50,24 +53,20 @@ pub struct Runner {
     layout: Layout,
     /// Every iteration's record as it goes.
     journal: journal::Journal,
-    /// The system is a dry-run ([`crate::systems::dry_run`]): nothing of the engine's own is written beyond
-    /// CloudAI's files, and iterations end `DRY-RUN`.
-    dry_run: bool,
+    /// What the engine does around the jobs (waits between polls, keeps records, minds local resources): the
+    /// system's facts, so that a dry-run is only a system whose jobs end at once and leave nothing behind.
+    effects: Effects,
     interval: Duration,
     /// The system's `max_pending_time` (a test's own value wins), seconds.
     max_pending_time: Option<u64>,
-    /// Counts submissions, so the loop polls a freshly submitted job before it sleeps.
-    submissions: std::cell::Cell<u64>,
-    /// Where each test run stands when resuming a tree (None: a fresh run); taken when the run starts.
-    plan: std::cell::RefCell<Option<Vec<resume::SlotPlan>>>,
+    /// Where each test run stands when resuming a tree (None: a fresh run).
+    plan: Option<Vec<resume::SlotPlan>>,
     /// Submit what can be submitted, then stop watching (`run --detach`); `resume` finishes.
     detach: bool,
     /// The whole scenario as one job (`run --single-sbatch`, on a system whose settings say it can).
     single: bool,
     /// Ending signals (and requests to stop this engine).
     stop: signals::Stop,
-    /// A job has waited for file descriptors (said once).
-    fd_wait: std::cell::Cell<bool>,
     /// Descriptors open before any job: a job never waits when no other holds any (nothing would free them).
     fd_base: u64,
 }
@@ -119,18 +118,16 @@ impl RunnerBuilder {
             layout: self.layout,
             journal: journal::Journal {
                 scheduler: settings.scheduler,
-                writes: !settings.dry_run,
+                writes: settings.effects.records,
                 root,
             },
-            dry_run: settings.dry_run,
+            effects: settings.effects,
             interval: settings.monitor_interval,
             max_pending_time: settings.max_pending_time,
-            submissions: Default::default(),
-            plan: std::cell::RefCell::new(self.plan),
+            plan: self.plan,
             detach: self.detach,
             single: self.single,
             stop: self.stop.unwrap_or_default(),
-            fd_wait: Default::default(),
             fd_base: crate::util::fds::open_count().unwrap_or(0),
         }
     }
@@ -152,6 +149,15 @@ impl RunOutcome {
             leftovers: Vec::new(),
         }
     }
+}
+
+/// What one run of the engine has done beside its slots: the records of ended iterations, the submissions made
+/// (the loop polls a freshly submitted job before it sleeps), whether a wait for descriptors was said.
+#[derive(Default)]
+struct Books {
+    records: Vec<IterationRecord>,
+    submissions: u64,
+    fd_said: bool,
 }
 
 struct Active {
@@ -185,15 +191,6 @@ struct Slot {
     stopped_by: Option<String>,
     /// Submissions of the current iteration that failed for now (transient) and are tried again.
     retries: u32,
-}
-
-/// What became of a submission.
-enum Submitted {
-    Yes,
-    /// Refused (or its files could not be written): recorded as failed.
-    Failed,
-    /// The scheduler could not take it for now: the slot waits and tries again next turn.
-    Later,
 }
 
 impl Slot {
@@ -233,11 +230,6 @@ impl Runner {
         &self.layout
     }
 
-    /// Whether the system is the dry-run decorator (the reports say DRY-RUN, nothing is recorded).
-    pub fn is_dry_run(&self) -> bool {
-        self.dry_run
-    }
-
     /// Whether jobs are left running for `resume` (`run --detach`).
     pub fn is_detached(&self) -> bool {
         self.detach
@@ -261,14 +253,14 @@ impl Runner {
                 retries: 0,
             })
             .collect();
-        if let Some(plan) = self.plan.borrow_mut().take() {
+        if let Some(plan) = &self.plan {
             resume::apply(&mut slots, plan);
         }
-        let mut records = Vec::new();
+        let mut books = Books::default();
         if let Err(e) = signals::install() {
             error!("{e}; refusing to start jobs that could not be cancelled");
             return RunOutcome {
-                records,
+                records: Vec::new(),
                 interrupted: true,
                 leftovers: Vec::new(),
             };
@@ -285,10 +277,10 @@ impl Runner {
                 if self.stop.requested() {
                     break;
                 }
-                let before = self.submissions.get();
-                self.start_ready(&mut slots, &mut records).await;
-                self.poll(&mut slots, &mut records, true).await;
-                if self.submissions.get() == before || self.dry_run {
+                let before = books.submissions;
+                self.start_ready(&mut slots, &mut books).await;
+                self.poll(&mut slots, &mut books, true).await;
+                if books.submissions == before || !self.effects.waits {
                     break;
                 }
             }
@@ -307,12 +299,10 @@ impl Runner {
                 self.system.release();
                 break;
             }
-            if !self.dry_run {
-                progress::show(&slots, began);
-            }
-            if self.dry_run {
+            if !self.effects.waits {
                 continue;
             }
+            progress::show(&slots, began);
             let notified = async {
                 match &wake {
                     Some(n) => n.notified().await,
@@ -331,7 +321,7 @@ impl Runner {
         crate::log::clear_status();
         let mut leftovers = self.system.leftovers();
         if interrupted {
-            leftovers = self.cancel_all(&mut slots, &mut records).await;
+            leftovers = self.cancel_all(&mut slots, &mut books).await;
         }
         // the scenario's order, looked up once per test (a search per record is quadratic in the tests)
         let place: std::collections::HashMap<&str, usize> = self
@@ -341,6 +331,7 @@ impl Runner {
             .enumerate()
             .map(|(i, r)| (r.id.as_str(), i))
             .collect();
+        let mut records = books.records;
         records.sort_by_key(|r| (place.get(r.test_id.as_str()).copied(), r.iteration));
         RunOutcome {
             records,
@@ -362,120 +353,10 @@ impl Runner {
         })
     }
 
-    async fn start_ready(&self, slots: &mut [Slot], records: &mut Vec<IterationRecord>) {
-        for i in 0..slots.len() {
-            let ready =
-                matches!(slots[i].phase, Phase::Waiting) && self.deps_met(slots, &slots[i].run);
-            if ready {
-                self.submit(&mut slots[i], records).await;
-            }
-        }
-    }
-
-    /// Submits the slot's iteration; one that cannot be submitted is recorded as failed and the next iteration is
-    /// tried (a refused submission never drops the iterations after it).
-    async fn submit(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) {
-        // near the open-files limit a job waits for another to end, rather than fail for want of a descriptor
-        if !self.dry_run && !crate::util::fds::room_for_a_job(self.fd_base) {
-            if !self.fd_wait.replace(true) {
-                info!(
-                    "Near the limit of open files ({}): further tests start as running ones end",
-                    crate::util::fds::limit().unwrap_or(0)
-                );
-            }
-            slot.phase = Phase::Waiting;
-            return;
-        }
-        loop {
-            match self.submit_one(slot, records).await {
-                Submitted::Yes | Submitted::Later => return,
-                Submitted::Failed => {}
-            }
-            slot.retries = 0;
-            if slot.iteration + 1 >= slot.run.iterations || self.stop.requested() {
-                slot.phase = Phase::Done;
-                return;
-            }
-            slot.iteration += 1;
-        }
-    }
-
-    /// Submits the slot's iteration; a failure is recorded, unless it is transient and retries are left.
-    async fn submit_one(&self, slot: &mut Slot, records: &mut Vec<IterationRecord>) -> Submitted {
-        let run = slot.run.clone();
-        let dir = self.layout.iteration_dir(&run.id, slot.iteration);
-        info!("Starting test: {} (results at: {})", run.id, dir.display());
-        let prepared = match self.system.prepare(&run, slot.iteration, &dir) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = std::fs::create_dir_all(&dir);
-                self.fail_submit(slot, records, &dir, &Prepared::default(), e.message);
-                return Submitted::Failed;
-            }
-        };
-        if let Err(e) = write_inputs(&run, slot.iteration, &dir, &prepared) {
-            self.fail_submit(
-                slot,
-                records,
-                &dir,
-                &prepared,
-                format!("cannot write {}: {e}", dir.display()),
-            );
-            return Submitted::Failed;
-        }
-        info!("Running test: {}", run.id);
-        let submitted_at = Local::now();
-        self.journal
-            .submitted(&run, slot.iteration, &dir, &prepared, None, submitted_at);
-        match self.system.submit(&run, &dir, &prepared).await {
-            Ok(id) => {
-                self.submissions.set(self.submissions.get() + 1);
-                slot.retries = 0;
-                self.journal.submitted(
-                    &run,
-                    slot.iteration,
-                    &dir,
-                    &prepared,
-                    Some(&id),
-                    submitted_at,
-                );
-                slot.phase = Phase::Active(Box::new(Active {
-                    id,
-                    dir,
-                    prepared,
-                    submitted_at,
-                    started: None,
-                    kill: None,
-                    kill_msg: None,
-                    pending_since: Some(Instant::now()),
-                    queue: Vec::new(),
-                }));
-                Submitted::Yes
-            }
-            Err(e) if e.kind == ErrorKind::Transient && slot.retries < SUBMIT_RETRIES => {
-                slot.retries += 1;
-                warn!(
-                    "Cannot submit {} #{} for now ({e}); trying again in {:?} ({} of {SUBMIT_RETRIES})",
-                    run.id, slot.iteration, self.interval, slot.retries
-                );
-                Submitted::Later
-            }
-            Err(e) => {
-                self.fail_submit(slot, records, &dir, &prepared, e.message);
-                Submitted::Failed
-            }
-        }
-    }
-
     /// Polls every active job once and acts on what ended. `interruptible`: an ending signal cuts the scheduler's
     /// answer short (a control plane that does not answer must not hold a Ctrl-C for its timeouts); nothing is
     /// changed then, and the caller sees the stop.
-    async fn poll(
-        &self,
-        slots: &mut [Slot],
-        records: &mut Vec<IterationRecord>,
-        interruptible: bool,
-    ) {
+    async fn poll(&self, slots: &mut [Slot], books: &mut Books, interruptible: bool) {
         let active: Vec<usize> = (0..slots.len())
             .filter(|&i| matches!(slots[i].phase, Phase::Active(_)))
             .collect();
@@ -533,18 +414,13 @@ impl Runner {
                 }
                 JobState::Finished(outcome) => {
                     slot.started = true;
-                    self.finish(slot, outcome, records).await;
+                    self.finish(slot, outcome, books).await;
                 }
             }
         }
     }
 
-    async fn finish(
-        &self,
-        slot: &mut Slot,
-        outcome: JobOutcome,
-        records: &mut Vec<IterationRecord>,
-    ) {
+    async fn finish(&self, slot: &mut Slot, outcome: JobOutcome, books: &mut Books) {
         let Phase::Active(a) = std::mem::replace(&mut slot.phase, Phase::Waiting) else {
             return;
         };
@@ -584,7 +460,7 @@ impl Runner {
         rec.attempts = self.system.attempts(&a.id);
         (rec.status, rec.message, rec.checks) = (status, message, checks);
         rec.launched = Some(asked);
-        if !self.dry_run && crate::util::fsx::is_full(&a.dir) {
+        if self.effects.local && crate::util::fsx::is_full(&a.dir) {
             crate::error!(
                 "The disk holding {} is full: the output of {} #{} may be cut short",
                 a.dir.display(),
@@ -601,7 +477,7 @@ impl Runner {
             crate::log::Level::Debug,
             &format!("{} iteration {}: {:?}", run.id, slot.iteration, rec),
         );
-        records.push(rec);
+        books.records.push(rec);
         info!(
             "Job completed: {} (iteration {} of {})",
             run.id,
@@ -618,28 +494,10 @@ impl Runner {
         }
         if more && !verdict::ends_test(end_reason) {
             slot.iteration += 1;
-            self.submit(slot, records).await;
+            self.submit(slot, books).await;
         } else {
             slot.phase = Phase::Done;
         }
-    }
-
-    /// An iteration that could not be submitted: recorded as failed.
-    fn fail_submit(
-        &self,
-        slot: &mut Slot,
-        records: &mut Vec<IterationRecord>,
-        dir: &Path,
-        p: &Prepared,
-        msg: String,
-    ) {
-        error!("Failed to submit test {}: {msg}", slot.run.id);
-        let mut rec = self.journal.record(&slot.run, slot.iteration, dir, p);
-        rec.end_reason = EndReason::SubmitFailed;
-        rec.status = crate::results::Status::Failed;
-        rec.message = msg;
-        self.journal.save(&rec, dir);
-        records.push(rec);
     }
 }
 
@@ -649,25 +507,4 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("Cannot start the async runtime: {e}"))
-}
-
-/// `test-run.toml` and the system's files (scripts), written before the job is submitted.
-/// An iteration's files before its job is submitted: test-run.toml and what `prepare` made.
-pub fn write_inputs(
-    run: &TestRun,
-    iteration: u64,
-    dir: &Path,
-    p: &Prepared,
-) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let toml = crate::scenario::dump::render(run, iteration, dir, &p.test_cmd, &p.full_cmd);
-    write_atomic(&dir.join("test-run.toml"), toml.as_bytes())?;
-    for (name, contents) in &p.files {
-        let path = dir.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        write_atomic(&path, contents.as_bytes())?;
-    }
-    Ok(())
 }

@@ -37,11 +37,11 @@ pub struct Attached {
     pub queue: Vec<QueueState>,
 }
 
-pub(super) fn apply(slots: &mut [Slot], plan: Vec<SlotPlan>) {
+pub(super) fn apply(slots: &mut [Slot], plan: &[SlotPlan]) {
     for (slot, p) in slots.iter_mut().zip(plan) {
         slot.iteration = p.iteration;
         slot.started = p.started;
-        slot.phase = match p.state {
+        slot.phase = match &p.state {
             PlanState::Waiting => Phase::Waiting,
             PlanState::Done => Phase::Done,
             PlanState::Attached(a) => {
@@ -53,15 +53,15 @@ pub(super) fn apply(slots: &mut [Slot], plan: Vec<SlotPlan>) {
                     )
                 });
                 Phase::Active(Box::new(Active {
-                    id: a.id,
-                    dir: a.dir,
-                    prepared: a.prepared,
+                    id: a.id.clone(),
+                    dir: a.dir.clone(),
+                    prepared: a.prepared.clone(),
                     submitted_at: a.submitted_at,
                     pending_since: started.is_none().then(Instant::now),
                     started,
                     kill: None,
                     kill_msg: None,
-                    queue: a.queue,
+                    queue: a.queue.clone(),
                 }))
             }
         };

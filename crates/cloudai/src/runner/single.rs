@@ -44,7 +44,6 @@ impl Runner {
         let (sys, scenario, layout) = (&self.system, &*self.scenario, &self.layout);
         let root = layout.root.clone();
         let runner = self;
-        let dry_run = self.dry_run;
         let interval = self.interval;
         let record = |run: &TestRun,
                       it: u64,
@@ -119,9 +118,6 @@ impl Runner {
                 Ok(id) => id,
                 Err(e) => return (Err(e), None, false),
             };
-            if dry_run {
-                return (Ok(id), None, false);
-            }
             let mut interrupted = false;
             let mut cancel_at = None;
             loop {
@@ -190,7 +186,9 @@ impl Runner {
             let rc = std::fs::read_to_string(dir.join(EXIT_FILE))
                 .ok()
                 .and_then(|t| t.trim().parse::<i32>().ok());
-            (rec.status, rec.end_reason, rec.message) = match (dry_run, rc) {
+            // a job that never ran (a dry-run's) says so when it ends
+            let nothing_ran = end.as_ref().and_then(|o| o.end) == Some(EndReason::DryRun);
+            (rec.status, rec.end_reason, rec.message) = match (nothing_ran, rc) {
                 (true, _) => (
                     Status::DryRun,
                     EndReason::DryRun,
@@ -234,7 +232,7 @@ impl Runner {
                     (st, EndReason::Exited, v.message)
                 }
             };
-            if !dry_run {
+            if self.effects.records {
                 if let Err(e) = rec.write(dir) {
                     error!("Cannot write the run record in {}: {e}", dir.display());
                 }

@@ -34,9 +34,6 @@ impl Runner {
                 slot.run.id, a.id
             );
             slot.stopped_by = Some(dep_id);
-            if self.dry_run {
-                continue;
-            }
             a.kill = Some(EndReason::StoppedByDependency);
             if let Err(e) = self.cancel_job(&a.id).await {
                 warn!("Cannot stop job {}: {e}", a.id);

@@ -9,6 +9,8 @@ use crate::workloads::{JobOutcome, Verdict};
 /// without a word ended by itself.
 pub fn end_reason(killed: Option<EndReason>, reported: Option<EndReason>) -> EndReason {
     match (killed, reported) {
+        // a job that never ran (a dry-run's) ended so whatever was asked of it
+        (_, Some(EndReason::DryRun)) => EndReason::DryRun,
         (Some(k), _) => k,
         (None, Some(EndReason::Cancelled)) => EndReason::CancelledByScheduler,
         (None, Some(e)) => e,

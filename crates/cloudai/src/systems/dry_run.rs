@@ -37,11 +37,11 @@ impl System for DryRun {
         self.inner.runner_name()
     }
 
-    /// The inner system's, with jobs polled back to back (they end at once).
+    /// The inner system's, with jobs polled back to back (they end at once) and none of the engine's effects.
     fn settings(&self) -> Settings {
         Settings {
             monitor_interval: Duration::ZERO,
-            dry_run: true,
+            effects: super::Effects::NONE,
             ..self.inner.settings()
         }
     }

@@ -83,8 +83,8 @@ pub struct Settings {
     pub monitor_interval: Duration,
     /// How long a job may wait in the queue (a test's own value wins), seconds.
     pub max_pending_time: Option<u64>,
-    /// Nothing is submitted: jobs "complete" at once ([`dry_run::DryRun`]).
-    pub dry_run: bool,
+    /// What the engine does around this system's jobs beside submitting and polling them.
+    pub effects: Effects,
     /// It can run a whole scenario as one job ([`System::single_job`], `run --single-sbatch`).
     pub single_job: bool,
 }
@@ -96,10 +96,47 @@ impl Settings {
             scheduler: cfg.kind.scheduler(),
             monitor_interval: Duration::from_secs(cfg.monitor_interval.max(1)),
             max_pending_time: cfg.max_pending_time,
-            dry_run: false,
+            effects: Effects::REAL,
             single_job: false,
         }
     }
+
+    /// Nothing runs: the system is a dry-run ([`dry_run::DryRun`], which turns every effect off). The reports say
+    /// DRY-RUN; nothing is graded, recorded or packed.
+    pub fn nothing_runs(&self) -> bool {
+        self.effects == Effects::NONE
+    }
+}
+
+/// What the engine does around a system's jobs beside submitting, polling and cancelling them — each a fact of
+/// the system, so that the engine needs no notion of a dry-run: the dry-run decorator hands it [`Effects::NONE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Effects {
+    /// Jobs take time: the engine sleeps a monitor interval between polls and shows a progress line. Without it,
+    /// jobs end as soon as they are polled, and the engine polls them back to back, a round of submissions at a
+    /// time.
+    pub waits: bool,
+    /// The engine keeps its own records: the journal and each iteration's run record (CloudAI's files are always
+    /// written).
+    pub records: bool,
+    /// Jobs use this machine's resources: a job waits for file descriptors near the open-files limit, and an output
+    /// written to a full disk is flagged as maybe cut short.
+    pub local: bool,
+}
+
+impl Effects {
+    /// A system whose jobs run.
+    pub const REAL: Effects = Effects {
+        waits: true,
+        records: true,
+        local: true,
+    };
+    /// A system where nothing runs.
+    pub const NONE: Effects = Effects {
+        waits: false,
+        records: false,
+        local: false,
+    };
 }
 
 #[async_trait]

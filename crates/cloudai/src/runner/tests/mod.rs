@@ -10,6 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+mod dry_run;
+
 use super::{RunOutcome, Runner};
 use crate::results::{EndReason, Layout, Status};
 use crate::scenario::TestRun;
@@ -150,7 +152,7 @@ impl System for Fake {
             scheduler: "fake",
             monitor_interval: self.interval,
             max_pending_time: None,
-            dry_run: false,
+            effects: crate::systems::Effects::REAL,
             single_job: self.single,
         }
     }
