@@ -399,7 +399,8 @@ impl Quarantine<'_> {
                 Some(Seen::Ours(t)) if *t == r.tag => continue,
                 // a window of ours may have it in service
                 Some(Seen::InService) if r.state == Held::Requalifying => continue,
-                Some(Seen::InService) | None => "put back in service by someone else".to_string(),
+                Some(Seen::InService) => "put back in service by someone else".to_string(),
+                None => "no longer listed by the scheduler (removed from the cluster)".to_string(),
                 Some(Seen::Ours(t)) => format!("marked {t:?} by another cloudai run"),
                 Some(Seen::Others(o)) => format!("taken over by {o}"),
             };

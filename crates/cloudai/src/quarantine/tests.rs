@@ -39,15 +39,16 @@ impl Scheduler for Fake {
         if w.dead {
             return Err("killed".into());
         }
+        // a node the cluster no longer has is not listed
         Ok(nodes
             .iter()
-            .map(|n| {
-                let s = match w.nodes.get(n).cloned().flatten() {
+            .filter_map(|n| {
+                let s = match w.nodes.get(n)?.clone() {
                     None => Seen::InService,
                     Some(r) if r.starts_with("cloudai:") => Seen::Ours(r),
                     Some(r) => Seen::Others(r),
                 };
-                (n.clone(), s)
+                Some((n.clone(), s))
             })
             .collect())
     }
@@ -222,6 +223,40 @@ fn an_admins_drain_is_never_touched_and_only_ours_is_released() {
     assert_eq!(o.what, "released");
     assert!(o.detail.contains("admin: cable"), "{o:?}");
     assert!(f.0.borrow().violations.is_empty());
+}
+
+#[test]
+fn a_held_node_removed_from_the_cluster_is_no_longer_ours_and_blocks_nothing() {
+    let f = world(&["n1", "n2"]);
+    let mut run = quarantine!(&f);
+    run(&mut |q| {
+        q.take_out("fbn_1", &[("n1".into(), "slow".into())])?;
+        Ok(())
+    })
+    .unwrap();
+    // the cluster drops n1 (scaled away, replaced)
+    f.0.borrow_mut().nodes.remove("n1");
+    let mut outs = Vec::new();
+    run(&mut |q| {
+        outs = q.refresh()?;
+        outs.extend(q.take_out("fbn_2", &[("n2".into(), "slow".into())])?);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(outs[0].node, "n1");
+    assert_eq!(outs[0].what, "no longer ours");
+    assert!(outs[0].detail.contains("no longer listed"), "{:?}", outs[0]);
+    assert_eq!(outs[1].what, "quarantined", "{outs:?}");
+    let held: Vec<String> = run_records(&f)
+        .into_iter()
+        .filter(|r| r.state.is_out())
+        .map(|r| r.node)
+        .collect();
+    assert_eq!(held, vec!["n2".to_string()]);
+}
+
+fn run_records(f: &Fake) -> Vec<Record> {
+    f.0.borrow().records.values().cloned().collect()
 }
 
 #[test]

@@ -14,6 +14,27 @@ pub enum ErrorKind {
     Gone,
 }
 
+impl ErrorKind {
+    /// What an HTTP error status says of a request: 404 and 410 the object is not there; 408, 425, 429 and every
+    /// 5xx the server could not take it now (asking again later may work); any other status refuses it.
+    pub fn of_http(code: u16) -> Self {
+        match code {
+            404 | 410 => ErrorKind::Gone,
+            408 | 425 | 429 | 500..=599 => ErrorKind::Transient,
+            _ => ErrorKind::Refused,
+        }
+    }
+
+    /// The kind of a failed creation: a missing path or parent (a 404) means what was asked cannot be made — a
+    /// refusal —, not that a job is gone.
+    pub fn creating(self) -> Self {
+        match self {
+            ErrorKind::Gone => ErrorKind::Refused,
+            k => k,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SystemError {
     pub kind: ErrorKind,
@@ -21,6 +42,13 @@ pub struct SystemError {
 }
 
 impl SystemError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
     pub fn refused(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Refused,
@@ -65,5 +93,25 @@ impl From<&str> for SystemError {
 impl From<SystemError> for String {
     fn from(e: SystemError) -> Self {
         e.message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_statuses_say_whether_asking_again_may_help() {
+        for code in [408, 425, 429, 500, 502, 503, 504, 599] {
+            assert_eq!(ErrorKind::of_http(code), ErrorKind::Transient, "{code}");
+        }
+        for code in [400, 401, 403, 405, 409, 413, 422] {
+            assert_eq!(ErrorKind::of_http(code), ErrorKind::Refused, "{code}");
+        }
+        assert_eq!(ErrorKind::of_http(404), ErrorKind::Gone);
+        assert_eq!(ErrorKind::of_http(410), ErrorKind::Gone);
+        // creating under a path that is not there is refused, not gone
+        assert_eq!(ErrorKind::of_http(404).creating(), ErrorKind::Refused);
+        assert_eq!(ErrorKind::of_http(503).creating(), ErrorKind::Transient);
     }
 }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use crate::systems::{ErrorKind, SystemError};
+
 /// Where the kubeconfig is read from.
 pub fn kubeconfig_path(configured: &Path) -> Option<PathBuf> {
     let s = configured.to_string_lossy();
@@ -92,6 +94,21 @@ pub fn describe(e: &kube::Error) -> String {
             out
         }
     }
+}
+
+/// What the engine makes of an API error: a status says for itself; no answer (the connection, a timeout) may be
+/// asked again; anything else (the request could not be built, credentials) is refused.
+pub fn kind(e: &kube::Error) -> ErrorKind {
+    match e {
+        kube::Error::Api(s) => ErrorKind::of_http(s.code),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => ErrorKind::Transient,
+        _ => ErrorKind::Refused,
+    }
+}
+
+/// The error as the engine sees it, said with what was being done.
+pub fn error(e: &kube::Error, doing: &str) -> SystemError {
+    SystemError::new(kind(e), format!("{doing}: {}", describe(e)))
 }
 
 pub fn status_code(e: &kube::Error) -> Option<u16> {

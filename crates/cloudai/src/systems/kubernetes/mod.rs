@@ -30,6 +30,7 @@ use super::objects::{self, Backend, Ending, Naming, Seen};
 use crate::config::system::{KubernetesConfig, SystemConfig, SystemKind};
 use crate::results::record::Attempt;
 use crate::scenario::TestRun;
+use crate::systems::SystemError;
 use crate::workloads::Launch;
 use manifest::Kind;
 use plan::{Spec, Step};
@@ -203,7 +204,7 @@ impl Backend for Kubernetes {
         plan::check(run, self.k(), &crate::systems::job_env(&self.cfg, run))
     }
 
-    async fn connect(&self) -> Result<(), String> {
+    async fn connect(&self) -> Result<(), SystemError> {
         let c = self.conn().await?;
         // proves the credentials and that we may manage Jobs in the namespace before anything exists
         let api = self.object_api(c, Kind::Job);
@@ -211,11 +212,13 @@ impl Backend for Kubernetes {
             .await
             .map(|_| ())
             .map_err(|e| {
-                format!(
-                    "cannot list Jobs in namespace {} at {}: {}",
-                    self.ns(),
-                    c.server,
-                    client::describe(&e)
+                client::error(
+                    &e,
+                    &format!(
+                        "cannot list Jobs in namespace {} at {}",
+                        self.ns(),
+                        c.server
+                    ),
                 )
             })
     }
@@ -254,11 +257,11 @@ impl Backend for Kubernetes {
         observe::gone_wait()
     }
 
-    async fn create(&self, step: &Step) -> Result<(), String> {
+    async fn create(&self, step: &Step) -> Result<(), SystemError> {
         self.create_object(step).await
     }
 
-    async fn adopt(&self, step: &Step) -> Result<Option<()>, String> {
+    async fn adopt(&self, step: &Step) -> Result<Option<()>, SystemError> {
         Ok(self.adopt_object(step).await?.then_some(()))
     }
 
@@ -294,11 +297,11 @@ impl Backend for Kubernetes {
         }
     }
 
-    async fn delete(&self, step: &Step, _: &()) -> Result<(), String> {
+    async fn delete(&self, step: &Step, _: &()) -> Result<(), SystemError> {
         self.delete_object(step).await
     }
 
-    async fn gone(&self, step: &Step, _: &()) -> Result<bool, String> {
+    async fn gone(&self, step: &Step, _: &()) -> Result<bool, SystemError> {
         self.object_gone(step).await
     }
 }

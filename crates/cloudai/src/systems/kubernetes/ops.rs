@@ -3,15 +3,16 @@
 
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 
-use super::client::{describe, status_code};
+use super::client::{describe, error, status_code};
 use super::manifest::{Kind, IDENTITY};
 use super::plan::Step;
 use super::{events, Kubernetes};
+use crate::systems::SystemError;
 use crate::{info, warn};
 
 impl Kubernetes {
     /// Creates the step's object; a 409 adopts it only when it carries our identity.
-    pub(super) async fn create_object(&self, step: &Step) -> Result<(), String> {
+    pub(super) async fn create_object(&self, step: &Step) -> Result<(), SystemError> {
         let c = self.conn().await?;
         let cache = c.cache();
         if step.spec.kind == Kind::MpiJob {
@@ -32,7 +33,7 @@ impl Kubernetes {
             }
             Err(e) if status_code(&e) == Some(409) => match self.adopt_object(step).await {
                 Ok(true) => Ok(()),
-                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.spec.kind.name(), step.name)),
+                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.spec.kind.name(), step.name).into()),
                 Err(e) => Err(e),
             },
             Err(e) if status_code(&e) == Some(404) && step.spec.kind == Kind::MpiJob => Err(format!(
@@ -41,21 +42,25 @@ impl Kubernetes {
                 step.name,
                 c.server,
                 describe(&e)
-            )),
-            Err(e) => Err(format!(
-                "cannot create {} {}/{} at {}: {}",
-                step.spec.kind.name(),
-                self.ns(),
-                step.name,
-                c.server,
-                describe(&e)
+            )
+            .into()),
+            Err(e) => Err(SystemError::new(
+                super::client::kind(&e).creating(),
+                format!(
+                    "cannot create {} {}/{} at {}: {}",
+                    step.spec.kind.name(),
+                    self.ns(),
+                    step.name,
+                    c.server,
+                    describe(&e)
+                ),
             )),
         }
     }
 
     /// Whether the step's object exists and is ours; an error when an object of that name belongs to something
     /// else.
-    pub(super) async fn adopt_object(&self, step: &Step) -> Result<bool, String> {
+    pub(super) async fn adopt_object(&self, step: &Step) -> Result<bool, SystemError> {
         let c = self.conn().await?;
         let cache = c.cache();
         if step.spec.kind == Kind::MpiJob {
@@ -66,11 +71,9 @@ impl Kubernetes {
             Ok(Some(o)) => o,
             Ok(None) => return Ok(false),
             Err(e) => {
-                return Err(format!(
-                    "cannot look up {} {}: {}",
-                    step.spec.kind.name(),
-                    step.name,
-                    describe(&e)
+                return Err(error(
+                    &e,
+                    &format!("cannot look up {} {}", step.spec.kind.name(), step.name),
                 ))
             }
         };
@@ -91,22 +94,23 @@ impl Kubernetes {
             step.name,
             theirs.as_deref().unwrap_or("missing"),
             step.identity
-        ))
+        )
+        .into())
     }
 
     /// Asks for the object's deletion in the foreground (its pods go first); the machine confirms it is gone.
-    pub(super) async fn delete_object(&self, step: &Step) -> Result<(), String> {
+    pub(super) async fn delete_object(&self, step: &Step) -> Result<(), SystemError> {
         let c = self.conn().await?;
         let api = self.object_api(c, step.spec.kind);
         match api.delete(&step.name, &DeleteParams::foreground()).await {
             Ok(_) => Ok(()),
             Err(e) if status_code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(describe(&e)),
+            Err(e) => Err(SystemError::new(super::client::kind(&e), describe(&e))),
         }
     }
 
     /// Whether the object is gone (its deletion finished); an error when the server cannot say.
-    pub(super) async fn object_gone(&self, step: &Step) -> Result<bool, String> {
+    pub(super) async fn object_gone(&self, step: &Step) -> Result<bool, SystemError> {
         let c = self.conn().await?;
         let api = self.object_api(c, step.spec.kind);
         match api.get_opt(&step.name).await {
@@ -118,10 +122,10 @@ impl Kubernetes {
                     .fields(&format!("metadata.name={}", step.name));
                 match api.list(&by_name).await {
                     Ok(l) => Ok(l.items.is_empty()),
-                    Err(_) => Err(describe(&e)),
+                    Err(_) => Err(SystemError::new(super::client::kind(&e), describe(&e))),
                 }
             }
-            Err(e) => Err(describe(&e)),
+            Err(e) => Err(SystemError::new(super::client::kind(&e), describe(&e))),
         }
     }
 

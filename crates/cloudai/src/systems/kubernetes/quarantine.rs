@@ -38,16 +38,17 @@ impl Kube {
         Ok(kube::Api::all(c))
     }
 
-    /// The node a test names by its `kubernetes.io/hostname` (its name when no node carries that label).
-    async fn node(&self, api: &kube::Api<Node>, host: &str) -> Result<Node, String> {
+    /// The node a test names by its `kubernetes.io/hostname` (its name when no node carries that label); None when
+    /// the cluster has no such node (removed since).
+    async fn node(&self, api: &kube::Api<Node>, host: &str) -> Result<Option<Node>, String> {
         let by_label = api
             .list(&ListParams::default().labels(&format!("kubernetes.io/hostname={host}")))
             .await
             .map_err(|e| format!("cannot list the nodes: {}", client::describe(&e)))?;
         match by_label.items.into_iter().next() {
-            Some(n) => Ok(n),
+            Some(n) => Ok(Some(n)),
             None => api
-                .get(host)
+                .get_opt(host)
                 .await
                 .map_err(|e| format!("cannot read node {host}: {}", client::describe(&e))),
         }
@@ -72,11 +73,19 @@ impl Kube {
         })
     }
 
-    /// (name, resourceVersion, what it shows, its taints without ours).
+    /// (name, resourceVersion, what it shows, its taints without ours); an error when the cluster has no such node.
     pub fn read(&self, host: &str) -> Result<(String, String, Seen, Vec<Value>), String> {
+        self.look(host)?
+            .ok_or_else(|| format!("node {host} is not in the cluster"))
+    }
+
+    /// As [`Self::read`]; None when the cluster has no such node.
+    fn look(&self, host: &str) -> Result<Option<(String, String, Seen, Vec<Value>)>, String> {
         self.rt.block_on(async {
             let api = self.api().await?;
-            let n = self.node(&api, host).await?;
+            let Some(n) = self.node(&api, host).await? else {
+                return Ok(None);
+            };
             let name = n.metadata.name.clone().unwrap_or_else(|| host.to_string());
             let rv = n.metadata.resource_version.clone().unwrap_or_default();
             let v = serde_json::to_value(&n).unwrap_or_default();
@@ -87,7 +96,7 @@ impl Kube {
                 .into_iter()
                 .filter(|t| t["key"] != TAINT_KEY)
                 .collect();
-            Ok((name, rv, seen_of(&v), taints))
+            Ok(Some((name, rv, seen_of(&v), taints)))
         })
     }
 }
@@ -131,10 +140,14 @@ pub fn seen_of(n: &Value) -> Seen {
 
 impl Scheduler for Kube {
     fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, String> {
-        nodes
-            .iter()
-            .map(|n| self.read(n).map(|(_, _, s, _)| (n.clone(), s)))
-            .collect()
+        // a node the cluster no longer has is left out: the quarantine says it is no longer listed
+        let mut out = BTreeMap::new();
+        for n in nodes {
+            if let Some((_, _, s, _)) = self.look(n)? {
+                out.insert(n.clone(), s);
+            }
+        }
+        Ok(out)
     }
 
     fn take_out(&mut self, node: &str, tag: &str) -> Result<(), String> {

@@ -9,13 +9,15 @@ use super::hooks::{conclude, StepEnd};
 use super::{Backend, Ending, Job, Seen, Step, StepKind, Stepped};
 use crate::results::record::{Attempt, Leftover};
 use crate::results::EndReason;
-use crate::systems::JobState;
+use crate::systems::{ErrorKind, JobState};
 use crate::workloads::JobOutcome;
 use crate::{info, warn};
 
 /// Within one poll, how long we wait for a deleted object to be gone before looking again next poll.
 const GONE_INLINE: Duration = Duration::from_secs(5);
 const GONE_RECHECK: Duration = Duration::from_millis(250);
+/// How many times a step the control plane could not take for now is tried, a growing pause apart.
+const CREATE_TRIES: u32 = 4;
 
 fn finished(failure: String) -> JobState {
     JobState::Finished(JobOutcome {
@@ -45,13 +47,7 @@ impl<B: Backend> Stepped<B> {
                     ..Default::default()
                 });
             }
-            return match self.backend.create(&step).await {
-                Ok(h) => {
-                    j.handle = Some(h);
-                    JobState::Running
-                }
-                Err(e) => finished(e),
-            };
+            return self.create_step(j, &step).await;
         };
         if j.cancel_requested || j.ending.is_some() {
             return self.await_gone(id, j, &step, &h).await;
@@ -172,7 +168,9 @@ impl<B: Backend> Stepped<B> {
                 Ok(false) => return self.not_gone_yet(j, step, h, gone_by, None).await,
                 Err(e) => {
                     j.back_off();
-                    return self.not_gone_yet(j, step, h, gone_by, Some(e)).await;
+                    return self
+                        .not_gone_yet(j, step, h, gone_by, Some(e.message))
+                        .await;
                 }
             }
         }
@@ -269,12 +267,33 @@ impl<B: Backend> Stepped<B> {
         let Some(next) = j.steps.get(j.current).cloned() else {
             return JobState::Finished(j.main_outcome.clone().unwrap_or_default());
         };
-        match self.backend.create(&next).await {
+        self.create_step(j, &next).await
+    }
+
+    /// Creates the job's current step (a hook or the test after the one before it). A control plane that cannot
+    /// take it for now (no answer, 429, 5xx: nothing of it exists) is asked again at a later poll, after a growing
+    /// pause, up to [`CREATE_TRIES`] times; a refusal ends the job.
+    async fn create_step(&self, j: &mut Job<B>, step: &Step<B::Spec>) -> JobState {
+        if j.retry_at.is_some_and(|at| Instant::now() < at) {
+            return JobState::Running;
+        }
+        match self.backend.create(step).await {
             Ok(h) => {
                 j.handle = Some(h);
+                j.retry_at = None;
+                j.failures = 0;
                 JobState::Running
             }
-            Err(e) => finished(e),
+            Err(e) if e.kind == ErrorKind::Transient && j.failures + 1 < CREATE_TRIES => {
+                j.back_off();
+                warn!(
+                    "Cannot create {} for now ({e}); trying again (attempt {} of {CREATE_TRIES})",
+                    step.name,
+                    j.failures + 1
+                );
+                JobState::Running
+            }
+            Err(e) => finished(e.message),
         }
     }
 

@@ -117,7 +117,7 @@ pub trait Backend: Send + Sync + 'static {
     /// The command the step's output comes from, as a shell would read it.
     fn full_cmd(spec: &Self::Spec) -> String;
     fn check(&self, run: &TestRun) -> Vec<String>;
-    async fn connect(&self) -> Result<(), String>;
+    async fn connect(&self) -> Result<(), SystemError>;
     fn wakeup(&self) -> Option<Arc<Notify>> {
         None
     }
@@ -136,9 +136,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Before a poll observes `jobs` jobs: read them all at once where the scheduler allows (one paged list),
     /// so that `observe` need not ask for each.
     async fn refresh(&self, _jobs: usize) {}
-    async fn create(&self, step: &Step<Self::Spec>) -> Result<Self::Handle, String>;
+    /// Creates the step's object exactly once (an ambiguous answer is settled by looking it up); a transient
+    /// error means nothing of it exists and asking again is safe.
+    async fn create(&self, step: &Step<Self::Spec>) -> Result<Self::Handle, SystemError>;
     /// The step's object when it exists and is ours; an error when an object of its name is someone else's.
-    async fn adopt(&self, step: &Step<Self::Spec>) -> Result<Option<Self::Handle>, String>;
+    async fn adopt(&self, step: &Step<Self::Spec>) -> Result<Option<Self::Handle>, SystemError>;
     /// One look at the step's object; new container restarts go to `attempts`.
     async fn observe(
         &self,
@@ -159,9 +161,9 @@ pub trait Backend: Send + Sync + 'static {
     /// The user cancels the step: what must be read before it is deleted.
     async fn cancelling(&self, step: &Step<Self::Spec>, h: &Self::Handle, w: &mut Self::Watch);
     /// Asks for the object's deletion.
-    async fn delete(&self, step: &Step<Self::Spec>, h: &Self::Handle) -> Result<(), String>;
+    async fn delete(&self, step: &Step<Self::Spec>, h: &Self::Handle) -> Result<(), SystemError>;
     /// Whether the object is gone; an error when the scheduler cannot say.
-    async fn gone(&self, step: &Step<Self::Spec>, h: &Self::Handle) -> Result<bool, String>;
+    async fn gone(&self, step: &Step<Self::Spec>, h: &Self::Handle) -> Result<bool, SystemError>;
     /// The object is gone: settle what is still open (a log stream); why the log is incomplete, when it is.
     async fn after_gone(&self, _step: &Step<Self::Spec>, _w: &mut Self::Watch) -> Option<String> {
         None
@@ -400,7 +402,7 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     async fn connect(&self) -> Result<(), SystemError> {
-        Ok(self.backend.connect().await?)
+        self.backend.connect().await
     }
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {

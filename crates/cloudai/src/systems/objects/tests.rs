@@ -18,6 +18,8 @@ struct Fake {
     gone_after: Mutex<BTreeMap<String, Option<u32>>>,
     calls: Mutex<Vec<String>>,
     refuse_create: Mutex<Vec<String>>,
+    /// Creations of a step the control plane cannot take for now (a 503) before it takes one.
+    busy_create: Mutex<BTreeMap<String, u32>>,
     /// The scheduler does not answer deletions and their checks.
     down: Mutex<bool>,
 }
@@ -58,7 +60,7 @@ impl Backend for Arc<Fake> {
     fn check(&self, _: &TestRun) -> Vec<String> {
         Vec::new()
     }
-    async fn connect(&self) -> Result<(), String> {
+    async fn connect(&self) -> Result<(), SystemError> {
         Ok(())
     }
     fn describe(&self, step: &Step<()>, h: &u32) -> String {
@@ -70,14 +72,20 @@ impl Backend for Arc<Fake> {
     fn gone_wait(&self) -> Duration {
         Duration::from_secs(120)
     }
-    async fn create(&self, step: &Step<()>) -> Result<u32, String> {
+    async fn create(&self, step: &Step<()>) -> Result<u32, SystemError> {
         self.call("create", step);
         if self.refuse_create.lock().unwrap().contains(&step.name) {
-            return Err(format!("{} refused", step.name));
+            return Err(format!("{} refused", step.name).into());
+        }
+        if let Some(n) = self.busy_create.lock().unwrap().get_mut(&step.name) {
+            if *n > 0 {
+                *n -= 1;
+                return Err(SystemError::transient("HTTP 503: unavailable"));
+            }
         }
         Ok(7)
     }
-    async fn adopt(&self, _: &Step<()>) -> Result<Option<u32>, String> {
+    async fn adopt(&self, _: &Step<()>) -> Result<Option<u32>, SystemError> {
         Ok(None)
     }
     async fn observe(&self, step: &Step<()>, _: &u32, _: &mut (), _: &mut Vec<Attempt>) -> Seen {
@@ -97,17 +105,17 @@ impl Backend for Arc<Fake> {
     async fn cancelling(&self, step: &Step<()>, _: &u32, _: &mut ()) {
         self.call("cancelling", step);
     }
-    async fn delete(&self, step: &Step<()>, _: &u32) -> Result<(), String> {
+    async fn delete(&self, step: &Step<()>, _: &u32) -> Result<(), SystemError> {
         self.call("delete", step);
         if *self.down.lock().unwrap() {
-            return Err("no answer".into());
+            return Err(SystemError::transient("no answer"));
         }
         Ok(())
     }
-    async fn gone(&self, step: &Step<()>, _: &u32) -> Result<bool, String> {
+    async fn gone(&self, step: &Step<()>, _: &u32) -> Result<bool, SystemError> {
         self.call("gone", step);
         if *self.down.lock().unwrap() {
-            return Err("no answer".into());
+            return Err(SystemError::transient("no answer"));
         }
         let mut g = self.gone_after.lock().unwrap();
         match g.entry(step.name.clone()).or_insert(Some(0)) {
@@ -363,4 +371,47 @@ async fn until_finished_within(m: &Stepped<Arc<Fake>>, limit: Duration) -> JobOu
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("not finished within {limit:?}")
+}
+
+/// How many times the step was asked to be created.
+fn creates(fake: &Fake, name: &str) -> usize {
+    fake.calls()
+        .iter()
+        .filter(|c| *c == &format!("create {name}"))
+        .count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_the_control_plane_cannot_take_for_now_is_created_at_a_later_poll() {
+    let fake = Arc::new(Fake::default());
+    fake.script("pre", vec![ended(true)]);
+    fake.script("main", vec![Seen::Running, ended(true)]);
+    fake.busy_create.lock().unwrap().insert("main".into(), 2);
+    let m = machine(
+        vec![step(StepKind::Pre, "pre"), step(StepKind::Main, "main")],
+        &fake,
+    );
+    let t0 = tokio::time::Instant::now();
+    let o = until_finished_within(&m, Duration::from_secs(60)).await;
+    // two 503s, then created: the test ran and its verdict stands
+    assert_eq!(o.failure, None, "{:?}", fake.calls());
+    assert_eq!(o.state.as_deref(), Some("Completed"));
+    assert_eq!(creates(&fake, "main"), 3);
+    // asked again after a pause (1 s, then 2 s), not at every poll
+    assert!(t0.elapsed() >= Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_step_the_control_plane_never_takes_ends_the_job_after_its_tries() {
+    let fake = Arc::new(Fake::default());
+    fake.script("pre", vec![ended(true)]);
+    fake.busy_create.lock().unwrap().insert("main".into(), 100);
+    let m = machine(
+        vec![step(StepKind::Pre, "pre"), step(StepKind::Main, "main")],
+        &fake,
+    );
+    let o = until_finished_within(&m, Duration::from_secs(600)).await;
+    assert_eq!(creates(&fake, "main"), 4);
+    let why = o.failure.unwrap_or_default();
+    assert!(why.contains("503"), "{why}");
 }

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::config::system::Secret;
+use crate::systems::{ErrorKind, SystemError};
 use crate::{debug, warn};
 
 const MAX_TRIES: u32 = 7;
@@ -42,6 +43,21 @@ impl std::fmt::Display for ApiError {
 }
 
 impl ApiError {
+    /// What the engine makes of it: no answer may be asked again, a status says for itself, refused credentials
+    /// and an untrusted certificate stay refused.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ApiError::Status { code, .. } => ErrorKind::of_http(*code),
+            ApiError::Transport(_) => ErrorKind::Transient,
+            ApiError::Auth(_) | ApiError::Tls(_) => ErrorKind::Refused,
+        }
+    }
+
+    /// This error as the engine sees it, said with what was being done.
+    pub fn doing(&self, what: &str) -> SystemError {
+        SystemError::new(self.kind(), format!("{what}: {self}"))
+    }
+
     pub fn code(&self) -> Option<u16> {
         match self {
             ApiError::Status { code, .. } => Some(*code),
@@ -494,4 +510,33 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = c.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_error_says_whether_asking_again_may_help() {
+        let status = |code| ApiError::Status {
+            code,
+            message: String::new(),
+        };
+        assert_eq!(status(503).kind(), ErrorKind::Transient);
+        assert_eq!(status(429).kind(), ErrorKind::Transient);
+        assert_eq!(status(400).kind(), ErrorKind::Refused);
+        assert_eq!(status(404).kind(), ErrorKind::Gone);
+        assert_eq!(
+            ApiError::Transport("reset".into()).kind(),
+            ErrorKind::Transient
+        );
+        assert_eq!(
+            ApiError::Auth("bad secret".into()).kind(),
+            ErrorKind::Refused
+        );
+        assert_eq!(ApiError::Tls("untrusted".into()).kind(), ErrorKind::Refused);
+        let e = status(503).doing("cannot look up Run:ai workload w");
+        assert_eq!(e.kind, ErrorKind::Transient);
+        assert_eq!(e.message, "cannot look up Run:ai workload w: HTTP 503: ");
+    }
 }

@@ -27,6 +27,7 @@ use super::objects::{self, Backend, Ending, Naming, Seen};
 use crate::config::system::{RunAiConfig, SystemConfig, SystemKind};
 use crate::results::record::Attempt;
 use crate::scenario::TestRun;
+use crate::systems::SystemError;
 use crate::workloads::Launch;
 use client::Client;
 use plan::{Spec, Step};
@@ -227,7 +228,7 @@ impl Backend for RunAi {
 
     /// The credentials, then the configured cluster and project (a placeholder `cluster_id` is named here, not at
     /// the first submission).
-    async fn connect(&self) -> Result<(), String> {
+    async fn connect(&self) -> Result<(), SystemError> {
         let client = self.make_client()?;
         let r = self.r();
         if !facts::is_uuid(&r.cluster_id) {
@@ -236,10 +237,14 @@ impl Backend for RunAi {
                  Run:ai UI shows it under Resources → Clusters, and GET /api/v1/clusters lists it as `uuid`",
                 r.cluster_id,
                 self.cfg.file.display()
-            ));
+            )
+            .into());
         }
-        client.token().await.map_err(|e| e.to_string())?;
-        self.facts().await.map(|_| ())
+        client
+            .token()
+            .await
+            .map_err(|e| SystemError::new(e.kind(), e.to_string()))?;
+        Ok(self.facts().await.map(|_| ())?)
     }
 
     fn describe(&self, step: &Step, wid: &String) -> String {
@@ -296,13 +301,13 @@ impl Backend for RunAi {
         *self.listed.lock().unwrap() = fresh;
     }
 
-    async fn create(&self, step: &Step) -> Result<String, String> {
+    async fn create(&self, step: &Step) -> Result<String, SystemError> {
         let wid = self.create_workload(step).await?;
         crate::info!("Submitted Run:ai workload {} ({wid})", step.name);
         Ok(wid)
     }
 
-    async fn adopt(&self, step: &Step) -> Result<Option<String>, String> {
+    async fn adopt(&self, step: &Step) -> Result<Option<String>, SystemError> {
         self.adopt_workload(step).await
     }
 
@@ -331,11 +336,11 @@ impl Backend for RunAi {
         self.write_events(wid, step, true).await;
     }
 
-    async fn delete(&self, step: &Step, wid: &String) -> Result<(), String> {
+    async fn delete(&self, step: &Step, wid: &String) -> Result<(), SystemError> {
         self.delete_workload(wid, step).await
     }
 
-    async fn gone(&self, _step: &Step, wid: &String) -> Result<bool, String> {
+    async fn gone(&self, _step: &Step, wid: &String) -> Result<bool, SystemError> {
         self.workload_gone(wid).await
     }
 

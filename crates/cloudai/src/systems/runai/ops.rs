@@ -6,6 +6,7 @@ use reqwest::Method;
 use super::client::ApiError;
 use super::plan::Step;
 use super::{logs, payload, state, RunAi};
+use crate::systems::{ErrorKind, SystemError};
 use crate::warn;
 
 impl RunAi {
@@ -31,11 +32,11 @@ impl RunAi {
 
     /// The workload of that name when it is the one this step created (its identity annotation matches);
     /// an error when a workload of that name belongs to something else.
-    pub(super) async fn adopt_workload(&self, step: &Step) -> Result<Option<String>, String> {
+    pub(super) async fn adopt_workload(&self, step: &Step) -> Result<Option<String>, SystemError> {
         let Some(id) = self
             .find_by_name(&step.name)
             .await
-            .map_err(|e| format!("cannot look up Run:ai workload {}: {e}", step.name))?
+            .map_err(|e| e.doing(&format!("cannot look up Run:ai workload {}", step.name)))?
         else {
             return Ok(None);
         };
@@ -48,7 +49,7 @@ impl RunAi {
                 None,
             )
             .await
-            .map_err(|e| format!("cannot read Run:ai workload {} ({id}): {e}", step.name))?;
+            .map_err(|e| e.doing(&format!("cannot read Run:ai workload {} ({id})", step.name)))?;
         match payload::identity_of(&v) {
             Some(i) if i == step.identity => Ok(Some(id)),
             other => Err(format!(
@@ -59,14 +60,18 @@ impl RunAi {
                 payload::IDENTITY,
                 other.unwrap_or("missing"),
                 step.identity
-            )),
+            )
+            .into()),
         }
     }
 
     /// Creates the step's workload exactly once: after a lost answer or a conflict, a lookup by name tells
-    /// whether ours exists before anything is posted again.
-    pub(super) async fn create_workload(&self, step: &Step) -> Result<String, String> {
+    /// whether ours exists before anything is posted again. A control plane that kept failing (no answer, 429,
+    /// 5xx) while the lookups found nothing is a transient error: the engine tries again later, and the lookup
+    /// makes that safe too.
+    pub(super) async fn create_workload(&self, step: &Step) -> Result<String, SystemError> {
         let client = self.client()?;
+        let mut last = None;
         for attempt in 0..4 {
             match client
                 .call(
@@ -79,7 +84,7 @@ impl RunAi {
             {
                 Ok(v) => {
                     return v["workloadId"].as_str().map(str::to_string).ok_or_else(|| {
-                        format!("Run:ai accepted {} but returned no workloadId", step.name)
+                        format!("Run:ai accepted {} but returned no workloadId", step.name).into()
                     })
                 }
                 Err(
@@ -100,25 +105,35 @@ impl RunAi {
                             return Err(format!(
                                 "Run:ai reports a name conflict for {} but lists no such workload",
                                 step.name
-                            ))
+                            )
+                            .into())
                         }
-                        None => continue,
+                        None => last = Some(e),
                     }
                 }
-                Err(e @ (ApiError::Auth(_) | ApiError::Tls(_))) => return Err(e.to_string()),
+                Err(e @ (ApiError::Auth(_) | ApiError::Tls(_))) => {
+                    return Err(SystemError::refused(e.to_string()))
+                }
                 Err(ApiError::Status { code, message }) => {
-                    return Err(format!(
-                        "Run:ai rejected workload {} (HTTP {code}): {message}",
-                        step.name
+                    return Err(SystemError::new(
+                        ErrorKind::of_http(code).creating(),
+                        format!(
+                            "Run:ai rejected workload {} (HTTP {code}): {message}",
+                            step.name
+                        ),
                     ))
                 }
             }
         }
-        Err(format!("could not create Run:ai workload {}", step.name))
+        let why = last.map(|e| format!(": {e}")).unwrap_or_default();
+        Err(SystemError::transient(format!(
+            "could not create Run:ai workload {} (4 tries; none of it exists){why}",
+            step.name
+        )))
     }
 
     /// Asks for the workload's deletion (one quick retry: on the way out we report rather than wait).
-    pub(super) async fn delete_workload(&self, wid: &str, step: &Step) -> Result<(), String> {
+    pub(super) async fn delete_workload(&self, wid: &str, step: &Step) -> Result<(), SystemError> {
         let path = format!("{}/{wid}", step.spec.kind_path());
         match self
             .client()?
@@ -126,12 +141,12 @@ impl RunAi {
             .await
         {
             Ok(_) | Err(ApiError::Status { code: 404, .. }) => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(SystemError::new(e.kind(), e.to_string())),
         }
     }
 
     /// Whether the workload is gone: a 404, or the API's own deleted state (`deletedAt`).
-    pub(super) async fn workload_gone(&self, wid: &str) -> Result<bool, String> {
+    pub(super) async fn workload_gone(&self, wid: &str) -> Result<bool, SystemError> {
         let path = format!("/api/v1/workloads/{wid}");
         match self
             .client()?
@@ -140,7 +155,7 @@ impl RunAi {
         {
             Err(ApiError::Status { code: 404, .. }) => Ok(true),
             Ok(v) => Ok(state::deleted(&v)),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(SystemError::new(e.kind(), e.to_string())),
         }
     }
 
