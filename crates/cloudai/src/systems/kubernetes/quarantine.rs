@@ -74,13 +74,13 @@ impl Kube {
     }
 
     /// (name, resourceVersion, what it shows, its taints without ours); an error when the cluster has no such node.
-    pub fn read(&self, host: &str) -> Result<(String, String, Seen, Vec<Value>), String> {
+    pub fn read(&self, host: &str) -> Result<Read, String> {
         self.look(host)?
             .ok_or_else(|| format!("node {host} is not in the cluster"))
     }
 
     /// As [`Self::read`]; None when the cluster has no such node.
-    fn look(&self, host: &str) -> Result<Option<(String, String, Seen, Vec<Value>)>, String> {
+    fn look(&self, host: &str) -> Result<Option<Read>, String> {
         self.rt.block_on(async {
             let api = self.api().await?;
             let Some(n) = self.node(&api, host).await? else {
@@ -100,6 +100,9 @@ impl Kube {
         })
     }
 }
+
+/// A node as read: (name, resourceVersion, what it shows, its taints without ours).
+pub type Read = (String, String, Seen, Vec<Value>);
 
 /// What a node (as JSON) shows: ours while our annotation is on a cordoned node; someone else's when cordoned,
 /// tainted NoSchedule/NoExecute or not Ready otherwise.
