@@ -1,4 +1,4 @@
-//! Quarantine for a system: its scheduler's side (`fleet::quarantine_scheduler`) and the ledger's state, opened
+//! Quarantine for a system: its scheduler's side (`fleet::Fleet::quarantine`) and the ledger's state, opened
 //! together; what find-bad-nodes' `--drain` / `--cordon` / `--requalify` and `cloudai quarantine` call.
 
 use crate::config::system::SystemConfig;
@@ -29,7 +29,7 @@ pub fn with_report<T: Send>(
         return Err("quarantine state lives in the ledger, which is off (--no-ledger)".into());
     }
     let name = sys.name.clone();
-    let mut sched = crate::systems::fleet::quarantine_scheduler(sys)?;
+    let mut sched = crate::systems::fleet_of(sys).quarantine()?;
     ledger::off_runtime(move || {
         let mut l = Ledger::open(&at).map_err(|e| format!("cannot open the ledger: {e}"))?;
         let mut store = LedgerStore {

@@ -26,7 +26,6 @@ use std::path::Path;
 use crate::baseline::Grading;
 use crate::exit_codes::Failure;
 use crate::results::{Layout, Status};
-use crate::systems::fleet;
 use crate::{error, info, warn};
 use plan::{Evidence, Plan, Verdict};
 
@@ -199,14 +198,15 @@ fn prepare(req: &Request) -> Result<Sweep, Failure> {
             ))
         }
     };
-    if let Some(e) = fleet::unpinnable(&system) {
+    if let Some(e) = crate::systems::fleet_of(&system).unpinnable() {
         return Err(Failure::Error(e));
     }
-    if let Some(e) = fleet::refused(req.act, &system) {
+    if let Some(e) = crate::systems::fleet_of(&system).refused(req.act) {
         return Err(Failure::Error(e));
     }
     let rt = crate::runner::runtime()?;
-    let (mut nodes, unavailable) = fleet::nodes(req.nodes, &system, &rt)?;
+    let (mut nodes, unavailable) =
+        crate::systems::fleet_of(&system).nodes_to_test(req.nodes, &rt)?;
     for (n, why) in &unavailable {
         warn!("Leaving out node {n}: {why}");
     }
@@ -392,7 +392,8 @@ fn conclude(req: &Request, s: &Sweep, wide: Option<String>) -> Result<(), Failur
         ),
     };
     let acted = act_on(req.act, &s.system, &s.plan, wide.as_deref(), &s.rt, &s.root);
-    let topology = fleet::topology(&s.system, req.topology_label, &s.rt)
+    let topology = crate::systems::fleet_of(&s.system)
+        .fabric(req.topology_label, &s.rt)
         .map(|(source, leaf)| topology::Topology { leaf, source })
         .unwrap_or_default();
     let written = report::write_reports(
@@ -459,8 +460,8 @@ fn act_on(
         return (Vec::new(), None);
     }
     // Slurm with the ledger: quarantine, owned and durable; the nodes already held count against the guard
-    let kept =
-        crate::ledger::location() != crate::ledger::Location::Off && fleet::quarantines(w, sys);
+    let kept = crate::ledger::location() != crate::ledger::Location::Off
+        && crate::systems::fleet_of(sys).quarantines(w);
     let held: Vec<String> = if kept {
         match crate::bad_nodes::hold::held(sys) {
             Ok(h) => h
@@ -509,7 +510,7 @@ fn act_on(
                         drain: false,
                         ..w
                     };
-                    actions.extend(crate::systems::fleet::take_out(label_only, sys, &bad, rt));
+                    actions.extend(crate::systems::fleet_of(sys).take_out(label_only, &bad, rt));
                 }
                 (actions, None)
             }
@@ -526,7 +527,7 @@ fn act_on(
              quarantine` cannot see them)"
         );
     }
-    (crate::systems::fleet::take_out(w, sys, &bad, rt), None)
+    (crate::systems::fleet_of(sys).take_out(w, &bad, rt), None)
 }
 
 #[cfg(test)]

@@ -58,7 +58,9 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
     };
     let sys = crate::config::system::load(path)?;
     check_test(req.tests_dir, req.test)?;
-    crate::systems::fleet::Window::check(&sys).map_err(Failure::Error)?;
+    crate::systems::fleet_of(&sys)
+        .window_check()
+        .map_err(Failure::Error)?;
     let wanted = match req.nodes {
         Some(s) => Some(
             crate::util::nodelist::expand(s)
@@ -88,7 +90,7 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
     }
     let rt = crate::runner::runtime()?;
     // partners among the nodes named (--nodes), else the default partition's / the cluster's usable GPU nodes
-    let (usable, _) = crate::systems::fleet::nodes(req.nodes, &sys, &rt)?;
+    let (usable, _) = crate::systems::fleet_of(&sys).nodes_to_test(req.nodes, &rt)?;
     let partners: Vec<String> = usable
         .into_iter()
         .filter(|n| !held.iter().any(|h| &h.node == n))
@@ -120,7 +122,7 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
         // exactly what would run: the window, then each node back into it
         println!(
             "Would run:\n  {}",
-            crate::systems::fleet::Window::describe(&sys, &nodes)
+            crate::systems::fleet_of(&sys).window_describe(&nodes)
         );
         let outs = glue::with(&sys, true, |q| {
             held.iter()
@@ -139,7 +141,9 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
     }
     let root = super::results_root(req, &sys, "requalify")?;
     // the window: no user job lands on a node between its return and its test
-    let window = crate::systems::fleet::Window::open(&sys, &nodes).map_err(Failure::Error)?;
+    let window = crate::systems::fleet_of(&sys)
+        .window_open(&nodes)
+        .map_err(Failure::Error)?;
     // into the window: resume each node whose drain is still ours
     let mut testing: Vec<String> = Vec::new();
     for h in &held {

@@ -60,7 +60,8 @@ pub fn quarantine(cmd: &QuarantineCmd) -> Result<(), Failure> {
         } => {
             let sys = load(system_config)?;
             let rt = crate::runner::runtime()?;
-            let (_, others) = crate::systems::fleet::nodes(nodes.as_deref(), &sys, &rt)?;
+            let (_, others) =
+                crate::systems::fleet_of(&sys).nodes_to_test(nodes.as_deref(), &rt)?;
             let (records, finished) =
                 glue::with_report(&sys, false, |q| q.store.records()).map_err(Failure::Error)?;
             if !*json {

@@ -19,35 +19,12 @@ pub async fn observe(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
+    // one line per scheduler, each answering in its own module
     match scheduler {
         "slurm" => Ok(super::slurm::live(&ids)),
-        "standalone" => Ok(ids
-            .iter()
-            .filter(|id| !super::standalone::recorded_alive(id))
-            .map(|id| (id.to_string(), Live::Gone("ended (not collected)")))
-            .collect()),
-        "runai" | "kubernetes" => {
-            let cfg = recorded()?;
-            let phases = if scheduler == "kubernetes" {
-                super::kubernetes::phases(&cfg).await?
-            } else {
-                super::runai::phases(&cfg).await?
-            };
-            Ok(ids
-                .iter()
-                .map(|id| {
-                    let live = match phases.get(*id) {
-                        Some((phase, reason)) => Live::Seen {
-                            state: phase.to_lowercase(),
-                            reason: reason.clone(),
-                            nodes: Vec::new(),
-                        },
-                        None => Live::Gone("not found (a hook may run, or it was deleted)"),
-                    };
-                    (id.to_string(), live)
-                })
-                .collect())
-        }
+        "standalone" => Ok(super::standalone::live(&ids)),
+        "runai" => super::runai::live(&ids, &recorded()?).await,
+        "kubernetes" => super::kubernetes::live(&ids, &recorded()?).await,
         _ => Ok(HashMap::new()),
     }
 }

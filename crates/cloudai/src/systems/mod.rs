@@ -240,6 +240,29 @@ pub enum Live {
     Gone(&'static str),
 }
 
+impl Live {
+    /// The jobs `ids` as one listing of a cluster's objects shows them (name → phase and why it waits): an id the
+    /// listing lacks is gone (a hook may run under another name, or it was deleted).
+    pub fn from_phases(
+        ids: &[&str],
+        phases: &std::collections::HashMap<String, (String, String)>,
+    ) -> std::collections::HashMap<String, Live> {
+        ids.iter()
+            .map(|id| {
+                let live = match phases.get(*id) {
+                    Some((phase, reason)) => Live::Seen {
+                        state: phase.to_lowercase(),
+                        reason: reason.clone(),
+                        nodes: Vec::new(),
+                    },
+                    None => Live::Gone("not found (a hook may run, or it was deleted)"),
+                };
+                (id.to_string(), live)
+            })
+            .collect()
+    }
+}
+
 /// What CloudAI's own runner recorded of an iteration's job in a tree it wrote (its Slurm `slurm-job.toml`), for
 /// `generate-report` on CloudAI's trees.
 pub use slurm::foreign_job;
@@ -282,6 +305,16 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
         env.entry(k).or_insert(v);
     }
     env.into_iter().collect()
+}
+
+/// What find-bad-nodes and the quarantine ask of the config's scheduler: one line per scheduler.
+pub fn fleet_of(sys: &SystemConfig) -> Box<dyn fleet::Fleet + '_> {
+    match &sys.kind {
+        SystemKind::Standalone(_) => Box::new(standalone::Fleet),
+        SystemKind::Slurm(s) => Box::new(slurm::fleet::Fleet(s)),
+        SystemKind::RunAi(_) => Box::new(runai::fleet::Fleet(sys)),
+        SystemKind::Kubernetes(k) => Box::new(kubernetes::fleet::Fleet(k)),
+    }
 }
 
 /// The system for a config: one line per scheduler of `config::system::SCHEDULERS`. A dry-run wraps it: `dry_run::DryRun::wrap(build(cfg))`.

@@ -93,6 +93,14 @@ pub fn recorded_alive(id: &str) -> bool {
     id.parse().is_ok_and(group_alive)
 }
 
+/// The recorded jobs (process groups) that no longer live; one that lives says nothing more (`cloudai status`).
+pub fn live(ids: &[&str]) -> std::collections::HashMap<String, super::Live> {
+    ids.iter()
+        .filter(|id| !recorded_alive(id))
+        .map(|id| (id.to_string(), super::Live::Gone("ended (not collected)")))
+        .collect()
+}
+
 fn killpg(pgid: i32, sig: i32) {
     // SAFETY: plain syscall on a process group we created; errors (already gone) are irrelevant.
     unsafe {
@@ -410,4 +418,31 @@ fn with_exports(env: &[(String, String)], cmd: &str) -> String {
 
 fn shell_quote(s: &str) -> String {
     crate::util::shell::quote(s).into_owned()
+}
+
+/// Standalone's answers to find-bad-nodes: it runs on this host only, so it cannot pin a job to nodes.
+pub struct Fleet;
+
+impl crate::systems::fleet::Fleet for Fleet {
+    fn name(&self) -> &'static str {
+        "standalone"
+    }
+
+    fn unpinnable(&self) -> Option<String> {
+        Some(
+            "find-bad-nodes runs on Slurm (jobs pinned with --nodelist), Run:ai and Kubernetes (node affinity); \
+             standalone cannot pin a job to nodes"
+                .into(),
+        )
+    }
+
+    fn nodes(
+        &self,
+        named: Option<Vec<String>>,
+        _rt: &tokio::runtime::Runtime,
+    ) -> Result<(Vec<String>, crate::systems::fleet::OutOfService), String> {
+        named
+            .map(|n| (n, Vec::new()))
+            .ok_or_else(|| "give --nodes (the system file lists no nodes)".into())
+    }
 }

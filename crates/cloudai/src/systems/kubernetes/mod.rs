@@ -8,6 +8,7 @@
 mod cache;
 mod client;
 mod events;
+pub mod fleet;
 mod logs;
 pub mod manifest;
 pub mod nodes;
@@ -121,6 +122,14 @@ pub fn manifests(cfg: &Arc<SystemConfig>, run: &TestRun, dir: &Path) -> Vec<serd
         .into_iter()
         .map(|s| s.spec.manifest)
         .collect()
+}
+
+/// The recorded jobs as the cluster shows them now (`cloudai status`): one list per kind.
+pub async fn live(
+    ids: &[&str],
+    cfg: &SystemConfig,
+) -> Result<HashMap<String, super::Live>, String> {
+    Ok(super::Live::from_phases(ids, &phases(cfg).await?))
 }
 
 /// Every Job and MPIJob cloudai made in the system's namespace by name, with its phase: one list per kind

@@ -6,6 +6,7 @@
 
 mod client;
 mod facts;
+pub mod fleet;
 mod logs;
 pub mod nodes;
 mod observe;
@@ -162,6 +163,14 @@ impl RunAi {
             &step.name,
         ))
     }
+}
+
+/// The recorded workloads as the control plane shows them now (`cloudai status`): one paged list.
+pub async fn live(
+    ids: &[&str],
+    cfg: &SystemConfig,
+) -> Result<HashMap<String, super::Live>, String> {
+    Ok(super::Live::from_phases(ids, &phases(cfg).await?))
 }
 
 /// Every workload of the system's project by name, with its phase and why it waits (`cloudai status`): one paged

@@ -1,6 +1,7 @@
 //! Slurm: sbatch scripts as CloudAI writes them, submitted with `sbatch --parsable`, watched with one `squeue`
 //! call per poll for all our jobs (then `sacct` for the final state), cancelled with `scancel`.
 
+pub mod fleet;
 mod foreign;
 pub mod nodes;
 pub mod quarantine;
