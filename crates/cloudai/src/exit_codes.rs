@@ -7,7 +7,7 @@ pub const OK: i32 = 0;
 /// Bad input or an environment that cannot run it; nothing was run. Or results that could not be written.
 pub const ERROR: i32 = 1;
 /// A command-line usage error (clap's own code).
-pub const USAGE: i32 = 2;
+pub(crate) const USAGE: i32 = 2;
 /// The scenario ran, but an iteration failed, timed out, was cancelled by the scheduler, was skipped or lost its
 /// watcher; find-bad-nodes: a node bad or suspect, or a bad link.
 pub const TEST_FAILURES: i32 = 3;
@@ -102,7 +102,7 @@ pub const ENVIRONMENT: [(&str, &str); 16] = [
 ];
 
 /// The text after `cloudai --help`: exit codes and environment.
-pub fn long_help() -> String {
+pub(crate) fn long_help() -> String {
     let mut s = String::from("Exit codes:\n");
     for (code, what) in ALL {
         s.push_str(&format!("  {code:>3}  {what}\n"));
@@ -145,7 +145,7 @@ impl Failure {
     }
 
     /// A command's exit code as a result (0 is success).
-    pub fn of_code(code: i32) -> Result<(), Failure> {
+    pub(crate) fn of_code(code: i32) -> Result<(), Failure> {
         match code {
             OK => Ok(()),
             c => Err(Failure::Outcome(c)),

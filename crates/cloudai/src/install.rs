@@ -9,7 +9,7 @@ use crate::config::system::SystemConfig;
 use crate::scenario::{Scenario, TestRun};
 
 /// The manifest of what `install` created, inside `install_path`.
-pub const MANIFEST: &str = ".cloudai-install.json";
+pub(crate) const MANIFEST: &str = ".cloudai-install.json";
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Installable {
@@ -71,7 +71,7 @@ impl Installable {
 /// `nvcr.io#nvidia/pytorch:24.02-py3` → `nvcr.io_nvidia__pytorch__24.02-py3.sqsh`: CloudAI's cache file name, by its
 /// rules (the tag is what follows the last `:`; the path's parts joined by `_` before `__<last part>`; `#` and `/`
 /// become `_`; `_` trimmed at both ends), so a cache one tool built is found by the other.
-pub fn sqsh_name(url: &str) -> String {
+pub(crate) fn sqsh_name(url: &str) -> String {
     let local = url.starts_with('/') || url.starts_with('.');
     let wo_prefix = url.split_once("://").map_or(url, |(_, r)| r);
     let (wo_tag, tag) = wo_prefix.rsplit_once(':').unwrap_or((wo_prefix, "notag"));
@@ -91,7 +91,7 @@ pub fn sqsh_name(url: &str) -> String {
 }
 
 /// The directory a repository is cloned into: `<install_path>/<repo name>__<commit>`.
-pub fn repo_dir(install: &Path, url: &str, commit: &str) -> PathBuf {
+pub(crate) fn repo_dir(install: &Path, url: &str, commit: &str) -> PathBuf {
     let name = url
         .trim_end_matches('/')
         .rsplit('/')
@@ -106,7 +106,7 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 /// The cached image of a test on this system, when images are cached.
-pub fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
+pub(crate) fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
     if !sys.kind.caches_images() {
         return None;
     }
@@ -115,7 +115,7 @@ pub fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
 }
 
 /// Every installable of the scenario's tests and hooks, once each.
-pub fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Installable> {
+pub(crate) fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Installable> {
     let install = absolute(&sys.install_path);
     let mut out: Vec<Installable> = Vec::new();
     let runs = scenario.test_runs.iter().flat_map(|r| {

@@ -65,7 +65,7 @@ pub fn init(console: Level, file: Option<&Path>) {
 
 /// From now on every line also goes to `path` (appended, created 0600): a run keeps its own log in its results
 /// tree, whatever another invocation does to the working directory's log file.
-pub fn also_to(path: &Path) {
+pub(crate) fn also_to(path: &Path) {
     use std::os::unix::fs::OpenOptionsExt;
     let Some(l) = LOGGER.get() else { return };
     let f = std::fs::OpenOptions::new()
@@ -90,7 +90,7 @@ pub fn also_to(path: &Path) {
 /// No log line reaches the console from now on (a command whose stdout is JSON); the log file keeps them.
 static CONSOLE_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-pub fn console_off() {
+pub(crate) fn console_off() {
     CONSOLE_OFF.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -163,7 +163,7 @@ pub fn status(text: &str, key: &str) {
 }
 
 /// Removes the status line (before the final table).
-pub fn clear_status() {
+pub(crate) fn clear_status() {
     let had = STATUS.lock().ok().and_then(|mut s| s.take()).is_some();
     if had {
         let mut out = std::io::stdout();
@@ -183,23 +183,13 @@ fn terminal_width() -> usize {
     }
 }
 
-/// Plain console text that is detail, not result (the scenario outline): shown at the INFO level and below only.
-pub fn print_info(text: &str) {
-    let shown = LOGGER.get().is_none_or(|l| l.console <= Level::Info)
-        && !CONSOLE_OFF.load(std::sync::atomic::Ordering::Relaxed);
-    if shown {
-        let _ = writeln!(std::io::stdout(), "{text}");
-    }
-    log_file_only(Level::Info, text);
-}
-
 /// Plain console text (CloudAI prints some lines without a level), mirrored to the log file.
 pub fn print(text: &str) {
     let _ = writeln!(std::io::stdout(), "{text}");
     log_file_only(Level::Info, text);
 }
 
-pub fn log_file_only(level: Level, msg: &str) {
+pub(crate) fn log_file_only(level: Level, msg: &str) {
     if let Some(l) = LOGGER.get() {
         let ts = chrono::Local::now().format("%Y-%m-%d %H:%M:%S,%3f");
         for file in [&l.file, &l.tree] {

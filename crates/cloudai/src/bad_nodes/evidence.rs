@@ -16,7 +16,7 @@ use crate::workloads::node_health::template::{node_findings, NodeCheck};
 use crate::workloads::node_health::{worst, Severity};
 
 /// The checks `--checks` names: (name, template, its test definition's extra lines).
-pub const CHECKS: &[(&str, &str, &str)] = &[
+pub(crate) const CHECKS: &[(&str, &str, &str)] = &[
     ("nvidia-smi", "NvidiaSmi", ""),
     ("kernel-log", "KernelLog", ""),
     ("ib", "IbStat", ""),

@@ -19,7 +19,7 @@ pub fn with<T: Send>(
 }
 
 /// As [`with`], returning what was finished instead of saying it (for `--json`).
-pub fn with_report<T: Send>(
+pub(crate) fn with_report<T: Send>(
     sys: &SystemConfig,
     dry_run: bool,
     f: impl FnOnce(&mut Quarantine) -> Result<T, String> + Send,
@@ -60,7 +60,7 @@ pub fn held(sys: &SystemConfig) -> Result<Vec<Record>, String> {
 }
 
 /// How to undo a quarantine by hand: this binary's `quarantine release`.
-pub fn undo_command(sys: &SystemConfig, node: &str) -> String {
+pub(crate) fn undo_command(sys: &SystemConfig, node: &str) -> String {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "cloudai".into());
@@ -91,7 +91,7 @@ pub fn undo_command(sys: &SystemConfig, node: &str) -> String {
 
 /// Outcomes as find-bad-nodes reports its actions.
 /// `verb`: `drain`, `cordon`.
-pub fn as_actions(
+pub(crate) fn as_actions(
     sys: &SystemConfig,
     verb: &'static str,
     outs: Vec<Outcome>,

@@ -110,7 +110,7 @@ impl Plan {
     }
 
     /// Tries each node of a failing pair `repeat` times (at least once).
-    pub fn with_repeat(mut self, repeat: usize) -> Self {
+    pub(crate) fn with_repeat(mut self, repeat: usize) -> Self {
         self.repeat = repeat.max(1);
         self
     }
@@ -122,7 +122,7 @@ impl Plan {
     }
 
     /// [`Plan::bound`] with every node of a failing pair tried `repeat` times.
-    pub fn bound_repeated(n: usize, k: usize, repeat: usize) -> usize {
+    pub(crate) fn bound_repeated(n: usize, k: usize, repeat: usize) -> usize {
         // re-pairing rounds happen only when every round-1 pair holds a bad node
         let shift = if k >= n / 2 {
             MAX_FALLBACKS * (n / 2)
@@ -142,7 +142,7 @@ impl Plan {
     }
 
     /// The pairs of the next round; empty when the search is over.
-    pub fn next_round(&self) -> Vec<[String; 2]> {
+    pub(crate) fn next_round(&self) -> Vec<[String; 2]> {
         if self.rounds == 0 {
             return self
                 .nodes

@@ -42,7 +42,7 @@ fn name(i: usize) -> String {
 
 /// Runs the search to its end (or to `max_rounds`), each pair judged by `passes` in place of a job: 180 GB/s when
 /// it passes, 40 when not, against a 150 GB/s threshold.
-pub fn drive(
+pub(crate) fn drive(
     mut plan: Plan,
     max_rounds: usize,
     mut passes: impl FnMut(&[String; 2]) -> bool,

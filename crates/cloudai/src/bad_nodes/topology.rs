@@ -10,7 +10,7 @@ use super::plan::BadLink;
 
 /// Node → its leaf (the lowest switch, block or label value it hangs off), and where that came from.
 #[derive(Clone, Debug, Default)]
-pub struct Topology {
+pub(crate) struct Topology {
     pub leaf: BTreeMap<String, String>,
     /// "Slurm topology (scontrol show topology)", "node label topology.kubernetes.io/zone", …
     pub source: String,
@@ -18,7 +18,7 @@ pub struct Topology {
 
 /// A leaf that two or more findings (slow pairs crossing it, bad nodes under it) have in common.
 #[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SwitchFinding {
+pub(crate) struct SwitchFinding {
     pub switch: String,
     /// Slow pairs whose path runs through this leaf (`a↔b`).
     pub bad_links: Vec<String>,
@@ -44,7 +44,7 @@ impl Topology {
 
     /// Leaves that at least two slow pairs or bad nodes share, most findings first. Linear in the links, bad
     /// nodes and checked nodes.
-    pub fn findings(
+    pub(crate) fn findings(
         &self,
         links: &[BadLink],
         bad: &[&str],

@@ -110,7 +110,7 @@ impl Baseline {
     }
 
     /// From passed iterations: (template, iteration directory, its points).
-    pub fn from_iterations<'a>(
+    pub(crate) fn from_iterations<'a>(
         sources: Vec<String>,
         iterations: impl IntoIterator<Item = (&'a str, String, &'a [Point])>,
     ) -> Self {
@@ -346,7 +346,7 @@ impl Grading {
 
     /// The baseline an iteration on these nodes is graded against: the file's, or (from the ledger) the history of
     /// the same nodes — an empty one when they have none, so every size is "not in baseline".
-    pub fn for_nodes(&self, nodes: &[String]) -> &Baseline {
+    pub(crate) fn for_nodes(&self, nodes: &[String]) -> &Baseline {
         match &self.by_nodes {
             None => &self.baseline,
             Some(m) => {

@@ -12,7 +12,7 @@ use crate::results::Status;
 use crate::{info, warn};
 
 #[derive(Args, Debug)]
-pub struct BaselineCmd {
+pub(crate) struct BaselineCmd {
     #[command(subcommand)]
     action: Action,
 }

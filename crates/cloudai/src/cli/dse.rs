@@ -15,7 +15,7 @@ use crate::util::fsx::write_atomic;
 use crate::util::pytoml::{dumps, PyVal};
 use crate::{error, info};
 
-pub struct Dse<'a> {
+pub(crate) struct Dse<'a> {
     pub sys: Arc<dyn System>,
     pub scenario: Scenario,
     pub root: &'a Path,

@@ -8,7 +8,7 @@ use clap::Args;
 use crate::bad_nodes::{self, Request};
 
 #[derive(Args, Debug)]
-pub struct FindArgs {
+pub(crate) struct FindArgs {
     /// System TOML (Slurm; Run:ai or Kubernetes with node affinity)
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,

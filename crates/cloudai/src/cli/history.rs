@@ -9,7 +9,7 @@ use crate::exit_codes::Failure;
 use crate::ledger::{self, query::Filter, Ledger, Location};
 
 #[derive(Args, Debug)]
-pub struct HistoryCmd {
+pub(crate) struct HistoryCmd {
     #[command(subcommand)]
     what: Option<What>,
 }
@@ -92,7 +92,7 @@ fn parse_name(s: &str) -> Result<String, String> {
 }
 
 /// `2026-11-01`, an RFC 3339 time, or an age (`30d`, `12h`, `90m`) → Unix seconds.
-pub fn parse_since(s: &str) -> Result<i64, String> {
+pub(crate) fn parse_since(s: &str) -> Result<i64, String> {
     let t = s.trim();
     if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
         if let Some(t) = d

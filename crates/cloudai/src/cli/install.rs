@@ -9,7 +9,7 @@ use crate::scenario::{self, Inputs};
 use crate::{error, info};
 
 #[derive(Args, Debug)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// System TOML [default: the built-in standalone system]
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,

@@ -4,7 +4,7 @@ use crate::config::system::scheduler_names;
 use crate::workloads;
 
 #[derive(Args, Debug)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// What to list
     #[arg(value_enum, ignore_case = true)]
     what: What,

@@ -31,7 +31,7 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CLOUDAI
     long_about = None,
     after_long_help = crate::exit_codes::long_help()
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Log file with every DEBUG line (truncated on each invocation) [default: debug.log; read-only commands —
     /// status, verify-configs, list — write none unless given]
     #[arg(long, global = true)]
@@ -143,7 +143,7 @@ enum Command {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct CommonArgs {
+pub(crate) struct CommonArgs {
     /// System TOML [default: the built-in standalone system, which runs tests as local processes]
     #[arg(long, env = "CLOUDAI_SYSTEM_CONFIG")]
     system_config: Option<PathBuf>,
@@ -159,7 +159,7 @@ pub struct CommonArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Where scenario results go [default: the system's output_path]
@@ -186,7 +186,7 @@ pub struct RunArgs {
 /// The outputs beyond the results tree, the same for `run`, `resume` and `generate-report` (the report registry:
 /// `ending::outputs`).
 #[derive(Args, Debug, Clone, Default)]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// Also write a JUnit XML report here (one testcase per test iteration), for CI systems
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
@@ -213,7 +213,7 @@ impl OutputArgs {
 
 /// Grading against a baseline (`cloudai baseline create`).
 #[derive(Args, Debug, Clone)]
-pub struct BaselineArgs {
+pub(crate) struct BaselineArgs {
     /// Fail iterations whose busbw falls below this baseline file by more than --tolerance; `ledger`: below the
     /// same nodes' own history in the ledger (the median of their passed runs of the last 90 days)
     #[arg(long, value_name = "FILE|ledger")]

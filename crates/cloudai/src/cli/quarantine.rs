@@ -9,7 +9,7 @@ use crate::exit_codes::Failure;
 use crate::quarantine::Held;
 
 #[derive(Args, Debug)]
-pub struct QuarantineCmd {
+pub(crate) struct QuarantineCmd {
     #[command(subcommand)]
     what: What,
 }

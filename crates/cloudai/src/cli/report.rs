@@ -9,7 +9,7 @@ use crate::report::scenario::{generate as write_reports, Options};
 use crate::{info, log};
 
 #[derive(Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Scenario results directory (`<output>/<scenario>_<timestamp>`)
     #[arg(long)]
     result_dir: PathBuf,

@@ -19,7 +19,7 @@ use crate::systems::{Prepared, System};
 use crate::{info, warn};
 
 #[derive(Args, Debug)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     /// The results tree (`<output>/<scenario>_<timestamp>`)
     result_dir: PathBuf,
     #[command(flatten)]
@@ -28,7 +28,7 @@ pub struct ResumeArgs {
     baseline: BaselineArgs,
 }
 
-pub fn resume_cmd(args: &ResumeArgs) -> Result<(), Failure> {
+pub(crate) fn resume_cmd(args: &ResumeArgs) -> Result<(), Failure> {
     resume(&args.result_dir, &args.outputs.asked(true), &args.baseline)
 }
 

@@ -18,7 +18,7 @@ use crate::results::IterationRecord;
 use crate::systems::live::Live;
 
 #[derive(Args, Debug)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The results tree (`<output>/<scenario>_<timestamp>`)
     result_dir: PathBuf,
     /// Print JSON (for scripts) instead of a table

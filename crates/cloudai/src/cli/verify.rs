@@ -10,7 +10,7 @@ use crate::scenario::{HookLibrary, TestLibrary};
 use crate::{error, info, warn};
 
 #[derive(Args, Debug)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// A TOML file, or a directory searched recursively for *.toml
     configs: PathBuf,
     /// Test TOMLs to resolve scenarios against (default: the tests found under CONFIGS)

@@ -20,7 +20,7 @@ pub enum ArgValue {
 
 impl ArgValue {
     /// The value as Python's `str()` prints it, which is what CloudAI puts on command lines.
-    pub fn py_str(&self) -> String {
+    pub(crate) fn py_str(&self) -> String {
         match self {
             ArgValue::Str(s) => s.clone(),
             ArgValue::Int(i) => i.to_string(),
@@ -40,7 +40,7 @@ impl ArgValue {
         }
     }
 
-    pub fn py_repr(&self) -> String {
+    pub(crate) fn py_repr(&self) -> String {
         match self {
             ArgValue::Str(s) => format!("'{s}'"),
             other => other.py_str(),
@@ -54,14 +54,14 @@ impl ArgValue {
         }
     }
 
-    pub fn as_int(&self) -> Option<i64> {
+    pub(crate) fn as_int(&self) -> Option<i64> {
         match self {
             ArgValue::Int(i) => Some(*i),
             _ => None,
         }
     }
 
-    pub fn as_float(&self) -> Option<f64> {
+    pub(crate) fn as_float(&self) -> Option<f64> {
         match self {
             ArgValue::Float(f) => Some(*f),
             ArgValue::Int(i) => Some(*i as f64),
@@ -70,7 +70,7 @@ impl ArgValue {
     }
 
     /// A list anywhere makes the test a design-space-exploration sweep.
-    pub fn is_sweep(&self) -> bool {
+    pub(crate) fn is_sweep(&self) -> bool {
         match self {
             ArgValue::List(_) => true,
             ArgValue::Table(t) => t.values().any(ArgValue::is_sweep),
@@ -79,7 +79,7 @@ impl ArgValue {
     }
 
     /// Untyped conversion, for cmd_args keys that no schema declares.
-    pub fn from_node(node: &Node) -> Option<ArgValue> {
+    pub(crate) fn from_node(node: &Node) -> Option<ArgValue> {
         Some(match &node.kind {
             Kind::Str(s) | Kind::Datetime(s) => ArgValue::Str(s.clone()),
             Kind::Int(i) => ArgValue::Int(*i),
@@ -169,7 +169,7 @@ impl ArgSpec {
 
 /// Whether `s` is a size the benchmarks read whole: digits, then at most one of K, M, G (either case), then at
 /// most a B (`32M`, `1GB`, `4096`).
-pub fn is_size(s: &str) -> bool {
+pub(crate) fn is_size(s: &str) -> bool {
     let s = s.strip_suffix(['B', 'b']).unwrap_or(s);
     let digits = s.strip_suffix(['K', 'k', 'M', 'm', 'G', 'g']).unwrap_or(s);
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
@@ -188,9 +188,6 @@ impl CmdArgs {
     }
     pub fn str(&self, key: &str) -> Option<&str> {
         self.get(key).and_then(ArgValue::as_str)
-    }
-    pub fn is_sweep(&self) -> bool {
-        self.values.values().any(ArgValue::is_sweep)
     }
 
     /// The lists (DSE sweeps) under their dotted paths (`data.micro_batch_size`), in field order, leaving out those a

@@ -29,7 +29,7 @@ impl Ctx {
             .push(ConfigError::new(loc.clone(), field, msg).with_hint_opt(hint));
     }
 
-    pub fn type_err(&mut self, node: &Node, field: &str, expected: &str) {
+    pub(crate) fn type_err(&mut self, node: &Node, field: &str, expected: &str) {
         let hint = match (&node.kind, expected) {
             (Kind::Int(_) | Kind::Float(_) | Kind::Bool(_), "a string") => {
                 Some(format!("quote the value: \"{}\"", node.show()))
@@ -98,13 +98,13 @@ pub fn join(path: &str, key: &str) -> String {
 
 /// The longest string value: values become command-line arguments, and Linux refuses one over 128 KiB
 /// (MAX_ARG_STRLEN).
-pub const MAX_VALUE_BYTES: usize = 128 << 10;
+pub(crate) const MAX_VALUE_BYTES: usize = 128 << 10;
 
 /// Values end up in generated shell scripts (ids, names, env values, images, arguments, raw pass-through fields
 /// like `extra_srun_args`): a newline or another control character there would split or hide a command, so it
 /// is an error anywhere in a config file (tab excepted; `description` is free text; BashCmd's `cmd` is a script
 /// and may span lines, as CloudAI runs it).
-pub fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
+pub(crate) fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
     match &node.kind {
         Kind::Str(s) if s.len() > MAX_VALUE_BYTES => ctx.err(
             &node.loc,
@@ -157,7 +157,7 @@ pub fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
 }
 
 /// An env map's key is written as `export NAME=…`: it must be a valid variable name.
-pub fn env_name(ctx: &mut Ctx, loc: &Loc, field: &str, k: &str) -> bool {
+pub(crate) fn env_name(ctx: &mut Ctx, loc: &Loc, field: &str, k: &str) -> bool {
     let ok = crate::util::shell::is_env_name(k);
     if !ok {
         ctx.err(
@@ -182,7 +182,7 @@ pub fn as_str(ctx: &mut Ctx, node: &Node, field: &str) -> Option<String> {
     }
 }
 
-pub fn as_int(ctx: &mut Ctx, node: &Node, field: &str) -> Option<i64> {
+pub(crate) fn as_int(ctx: &mut Ctx, node: &Node, field: &str) -> Option<i64> {
     let v = match &node.kind {
         Kind::Int(i) => Some(*i),
         Kind::Bool(b) => Some(i64::from(*b)),
@@ -196,7 +196,7 @@ pub fn as_int(ctx: &mut Ctx, node: &Node, field: &str) -> Option<i64> {
     v
 }
 
-pub fn as_float(ctx: &mut Ctx, node: &Node, field: &str) -> Option<f64> {
+pub(crate) fn as_float(ctx: &mut Ctx, node: &Node, field: &str) -> Option<f64> {
     let v = match &node.kind {
         Kind::Int(i) => Some(*i as f64),
         Kind::Float(f) => Some(*f),
@@ -227,7 +227,7 @@ pub fn as_bool(ctx: &mut Ctx, node: &Node, field: &str) -> Option<bool> {
     v
 }
 
-pub fn as_str_list(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<String>> {
+pub(crate) fn as_str_list(ctx: &mut Ctx, node: &Node, field: &str) -> Option<Vec<String>> {
     match &node.kind {
         Kind::Array(items) => {
             let mut out = Vec::new();
@@ -280,31 +280,31 @@ impl<'a> View<'a> {
         n
     }
 
-    pub fn req_str(&self, ctx: &mut Ctx, key: &str) -> Option<String> {
+    pub(crate) fn req_str(&self, ctx: &mut Ctx, key: &str) -> Option<String> {
         self.required(ctx, key)
             .and_then(|n| as_str(ctx, n, &self.field(key)))
     }
 
-    pub fn opt_str(&self, ctx: &mut Ctx, key: &str) -> Option<String> {
+    pub(crate) fn opt_str(&self, ctx: &mut Ctx, key: &str) -> Option<String> {
         self.get(key).and_then(|n| as_str(ctx, n, &self.field(key)))
     }
 
-    pub fn opt_int(&self, ctx: &mut Ctx, key: &str) -> Option<i64> {
+    pub(crate) fn opt_int(&self, ctx: &mut Ctx, key: &str) -> Option<i64> {
         self.get(key).and_then(|n| as_int(ctx, n, &self.field(key)))
     }
 
-    pub fn opt_float(&self, ctx: &mut Ctx, key: &str) -> Option<f64> {
+    pub(crate) fn opt_float(&self, ctx: &mut Ctx, key: &str) -> Option<f64> {
         self.get(key)
             .and_then(|n| as_float(ctx, n, &self.field(key)))
     }
 
-    pub fn opt_bool(&self, ctx: &mut Ctx, key: &str) -> Option<bool> {
+    pub(crate) fn opt_bool(&self, ctx: &mut Ctx, key: &str) -> Option<bool> {
         self.get(key)
             .and_then(|n| as_bool(ctx, n, &self.field(key)))
     }
 
     /// A duration in CloudAI's time-limit syntax (`30m`, `2h`, `HH:MM:SS`, …), in seconds.
-    pub fn duration(&self, ctx: &mut Ctx, key: &str) -> Option<u64> {
+    pub(crate) fn duration(&self, ctx: &mut Ctx, key: &str) -> Option<u64> {
         let s = self.opt_str(ctx, key)?;
         match super::time_limit::parse(&s) {
             Ok(secs) => Some(secs),
@@ -322,7 +322,14 @@ impl<'a> View<'a> {
     }
 
     /// A number in `lo..=hi` (a whole one when `whole`), or an error naming the range; `None` when absent.
-    pub fn float_in(&self, ctx: &mut Ctx, key: &str, lo: f64, hi: f64, whole: bool) -> Option<f64> {
+    pub(crate) fn float_in(
+        &self,
+        ctx: &mut Ctx,
+        key: &str,
+        lo: f64,
+        hi: f64,
+        whole: bool,
+    ) -> Option<f64> {
         let n = self.get(key)?;
         let x = if whole {
             as_int(ctx, n, &self.field(key))? as f64
@@ -347,7 +354,7 @@ impl<'a> View<'a> {
     }
 
     /// Where `cmd_args.<key>` stands in the file, or the table's own place when it is not written there.
-    pub fn cmd_arg_loc(&self, key: &str) -> Loc {
+    pub(crate) fn cmd_arg_loc(&self, key: &str) -> Loc {
         self.get("cmd_args")
             .and_then(|n| n.as_table())
             .and_then(|t| t.entries.get(key))
@@ -355,7 +362,7 @@ impl<'a> View<'a> {
     }
 
     /// A non-negative integer with a default, at most `max`.
-    pub fn count_max(&self, ctx: &mut Ctx, key: &str, default: u64, max: u64) -> u64 {
+    pub(crate) fn count_max(&self, ctx: &mut Ctx, key: &str, default: u64, max: u64) -> u64 {
         let v = self.count(ctx, key, default);
         if v > max {
             if let Some(n) = self.get(key) {
@@ -391,14 +398,14 @@ impl<'a> View<'a> {
         }
     }
 
-    pub fn str_list(&self, ctx: &mut Ctx, key: &str) -> Vec<String> {
+    pub(crate) fn str_list(&self, ctx: &mut Ctx, key: &str) -> Vec<String> {
         self.get(key)
             .and_then(|n| as_str_list(ctx, n, &self.field(key)))
             .unwrap_or_default()
     }
 
     /// A table of string values (`extra_cmd_args`); ints and bools are taken as their text.
-    pub fn str_map(&self, ctx: &mut Ctx, key: &str) -> IndexMap<String, String> {
+    pub(crate) fn str_map(&self, ctx: &mut Ctx, key: &str) -> IndexMap<String, String> {
         let mut out = IndexMap::new();
         let Some(n) = self.get(key) else { return out };
         let Some(v) = ctx.table(n, &self.field(key)) else {
@@ -439,7 +446,7 @@ impl<'a> View<'a> {
     }
 }
 
-pub fn unknown_hint(key: &str, known: &[&str]) -> Option<String> {
+pub(crate) fn unknown_hint(key: &str, known: &[&str]) -> Option<String> {
     Some(match did_you_mean(key, known.iter().copied()) {
         Some(s) => format!("did you mean `{s}`?"),
         None => format!("known fields here: {}", known.join(", ")),

@@ -49,12 +49,12 @@ impl ConfigError {
         }
     }
 
-    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+    pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
 
-    pub fn with_hint_opt(mut self, hint: Option<String>) -> Self {
+    pub(crate) fn with_hint_opt(mut self, hint: Option<String>) -> Self {
         self.hint = hint;
         self
     }
@@ -127,10 +127,10 @@ impl ConfigErrors {
     pub fn push(&mut self, e: ConfigError) {
         self.0.push(e);
     }
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         self.0.iter().any(|e| !e.warning)
     }
-    pub fn into_result<T>(self, value: T) -> Result<T, ConfigErrors> {
+    pub(crate) fn into_result<T>(self, value: T) -> Result<T, ConfigErrors> {
         if self.has_errors() {
             Err(self)
         } else {
@@ -161,7 +161,7 @@ impl std::error::Error for ConfigErrors {}
 
 /// The closest candidate, for "did you mean" hints: a small edit distance (a swap of two letters counts once), or
 /// one name being the start of the other (`start_post_completion` → `start_post_comp`).
-pub fn did_you_mean<'a>(
+pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {

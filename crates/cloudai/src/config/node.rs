@@ -49,7 +49,7 @@ impl Table {
 
 impl Kind {
     /// How a value is named in "expected X, found Y" messages.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Kind::Str(_) => "a string",
             Kind::Int(_) => "an integer",
@@ -63,7 +63,7 @@ impl Kind {
 }
 
 impl Node {
-    pub fn as_table(&self) -> Option<&Table> {
+    pub(crate) fn as_table(&self) -> Option<&Table> {
         match &self.kind {
             Kind::Table(t) => Some(t),
             _ => None,
@@ -245,7 +245,7 @@ fn first_line(s: &str) -> &str {
 }
 
 /// The largest config file read (CloudAI's are a few kB; a device or a runaway file must not be slurped).
-pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// Reads and parses a file; a missing or unreadable file is a config error too, and so is anything that is not
 /// a regular file (a FIFO, `/dev/zero`) or is larger than [`MAX_CONFIG_BYTES`].

@@ -56,7 +56,8 @@ pub enum DepKind {
 }
 
 impl DepKind {
-    pub const NAMES: [&'static str; 3] = ["start_post_init", "start_post_comp", "end_post_comp"];
+    pub(crate) const NAMES: [&'static str; 3] =
+        ["start_post_init", "start_post_comp", "end_post_comp"];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -75,7 +76,7 @@ pub struct Dependency {
 }
 
 /// `[[Tests]]` entries in one scenario: more would exhaust memory before the scheduler says no.
-pub const MAX_TESTS: usize = 10_000;
+pub(crate) const MAX_TESTS: usize = 10_000;
 
 const SCENARIO_FIELDS: &[&str] = &[
     "name",
@@ -104,7 +105,7 @@ const RUN_FIELDS: &[&str] = &[
 ];
 
 /// Fields of `[[Tests]]` that override (or inline) the test definition.
-pub const OVERRIDE_FIELDS: &[&str] = &[
+pub(crate) const OVERRIDE_FIELDS: &[&str] = &[
     "name",
     "description",
     "test_template_name",
@@ -127,7 +128,7 @@ pub fn load(path: &Path) -> Result<ScenarioFile, ConfigErrors> {
 }
 
 /// As `load`, keeping what could be read beside the errors (see `decode_lenient`).
-pub fn load_lenient(path: &Path) -> (Option<ScenarioFile>, ConfigErrors) {
+pub(crate) fn load_lenient(path: &Path) -> (Option<ScenarioFile>, ConfigErrors) {
     match node::load(path, "test scenario") {
         Ok(root) => decode_lenient(&root, path),
         Err(e) => (None, e.into()),
@@ -143,7 +144,7 @@ pub fn decode(root: &Node, path: &Path) -> Result<ScenarioFile, ConfigErrors> {
 
 /// Reads a scenario as far as it can be read: the file (when its name and entries could be read) and every
 /// problem found, so resolving it can report more problems (an unknown test name) in the same pass.
-pub fn decode_lenient(root: &Node, path: &Path) -> (Option<ScenarioFile>, ConfigErrors) {
+pub(crate) fn decode_lenient(root: &Node, path: &Path) -> (Option<ScenarioFile>, ConfigErrors) {
     let mut ctx = Ctx::new();
     let Some(v) = ctx.table(root, "") else {
         return (None, ctx.errors);
@@ -216,7 +217,7 @@ pub fn decode_lenient(root: &Node, path: &Path) -> (Option<ScenarioFile>, Config
 
 /// A scenario name, test id or test name (hooks' output directories) names a directory of the results tree: it
 /// must be one safe path component, or a crafted config could write outside the output directory.
-pub fn path_component(ctx: &mut Ctx, node: &Node, field: &str, value: &str) {
+pub(crate) fn path_component(ctx: &mut Ctx, node: &Node, field: &str, value: &str) {
     // names the tree itself uses beside the test directories
     const RESERVED: &[&str] = &[".cloudai", "summary.json", "leftovers.json", "debug.log"];
     let invisible = |c: char| {

@@ -10,7 +10,7 @@ use super::error::{did_you_mean, ConfigError, ConfigErrors};
 use super::node::{Kind, Node};
 
 /// Every template CloudAI registers, so that a config using one we lack is "unsupported", not "unknown".
-pub const CLOUDAI_TEMPLATES: &[&str] = &[
+pub(crate) const CLOUDAI_TEMPLATES: &[&str] = &[
     "UCCTest",
     "NcclTest",
     "DDLBTest",
@@ -43,7 +43,7 @@ pub const CLOUDAI_TEMPLATES: &[&str] = &[
 
 /// Design-space exploration agents (`agent` of a test), with CloudAI's class name and what each does.
 pub const AGENTS: &[&str] = &["grid_search"];
-pub const AGENT_CLASSES: &[(&str, &str)] = &[(
+pub(crate) const AGENT_CLASSES: &[(&str, &str)] = &[(
     "GridSearchAgent",
     "Visits every combination of the swept values, in the order CloudAI's grid search does.",
 )];
@@ -78,7 +78,7 @@ pub struct TestDefinition {
 
 /// The environment variable that names CloudAI's NeMo-Run launcher (`cloudai_nemorun.py`) when it is not in the
 /// CloudAI checkout the configs come from.
-pub const NEMORUN_SCRIPT_ENV: &str = "CLOUDAI_NEMORUN_SCRIPT";
+pub(crate) const NEMORUN_SCRIPT_ENV: &str = "CLOUDAI_NEMORUN_SCRIPT";
 
 /// A file copied into the install directory before a run: where it comes from and where it lands (`install_path`
 /// as the system's config writes it, joined with the file's name, as CloudAI records it).
@@ -91,7 +91,7 @@ pub struct ScriptFile {
 impl TestDefinition {
     /// An empty definition of `template` (unit tests fill in its cmd_args).
     #[cfg(test)]
-    pub fn for_tests(template: &str) -> Self {
+    pub(crate) fn for_tests(template: &str) -> Self {
         Self {
             name: "t".into(),
             description: "d".into(),
@@ -116,7 +116,7 @@ impl TestDefinition {
         }
     }
 
-    pub fn is_dse(&self) -> bool {
+    pub(crate) fn is_dse(&self) -> bool {
         !self.cmd_args.sweeps(&self.dse_excluded_args).is_empty()
             || self.extra_env_vars.values().any(ArgValue::is_sweep)
     }
@@ -146,7 +146,7 @@ pub struct Nsys {
     pub extra_args: Vec<String>,
 }
 
-pub const TEST_FIELDS: &[&str] = &[
+pub(crate) const TEST_FIELDS: &[&str] = &[
     "name",
     "description",
     "test_template_name",
@@ -176,7 +176,7 @@ pub struct RawTest {
     pub node: Node,
 }
 
-pub fn load_raw(path: &Path) -> Result<RawTest, ConfigErrors> {
+pub(crate) fn load_raw(path: &Path) -> Result<RawTest, ConfigErrors> {
     let node = super::node::load(path, "test spec")?;
     let mut ctx = Ctx::new();
     let name = ctx
@@ -196,12 +196,12 @@ pub fn load_raw(path: &Path) -> Result<RawTest, ConfigErrors> {
 }
 
 /// Is this error only "we do not implement that template yet"?
-pub fn is_unsupported(errs: &ConfigErrors) -> bool {
+pub(crate) fn is_unsupported(errs: &ConfigErrors) -> bool {
     !errs.0.is_empty() && errs.0.iter().all(|e| e.warning)
 }
 
 /// The template that this version does not run, when that is all these errors say.
-pub fn unsupported_template(errs: &ConfigErrors) -> Option<String> {
+pub(crate) fn unsupported_template(errs: &ConfigErrors) -> Option<String> {
     if !is_unsupported(errs) {
         return None;
     }

@@ -39,7 +39,7 @@ pub fn parse(s: &str) -> Result<u64, String> {
     Ok(days * 86_400 + secs)
 }
 
-pub const FORMS_HINT: &str =
+pub(crate) const FORMS_HINT: &str =
     "use a Slurm-like form: \"30m\", \"2h\", \"HH:MM:SS\", \"HH:MM\" or \"D-HH:MM:SS\"";
 
 /// Formats seconds as Slurm's `--time`: `HH:MM:SS`, or `D-HH:MM:SS` from one day on.
@@ -54,7 +54,7 @@ pub fn format(secs: u64) -> String {
 }
 
 /// `format` for a duration that may be negative (clock skew): `-` then the magnitude.
-pub fn format_signed(secs: i64) -> String {
+pub(crate) fn format_signed(secs: i64) -> String {
     if secs < 0 {
         format!("-{}", format(secs.unsigned_abs()))
     } else {

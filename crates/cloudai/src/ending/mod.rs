@@ -11,7 +11,7 @@ use crate::{error, info};
 pub use outputs::Asked;
 
 /// How a run ends, beyond its outcome.
-pub struct Conclusion<'a> {
+pub(crate) struct Conclusion<'a> {
     pub asked: &'a Asked,
     pub tolerance_pct: f64,
     pub grading: Option<crate::baseline::Grading>,
@@ -21,7 +21,7 @@ pub struct Conclusion<'a> {
 
 /// After the engine: reports (over the whole tree when resuming), the status table, JUnit, the tarball, and the
 /// exit code.
-pub fn conclude(
+pub(crate) fn conclude(
     runner: &Runner,
     mut outcome: crate::runner::RunOutcome,
     system: &crate::config::system::SystemConfig,

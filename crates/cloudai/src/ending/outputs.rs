@@ -46,7 +46,7 @@ pub trait Output: Sync {
 }
 
 /// Every output, in the order they are written.
-pub static OUTPUTS: &[&dyn Output] = &[&LedgerRecord, &MetricsFile, &Junit, &Tarball];
+pub(crate) static OUTPUTS: &[&dyn Output] = &[&LedgerRecord, &MetricsFile, &Junit, &Tarball];
 
 /// Writes every output; false when one that must not fail did.
 pub fn write_all(asked: &Asked, ended: &Ended) -> bool {
@@ -89,7 +89,7 @@ impl Output for MetricsFile {
 }
 
 /// `--metrics-file` of a run or a sweep: the ledger's metrics written atomically (a failure is a warning).
-pub fn write_metrics_file(path: Option<&Path>) {
+pub(crate) fn write_metrics_file(path: Option<&Path>) {
     let Some(path) = path else { return };
     let res = ledger::off_runtime(|| {
         let mut l = Ledger::open(&ledger::location())?;

@@ -34,7 +34,7 @@ pub fn chart(key: &str) -> String {
 }
 
 /// A chart spec: title, y label and unit, series of (size, value) points.
-pub fn chart_spec(
+pub(crate) fn chart_spec(
     title: &str,
     ylabel: &str,
     unit: &str,
@@ -46,7 +46,7 @@ pub fn chart_spec(
 }
 
 /// Horizontal reference lines (a threshold, a target): (label, value).
-pub fn with_refs(mut spec: serde_json::Value, refs: &[(&str, f64)]) -> serde_json::Value {
+pub(crate) fn with_refs(mut spec: serde_json::Value, refs: &[(&str, f64)]) -> serde_json::Value {
     spec["refs"] = refs
         .iter()
         .filter(|(_, v)| v.is_finite())
@@ -56,7 +56,7 @@ pub fn with_refs(mut spec: serde_json::Value, refs: &[(&str, f64)]) -> serde_jso
 }
 
 /// A series whose points carry more values for the hover and the CSV export: (size, value, {name: text}).
-pub fn rich_series(
+pub(crate) fn rich_series(
     name: &str,
     points: Vec<(u64, f64, serde_json::Value)>,
     dashed: bool,
@@ -80,7 +80,7 @@ pub fn series(name: &str, points: &[(u64, f64)], dashed: bool) -> serde_json::Va
 
 /// `8 B`, `1 KiB`, `1.5 MiB`: the size format of every page (the charts' axes use the same); CSV files keep
 /// CloudAI's [`human_size`].
-pub fn size_iec(b: u64) -> String {
+pub(crate) fn size_iec(b: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b as f64;
     let mut i = 0;
@@ -93,7 +93,7 @@ pub fn size_iec(b: u64) -> String {
 }
 
 /// A percentage with one decimal, never `-0.0%`.
-pub fn pct(v: f64) -> String {
+pub(crate) fn pct(v: f64) -> String {
     let r = (v * 10.0).round() / 10.0;
     if r == 0.0 {
         "0.0%".into()
@@ -103,7 +103,7 @@ pub fn pct(v: f64) -> String {
 }
 
 /// `8B`, `1KB`, `1.5MB`: binary units, as CloudAI's "Size Human-readable" column.
-pub fn human_size(b: u64) -> String {
+pub(crate) fn human_size(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut v = b as f64;
     let mut i = 0;

@@ -9,13 +9,13 @@ use crate::baseline::{Baseline, Grading};
 use crate::workloads::Point;
 
 /// How far back the history reaches.
-pub const WINDOW_DAYS: i64 = 90;
+pub(crate) const WINDOW_DAYS: i64 = 90;
 
 /// One passed iteration: (id, template, where it ran, its points).
 type Passed = (i64, String, String, Vec<Point>);
 
 /// The baselines of every node set the ledger knows (nodes sorted, joined by `,`).
-pub fn by_nodes(l: &mut Ledger, since: i64) -> Result<HashMap<String, Baseline>, String> {
+pub(crate) fn by_nodes(l: &mut Ledger, since: i64) -> Result<HashMap<String, Baseline>, String> {
     let rows = l.db().query(
         "SELECT i.id, i.nodes, i.template, i.collective, i.dtype, i.nnodes, i.gpus_per_node, s.size, s.busbw, \
          s.time_us, r.results, t.name, i.iteration FROM iterations i JOIN sizes s ON s.iteration_id = i.id \

@@ -17,15 +17,15 @@
 use serde::Serialize;
 
 /// Fewest runs a series needs before it is judged.
-pub const MIN_RUNS: usize = 5;
+pub(crate) const MIN_RUNS: usize = 5;
 /// The runs looked at (the newest ones).
-pub const NOISE_WINDOW: usize = 30;
+pub(crate) const NOISE_WINDOW: usize = 30;
 /// σ is at least this fraction of the median.
-pub const NOISE_FLOOR: f64 = 0.005;
+pub(crate) const NOISE_FLOOR: f64 = 0.005;
 /// A fall smaller than this fraction is not worth a flag, however clean the series.
-pub const MIN_SLIDE: f64 = 0.02;
+pub(crate) const MIN_SLIDE: f64 = 0.02;
 /// Standard errors a fall must exceed.
-pub const SIGMAS: f64 = 5.0;
+pub(crate) const SIGMAS: f64 = 5.0;
 const WINDOWS: [usize; 3] = [5, 10, 20];
 
 /// What the rule saw in a series.

@@ -38,7 +38,7 @@ fn num(v: f64) -> String {
 }
 
 /// The exposition, ending with `# EOF`.
-pub fn render(l: &mut Ledger) -> Result<String, String> {
+pub(crate) fn render(l: &mut Ledger) -> Result<String, String> {
     let series = l.series(None, None)?;
     let verdicts = l.latest_verdicts()?;
     let mut out = String::new();
@@ -145,7 +145,7 @@ pub fn render(l: &mut Ledger) -> Result<String, String> {
 }
 
 /// Writes the exposition for node_exporter's textfile collector: whole or not at all (a temporary file renamed).
-pub fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     crate::util::fsx::write_atomic(path, text.as_bytes())
 }
 

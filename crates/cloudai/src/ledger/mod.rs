@@ -58,7 +58,7 @@ impl Location {
 }
 
 /// `$XDG_DATA_HOME/cloudai/ledger.sqlite`, else `~/.local/share/cloudai/ledger.sqlite`.
-pub fn default_path() -> PathBuf {
+pub(crate) fn default_path() -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| Path::new(v).is_absolute())
         .map(PathBuf::from)
@@ -68,7 +68,7 @@ pub fn default_path() -> PathBuf {
 }
 
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
@@ -93,7 +93,7 @@ pub fn redact(url: &str) -> String {
 static LOCATION: OnceLock<Location> = OnceLock::new();
 
 /// Set once by the command line (`--ledger`, `--no-ledger`).
-pub fn set_location(l: Location) {
+pub(crate) fn set_location(l: Location) {
     let _ = LOCATION.set(l);
 }
 
@@ -106,7 +106,7 @@ pub fn location() -> Location {
 
 /// Runs `f` on a thread of its own: the PostgreSQL client drives its own runtime, which cannot start on a thread
 /// already inside ours.
-pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| match s.spawn(f).join() {
         Ok(v) => v,
         Err(p) => std::panic::resume_unwind(p),
@@ -362,7 +362,7 @@ pub fn record(run: RunRows) {
 }
 
 /// After a scenario's reports: its graded iterations.
-pub fn record_scenario(root: &Path, summary: &crate::report::scenario::Summary) {
+pub(crate) fn record_scenario(root: &Path, summary: &crate::report::scenario::Summary) {
     if summary.mode == "dry-run" || location() == Location::Off {
         return;
     }
@@ -370,7 +370,7 @@ pub fn record_scenario(root: &Path, summary: &crate::report::scenario::Summary) 
 }
 
 /// After a find-bad-nodes sweep: its pairs and verdicts, as `bad-nodes.json` has them.
-pub fn record_sweep(root: &Path) {
+pub(crate) fn record_sweep(root: &Path) {
     if location() == Location::Off {
         return;
     }

@@ -10,14 +10,14 @@ use super::query::{higher_is_better, SeriesKey, SeriesPoint};
 use crate::html::{chart, chart_spec, esc, page, rich_series, with_refs};
 
 /// Charts on one page.
-pub const CHARTS: usize = 60;
+pub(crate) const CHARTS: usize = 60;
 
 /// The band a series' chart shows by preference: the bandwidth-bound one.
 fn headline(band: &str) -> bool {
     !matches!(band, "small" | "medium")
 }
 
-pub fn render(title: &str, series: &BTreeMap<SeriesKey, Vec<SeriesPoint>>) -> String {
+pub(crate) fn render(title: &str, series: &BTreeMap<SeriesKey, Vec<SeriesPoint>>) -> String {
     let mut judged: Vec<(&SeriesKey, &Vec<SeriesPoint>, Finding)> = series
         .iter()
         .map(|(k, s)| {

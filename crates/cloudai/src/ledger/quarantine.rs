@@ -7,7 +7,7 @@ use crate::ledger::Ledger;
 use crate::quarantine::{Action, Held, Intent, Record, Store};
 
 /// The ledger's quarantine tables for one system (its `name`).
-pub struct LedgerStore<'a> {
+pub(crate) struct LedgerStore<'a> {
     pub ledger: &'a mut Ledger,
     pub system: String,
 }

@@ -53,7 +53,7 @@ fn time_of(at: i64) -> String {
 
 impl Ledger {
     /// The 30-day periods rows may be filed under since `since`, newest first.
-    pub fn buckets(&mut self, since: i64) -> Result<Vec<i64>, String> {
+    pub(crate) fn buckets(&mut self, since: i64) -> Result<Vec<i64>, String> {
         let r = self.db().query("SELECT MIN(at), MAX(at) FROM runs", &[])?;
         let (Some(lo), Some(hi)) = (
             r.first().and_then(|r| r[0].int()),
@@ -67,7 +67,7 @@ impl Ledger {
     }
 
     /// The id of a name, if the ledger has it.
-    pub fn find_name(&mut self, name: &str) -> Result<Option<i64>, String> {
+    pub(crate) fn find_name(&mut self, name: &str) -> Result<Option<i64>, String> {
         Ok(self
             .db()
             .query("SELECT id FROM names WHERE name = ?", &[name.into()])?
@@ -246,13 +246,13 @@ pub type Verdict = (String, String, String, String, i64);
 
 /// Size bands a busbw series is kept per (each run's value is the busbw at the largest size it measured in the
 /// band): latency-bound, middle, bandwidth-bound.
-pub const BANDS: [(&str, u64, u64); 3] = [
+pub(crate) const BANDS: [(&str, u64, u64); 3] = [
     ("small", 0, 64 << 10),
     ("medium", 64 << 10, 64 << 20),
     ("large", 64 << 20, u64::MAX),
 ];
 
-pub fn band_of(size: u64) -> &'static str {
+pub(crate) fn band_of(size: u64) -> &'static str {
     BANDS
         .iter()
         .find(|(_, lo, hi)| size >= *lo && size < *hi)
@@ -423,7 +423,7 @@ impl Ledger {
     }
 
     /// The newest verdict of every node per check: (node, check, status, detail, at).
-    pub fn latest_verdicts(&mut self) -> Result<Vec<Verdict>, String> {
+    pub(crate) fn latest_verdicts(&mut self) -> Result<Vec<Verdict>, String> {
         let rows = self.db().query(
             "SELECT n.name, k.name, c.status, c.detail, c.at FROM node_checks c \
              JOIN names n ON n.id = c.node_id JOIN names k ON k.id = c.check_id \

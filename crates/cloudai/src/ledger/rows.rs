@@ -109,14 +109,14 @@ const KEY_METRICS: [&str; 9] = [
 ];
 
 /// FNV-1a, 64 bits: a stable key from text (no dependency, same on every machine).
-pub fn fnv(text: &str) -> u64 {
+pub(crate) fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100000001b3)
     })
 }
 
 /// `<name>_2026-12-02_13-07-15[_n]` → its time (local), as Unix seconds.
-pub fn stamp_of(root: &Path) -> Option<i64> {
+pub(crate) fn stamp_of(root: &Path) -> Option<i64> {
     let name = root.file_name()?.to_str()?;
     let b = name.as_bytes();
     (0..b.len().saturating_sub(18)).rev().find_map(|i| {

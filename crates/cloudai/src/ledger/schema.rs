@@ -15,9 +15,9 @@
 use super::db::{Db, Dialect};
 
 /// The period a per-node row is filed under (30 days, in seconds).
-pub const BUCKET_SECS: i64 = 30 * 86_400;
+pub(crate) const BUCKET_SECS: i64 = 30 * 86_400;
 
-pub fn bucket(at: i64) -> i64 {
+pub(crate) fn bucket(at: i64) -> i64 {
     at.div_euclid(BUCKET_SECS)
 }
 
@@ -85,7 +85,7 @@ fn version(db: &mut dyn Db) -> Result<i64, String> {
 }
 
 /// Brings the ledger to [`CURRENT`] (or to `upto`, for tests of migration), refusing a newer one.
-pub fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), String> {
+pub(crate) fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), String> {
     db.batch("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         .or_else(|e| {
             // two PostgreSQL clients creating it at once: the loser sees the winner's table
@@ -134,6 +134,6 @@ pub fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), String> {
 }
 
 /// The version a ledger says it has (for `history` and the tests).
-pub fn current_version(db: &mut dyn Db) -> Result<i64, String> {
+pub(crate) fn current_version(db: &mut dyn Db) -> Result<i64, String> {
     version(db)
 }

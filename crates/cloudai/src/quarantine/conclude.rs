@@ -7,7 +7,7 @@ impl Quarantine<'_> {
     /// counts toward `k` in a row (then the node is released: it stays in service); a fail resets the count and
     /// takes it out again with the new evidence, escalated after `max_attempts` failed requalifications. A node
     /// someone else took meanwhile is theirs.
-    pub fn conclude(
+    pub(crate) fn conclude(
         &mut self,
         node: &str,
         passed: bool,

@@ -76,7 +76,7 @@ fn now() -> i64 {
 impl Quarantine<'_> {
     /// Finishes what a killed cloudai left between intent and record: looks at each pending intent's node, records
     /// what was done, does what was not (when the node is still as it was), gives up what someone else changed.
-    pub fn reconcile(&mut self) -> Result<Vec<Outcome>, String> {
+    pub(crate) fn reconcile(&mut self) -> Result<Vec<Outcome>, String> {
         let pending = self.store.pending()?;
         if pending.is_empty() {
             return Ok(Vec::new());
@@ -161,7 +161,7 @@ impl Quarantine<'_> {
     }
 
     /// Takes each node out (node, why) for `run`, unless someone else holds it; nodes already ours stay as they are.
-    pub fn take_out(
+    pub(crate) fn take_out(
         &mut self,
         run: &str,
         bad: &[(String, String)],
@@ -259,7 +259,7 @@ impl Quarantine<'_> {
 
     /// Puts a held node back: only while our mark is still on it (unless `force`, which says what it overrides).
     /// `to` is the state it is in afterwards (`Released`, or `Requalifying` into a maintenance window).
-    pub fn put_back(
+    pub(crate) fn put_back(
         &mut self,
         node: &str,
         force: bool,

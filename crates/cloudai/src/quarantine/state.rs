@@ -36,7 +36,7 @@ impl Held {
         })
     }
     /// Out of service by our hand.
-    pub fn is_out(self) -> bool {
+    pub(crate) fn is_out(self) -> bool {
         !matches!(self, Held::Released)
     }
 }
@@ -163,7 +163,7 @@ pub struct Outcome {
 impl Seen {
     /// Whether a put back of the node marked `tag` may go ahead: `Ok(true)` ours, `Ok(false)` back in service
     /// already (nothing to do), `Err` someone else's mark (unless `force`).
-    pub fn may_put_back(&self, tag: &str, force: bool) -> Result<bool, String> {
+    pub(crate) fn may_put_back(&self, tag: &str, force: bool) -> Result<bool, String> {
         match self {
             Seen::Ours(t) if t == tag => Ok(true),
             Seen::InService => Ok(false),
@@ -182,7 +182,7 @@ impl Outcome {
     }
 
     /// Says what a new cloudai finished of an earlier one's actions.
-    pub fn say_finished(finished: &[Outcome]) {
+    pub(crate) fn say_finished(finished: &[Outcome]) {
         for o in finished {
             crate::warn!(
                 "Finished what an earlier cloudai left on {}: {} ({})",

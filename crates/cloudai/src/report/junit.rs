@@ -35,7 +35,7 @@ fn seconds(r: &IterationRecord) -> f64 {
 }
 
 /// The JUnit document for a scenario's records.
-pub fn render(scenario: &str, records: &[IterationRecord]) -> String {
+pub(crate) fn render(scenario: &str, records: &[IterationRecord]) -> String {
     let count = |f: fn(Status) -> bool| records.iter().filter(|r| f(r.status)).count();
     let failures = count(|s| {
         matches!(

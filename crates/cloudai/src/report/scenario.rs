@@ -15,9 +15,9 @@ use crate::workloads;
 mod compare;
 use compare::*;
 mod tree;
-pub use tree::*;
+pub(crate) use tree::*;
 mod summary_file;
-pub use summary_file::*;
+pub(crate) use summary_file::*;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -293,7 +293,7 @@ fn entry(
 
 /// Entries of a results tree (reading only), for `--compare` and baselines. `regrade` grades iterations that have
 /// no run record (a tree written by CloudAI) from their output.
-pub fn read_tree(root: &Path, regrade: bool) -> Vec<Entry> {
+pub(crate) fn read_tree(root: &Path, regrade: bool) -> Vec<Entry> {
     let opts = Options {
         compare: Vec::new(),
         tolerance: 0.0,

@@ -5,7 +5,7 @@
 use crate::results::IterationRecord;
 
 /// The width of the terminal on stdout, when stdout is one.
-pub fn terminal_width() -> Option<usize> {
+pub(crate) fn terminal_width() -> Option<usize> {
     // SAFETY: isatty and the TIOCGWINSZ ioctl only read the descriptor's state into `ws`
     unsafe {
         if libc::isatty(1) != 1 {
@@ -32,12 +32,12 @@ fn shown_path(path: &str) -> String {
         .unwrap_or_else(|| path.to_string())
 }
 
-pub fn render(records: &[IterationRecord]) -> String {
+pub(crate) fn render(records: &[IterationRecord]) -> String {
     render_at(records, terminal_width())
 }
 
 /// The table for a terminal of `width` columns, or unwrapped when `None`.
-pub fn render_at(records: &[IterationRecord], width: Option<usize>) -> String {
+pub(crate) fn render_at(records: &[IterationRecord], width: Option<usize>) -> String {
     let rows: Vec<(String, &str, String)> = records
         .iter()
         .map(|r| {

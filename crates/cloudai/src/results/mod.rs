@@ -11,7 +11,7 @@ pub use record::{EndReason, IterationRecord, Status};
 
 /// Paths of one scenario's results.
 #[derive(Clone, Debug)]
-pub struct Layout {
+pub(crate) struct Layout {
     pub root: PathBuf,
     /// A design-space exploration step: its iterations live one level deeper, `<test>/<iteration>/<step>/`.
     pub step: Option<u64>,
@@ -54,7 +54,7 @@ impl Layout {
         )))
     }
 
-    pub fn iteration_dir(&self, test_id: &str, iteration: u64) -> PathBuf {
+    pub(crate) fn iteration_dir(&self, test_id: &str, iteration: u64) -> PathBuf {
         let dir = self.root.join(test_id).join(iteration.to_string());
         match self.step {
             Some(s) => dir.join(s.to_string()),

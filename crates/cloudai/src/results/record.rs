@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub const RECORD_FILE: &str = "cloudai-run.json";
+pub(crate) const RECORD_FILE: &str = "cloudai-run.json";
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -42,7 +42,7 @@ impl Status {
 
     /// Whether this status lets the scenario count as a success (exit code 0): passed, stopped on purpose by an
     /// `end_post_comp` dependency, or a dry-run.
-    pub fn is_success(self) -> bool {
+    pub(crate) fn is_success(self) -> bool {
         matches!(self, Status::Passed | Status::Stopped | Status::DryRun)
     }
 }
@@ -60,7 +60,7 @@ pub fn exit_code(records: &[IterationRecord]) -> i32 {
 pub use crate::exit_codes::{LEFTOVERS as EXIT_LEFTOVERS, TEST_FAILURES as EXIT_TEST_FAILURES};
 
 /// The file in the results root that lists what could not be confirmed stopped.
-pub const LEFTOVERS_FILE: &str = "leftovers.json";
+pub(crate) const LEFTOVERS_FILE: &str = "leftovers.json";
 
 /// A job or workload we asked to stop or delete without the scheduler confirming it is gone.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -202,7 +202,7 @@ pub struct Attempt {
 }
 
 /// A recorded RFC 3339 time in local time.
-pub fn local_time(s: &Option<String>) -> Option<chrono::DateTime<chrono::Local>> {
+pub(crate) fn local_time(s: &Option<String>) -> Option<chrono::DateTime<chrono::Local>> {
     s.as_deref()
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map(|t| t.with_timezone(&chrono::Local))
@@ -218,7 +218,7 @@ impl IterationRecord {
     }
 
     /// As `write`, unless the file already says exactly this (a re-grade that changed nothing rewrites nothing).
-    pub fn write_if_changed(&self, dir: &Path) -> std::io::Result<()> {
+    pub(crate) fn write_if_changed(&self, dir: &Path) -> std::io::Result<()> {
         let json = self.to_bytes()?;
         let path = dir.join(RECORD_FILE);
         match crate::util::fsx::read_regular(&path, 1 << 20) {
@@ -239,10 +239,10 @@ impl IterationRecord {
     }
 
     /// The space a record file keeps for its final version.
-    pub const RESERVED_BYTES: usize = 8 << 10;
+    pub(crate) const RESERVED_BYTES: usize = 8 << 10;
 
     /// An iteration cloudai stopped watching before its end (killed, detached): its job may still run.
-    pub fn is_unfinished(&self) -> bool {
+    pub(crate) fn is_unfinished(&self) -> bool {
         self.status == Status::Interrupted
     }
 
@@ -254,7 +254,7 @@ impl IterationRecord {
 
 /// Names everything that may still hold resources, writes `leftovers.json` into the results root, and gives
 /// the exit code that says so.
-pub fn report_leftovers(
+pub(crate) fn report_leftovers(
     root: &std::path::Path,
     leftovers: &[crate::results::record::Leftover],
 ) -> i32 {

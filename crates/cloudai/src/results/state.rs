@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::util::fsx::write_durable;
 
-pub const STATE_DIR: &str = ".cloudai";
+pub(crate) const STATE_DIR: &str = ".cloudai";
 
 /// How the run was started: the copies to resume from, and the user's files they came from.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct RunInfo {
+pub(crate) struct RunInfo {
     pub dry_run: bool,
     /// `inputs/system.toml`, or None for the built-in Standalone system.
     pub system: Option<String>,
@@ -28,18 +28,21 @@ pub struct RunInfo {
     pub started_at: String,
 }
 
-pub fn state_dir(root: &Path) -> PathBuf {
+pub(crate) fn state_dir(root: &Path) -> PathBuf {
     root.join(STATE_DIR)
 }
 
 /// The journal's second copy: every iteration record as it was written, one JSON line each, appended and synced.
 /// An iteration's `cloudai-run.json` deleted or damaged is repaired from it by `resume`.
-pub fn journal_path(root: &Path) -> PathBuf {
+pub(crate) fn journal_path(root: &Path) -> PathBuf {
     state_dir(root).join("journal.jsonl")
 }
 
 /// Appends one record to the journal (synced: it outlives a kill -9 or a power cut as the record file does).
-pub fn append_journal(root: &Path, rec: &crate::results::IterationRecord) -> std::io::Result<()> {
+pub(crate) fn append_journal(
+    root: &Path,
+    rec: &crate::results::IterationRecord,
+) -> std::io::Result<()> {
     use std::io::Write;
     let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -52,7 +55,7 @@ pub fn append_journal(root: &Path, rec: &crate::results::IterationRecord) -> std
 }
 
 /// The last record the journal holds for a test's iteration; a line cut short by a crash is passed over.
-pub fn journal_entry(
+pub(crate) fn journal_entry(
     root: &Path,
     test_id: &str,
     iteration: u64,
@@ -71,7 +74,7 @@ pub fn journal_entry(
 }
 
 /// The run's own log (every line of `run` and each `resume` of the tree, appended).
-pub fn log_path(root: &Path) -> PathBuf {
+pub(crate) fn log_path(root: &Path) -> PathBuf {
     state_dir(root).join("run.log")
 }
 
@@ -87,7 +90,7 @@ fn copy_tomls(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// Copies the inputs into the tree and writes `run.json`.
-pub fn record_inputs(
+pub(crate) fn record_inputs(
     root: &Path,
     system: Option<&Path>,
     scenario: &Path,
@@ -142,7 +145,7 @@ const SECRET_FIELDS: &[&str] = &["app_secret"];
 
 /// The system file without its secrets: each secret field is replaced by a comment saying where the secret comes
 /// from instead. Text that does not parse is not copied (the run loaded it, so this does not happen).
-pub fn without_secrets(text: &str) -> String {
+pub(crate) fn without_secrets(text: &str) -> String {
     let Ok(doc) = toml_edit::Document::parse(text) else {
         return "# not copied: the system file did not parse\n".into();
     };
@@ -177,7 +180,7 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
 /// Gives a Run:ai system loaded from a tree's copy (which keeps no secret) the secret of the original system
 /// file the run was started with, when it still has one (`RUNAI_APP_SECRET` wins over both when set); the error
 /// names both places when neither has it.
-pub fn restore_secret(
+pub(crate) fn restore_secret(
     cfg: &mut crate::config::system::SystemConfig,
     info: &RunInfo,
 ) -> Result<(), String> {
@@ -205,13 +208,13 @@ pub fn restore_secret(
     ))
 }
 
-pub fn read_info(root: &Path) -> std::io::Result<RunInfo> {
+pub(crate) fn read_info(root: &Path) -> std::io::Result<RunInfo> {
     let b = crate::util::fsx::read_regular(&state_dir(root).join("run.json"), 1 << 20)?;
     serde_json::from_slice(&b).map_err(std::io::Error::other)
 }
 
 /// The user's files that differ from the copies the run uses (edited since it started).
-pub fn changed_inputs(root: &Path, info: &RunInfo) -> Vec<PathBuf> {
+pub(crate) fn changed_inputs(root: &Path, info: &RunInfo) -> Vec<PathBuf> {
     let st = state_dir(root);
     let mut out = Vec::new();
     let mut same = |copy: PathBuf, orig: &Path| {
@@ -343,7 +346,7 @@ pub fn lock(root: &Path) -> Result<(), String> {
 
 /// Gives the tree up (only when this process holds it). The lock file stays (removing it would let a process that
 /// opened it just before lock a file nobody else sees); it says nobody owns the tree.
-pub fn unlock(root: &Path) {
+pub(crate) fn unlock(root: &Path) {
     let path = state_dir(root).join("lock");
     let mut held = HELD.lock().unwrap();
     if let Some(i) = held.iter().position(|(p, _)| *p == path) {

@@ -47,7 +47,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(14);
 
 /// The engine for one scenario on one system. Built by [`Runner::builder`] and not changed after: everything it
 /// learns while it runs lives in the loop's own state.
-pub struct Runner {
+pub(crate) struct Runner {
     system: Arc<dyn System>,
     scenario: Arc<Scenario>,
     layout: Layout,
@@ -72,14 +72,13 @@ pub struct Runner {
 }
 
 /// How a [`Runner`] is made: the system, the scenario and its tree, then what differs from a plain run.
-pub struct RunnerBuilder {
+pub(crate) struct RunnerBuilder {
     system: Arc<dyn System>,
     scenario: Scenario,
     layout: Layout,
     detach: bool,
     single: bool,
     plan: Option<Vec<resume::SlotPlan>>,
-    stop: Option<signals::Stop>,
 }
 
 impl RunnerBuilder {
@@ -91,7 +90,7 @@ impl RunnerBuilder {
 
     /// Run the whole scenario as one job (`run --single-sbatch`): every iteration prepared as usual, the system
     /// makes them one job that runs each in turn ([`System::single_job`]), then each is graded from its directory.
-    pub fn single_job(mut self, on: bool) -> Self {
+    pub(crate) fn single_job(mut self, on: bool) -> Self {
         self.single = on;
         self
     }
@@ -99,12 +98,6 @@ impl RunnerBuilder {
     /// Continue a tree: where each test run stands, from its journal (`resume`).
     pub fn resume(mut self, plan: Vec<resume::SlotPlan>) -> Self {
         self.plan = Some(plan);
-        self
-    }
-
-    /// Stop on these signals and requests instead of the process's own.
-    pub fn stop(mut self, stop: signals::Stop) -> Self {
-        self.stop = Some(stop);
         self
     }
 
@@ -127,13 +120,13 @@ impl RunnerBuilder {
             plan: self.plan,
             detach: self.detach,
             single: self.single,
-            stop: self.stop.unwrap_or_default(),
+            stop: signals::Stop::default(),
             fd_base: crate::util::fds::open_count().unwrap_or(0),
         }
     }
 }
 
-pub struct RunOutcome {
+pub(crate) struct RunOutcome {
     pub records: Vec<IterationRecord>,
     pub interrupted: bool,
     /// What we asked to stop or delete without the scheduler confirming it: it may still hold resources.
@@ -209,7 +202,6 @@ impl Runner {
             detach: false,
             single: false,
             plan: None,
-            stop: None,
         }
     }
 
@@ -231,7 +223,7 @@ impl Runner {
     }
 
     /// Whether jobs are left running for `resume` (`run --detach`).
-    pub fn is_detached(&self) -> bool {
+    pub(crate) fn is_detached(&self) -> bool {
         self.detach
     }
 

@@ -16,7 +16,7 @@ use crate::systems::Queued;
 use crate::{error, info, warn};
 
 /// How long a job the scheduler cannot place may wait when no `max_pending_time` is set (seconds).
-pub const DEFAULT_BLOCKED_WAIT: u64 = 600;
+pub(crate) const DEFAULT_BLOCKED_WAIT: u64 = 600;
 
 impl Runner {
     /// A job waiting in the queue: report changes of its state or reason, and cancel it when it can never start
@@ -55,7 +55,7 @@ impl Runner {
 /// Whether to stop waiting for a queued job, and why: the scheduler can never start it, or it waited past
 /// `max_pending_time` (`max`, seconds) — a job the scheduler cannot place now gets a bounded wait even when none is
 /// configured: at 3 a.m. nobody adds the GPUs it waits for.
-pub fn give_up(
+pub(crate) fn give_up(
     id: &str,
     q: &Queued,
     max: Option<u64>,

@@ -11,7 +11,7 @@ use crate::results::record::QueueState;
 use crate::systems::{JobId, Prepared};
 
 /// Where one test run stands.
-pub struct SlotPlan {
+pub(crate) struct SlotPlan {
     /// The iteration to watch or start next.
     pub iteration: u64,
     pub state: PlanState,
@@ -19,7 +19,7 @@ pub struct SlotPlan {
     pub started: bool,
 }
 
-pub enum PlanState {
+pub(crate) enum PlanState {
     /// `iteration` is to be submitted (when its dependencies allow).
     Waiting,
     /// Every iteration has ended.
@@ -28,7 +28,7 @@ pub enum PlanState {
     Attached(Attached),
 }
 
-pub struct Attached {
+pub(crate) struct Attached {
     pub id: JobId,
     pub dir: PathBuf,
     pub prepared: Prepared,

@@ -20,7 +20,7 @@ pub fn end_reason(killed: Option<EndReason>, reported: Option<EndReason>) -> End
 
 /// Whether an iteration that ended so stops its test's remaining iterations: the user cancelled, a dependency
 /// stopped it, or the scheduler can never start it (the next asks the same).
-pub fn ends_test(end: EndReason) -> bool {
+pub(crate) fn ends_test(end: EndReason) -> bool {
     matches!(
         end,
         EndReason::Cancelled | EndReason::StoppedByDependency | EndReason::Unschedulable
@@ -28,7 +28,7 @@ pub fn ends_test(end: EndReason) -> bool {
 }
 
 /// What is known of an ended job when it is judged.
-pub struct Graded<'a> {
+pub(crate) struct Graded<'a> {
     pub end_reason: EndReason,
     pub outcome: &'a JobOutcome,
     /// Why the engine ended it (unschedulable, pending too long), when the end reason alone does not say.

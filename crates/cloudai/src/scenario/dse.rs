@@ -6,14 +6,13 @@ use crate::config::args::ArgValue;
 use crate::scenario::TestRun;
 
 /// One parameter of the grid and its values, named as CloudAI names it in actions.
-pub type Space = Vec<(String, Vec<ArgValue>)>;
+pub(crate) type Space = Vec<(String, Vec<ArgValue>)>;
 /// One step's choice of a value per parameter.
 pub type Action = Vec<(String, ArgValue)>;
 
 pub use crate::config::test::AGENTS;
-pub const REWARD_FUNCTIONS: &[&str] = &["inverse", "negative", "identity"];
 /// The observation of a metric that could not be measured (CloudAI's default `metric_failure`).
-pub const METRIC_FAILURE: f64 = -1.0;
+pub(crate) const METRIC_FAILURE: f64 = -1.0;
 
 pub fn space(run: &TestRun) -> Space {
     let t = &run.test;
@@ -98,7 +97,7 @@ pub fn apply(run: &TestRun, action: &Action, step: u64) -> TestRun {
 
 /// `{'iters': 10, 'extra_env_vars.NCCL_ALGO': 'Ring', 'NUM_NODES': 1}`: Python's repr of the action dict, as in
 /// CloudAI's log and trajectory.csv.
-pub fn action_repr(a: &Action) -> String {
+pub(crate) fn action_repr(a: &Action) -> String {
     let inner: Vec<String> = a
         .iter()
         .map(|(k, v)| format!("'{k}': {}", v.py_repr()))
@@ -107,7 +106,7 @@ pub fn action_repr(a: &Action) -> String {
 }
 
 /// `[1.5, -1.0]`: Python's repr of a list of floats.
-pub fn floats_repr(v: &[f64]) -> String {
+pub(crate) fn floats_repr(v: &[f64]) -> String {
     let inner: Vec<String> = v.iter().map(|x| ArgValue::Float(*x).py_repr()).collect();
     format!("[{}]", inner.join(", "))
 }

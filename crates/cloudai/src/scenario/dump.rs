@@ -166,7 +166,13 @@ fn py_str_repr(s: &str) -> String {
     out
 }
 
-pub fn render(run: &TestRun, iteration: u64, dir: &Path, test_cmd: &str, full_cmd: &str) -> String {
+pub(crate) fn render(
+    run: &TestRun,
+    iteration: u64,
+    dir: &Path,
+    test_cmd: &str,
+    full_cmd: &str,
+) -> String {
     let doc = vec![
         kv("name", PyVal::str(run.id.clone())),
         kv("nnodes", PyVal::Int(run.num_nodes as i64)),

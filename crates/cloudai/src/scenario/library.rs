@@ -40,7 +40,7 @@ pub fn toml_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 impl TestLibrary {
     /// Reads every test of `dir` (not recursive, like CloudAI). Files whose template we do not implement are kept
     /// out quietly: a scenario that uses one gets the error.
-    pub fn load_dir(dir: &Path) -> Result<Self, ConfigErrors> {
+    pub(crate) fn load_dir(dir: &Path) -> Result<Self, ConfigErrors> {
         let mut lib = TestLibrary {
             dir: Some(dir.to_path_buf()),
             tests: IndexMap::new(),
@@ -95,7 +95,7 @@ impl TestLibrary {
         self.dir.as_deref()
     }
 
-    pub fn dir_display(&self) -> String {
+    pub(crate) fn dir_display(&self) -> String {
         self.dir
             .as_ref()
             .map_or("not given".into(), |d| d.display().to_string())

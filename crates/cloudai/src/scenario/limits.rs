@@ -10,9 +10,9 @@ use crate::config::{ConfigError, ConfigErrors};
 use crate::util::nodelist;
 
 /// Iterations of one test.
-pub const MAX_ITERATIONS: u64 = 10_000;
+pub(crate) const MAX_ITERATIONS: u64 = 10_000;
 /// Steps of one design-space sweep (the product of its list lengths).
-pub const MAX_DSE_STEPS: u64 = 10_000;
+pub(crate) const MAX_DSE_STEPS: u64 = 10_000;
 
 fn err(entry: &TestEntry, field: &str, msg: String, hint: &str) -> ConfigError {
     ConfigError::new(

@@ -19,7 +19,7 @@ use crate::workloads::{self, Workload};
 pub use library::{toml_files, HookLibrary, TestLibrary};
 
 /// `*.toml` directly inside `dir` (empty when it cannot be read).
-pub fn library_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn library_files(dir: &Path) -> Vec<PathBuf> {
     toml_files(dir).unwrap_or_default()
 }
 
@@ -38,7 +38,11 @@ pub struct Scenario {
 impl Scenario {
     /// Whether report `name` is enabled: the scenario's `[reports.<name>] enable`, else the (Slurm) system's, else
     /// on (CloudAI's precedence and default).
-    pub fn report_enabled(&self, system: &crate::config::system::SystemConfig, name: &str) -> bool {
+    pub(crate) fn report_enabled(
+        &self,
+        system: &crate::config::system::SystemConfig,
+        name: &str,
+    ) -> bool {
         let from = |n: Option<&crate::config::node::Node>| {
             let t = n?.as_table()?.get(name)?.as_table()?.get("enable")?;
             match t.kind {
@@ -125,7 +129,7 @@ impl TestRun {
     }
 
     /// Where the run is placed, as its workload sees it.
-    pub fn placement(&self) -> crate::workloads::Placement {
+    pub(crate) fn placement(&self) -> crate::workloads::Placement {
         crate::workloads::Placement {
             nodes: self.num_nodes,
             gpus_per_node: self.gpus_per_node,
@@ -156,7 +160,7 @@ impl TestRun {
         Some(own + hooks)
     }
 
-    pub fn is_dse(&self) -> bool {
+    pub(crate) fn is_dse(&self) -> bool {
         self.step == 0 && (self.test.is_dse() || !self.num_nodes_sweep.is_empty())
     }
 }
@@ -403,7 +407,7 @@ fn count_nodes(nodes: &[String]) -> Option<u64> {
 
 /// What resolving a scenario's entries finds (unknown test names, templates the system cannot run, limits),
 /// for a scenario that already has other errors: every problem is reported in one pass.
-pub fn entry_errors(
+pub(crate) fn entry_errors(
     file: crate::config::scenario::ScenarioFile,
     tests: &TestLibrary,
     system: Option<&SystemConfig>,
@@ -421,7 +425,7 @@ pub fn entry_errors(
 
 /// Loads the system, test library, hooks (only when the scenario uses them) and scenario, and resolves them.
 /// What completes a system from its cluster before a scenario is resolved against it.
-pub type Survey<'a> = dyn Fn(&mut SystemConfig) -> Result<(), ConfigErrors> + 'a;
+pub(crate) type Survey<'a> = dyn Fn(&mut SystemConfig) -> Result<(), ConfigErrors> + 'a;
 
 pub struct Inputs<'a> {
     /// `None` selects the built-in standalone system.

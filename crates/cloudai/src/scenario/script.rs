@@ -18,7 +18,7 @@ fn checkout(start: &Path) -> Option<PathBuf> {
 }
 
 /// Every place looked at, in order (the first that exists is used).
-pub fn candidates(script: &Script, origins: &[&Path]) -> Vec<PathBuf> {
+pub(crate) fn candidates(script: &Script, origins: &[&Path]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(p) = std::env::var_os(script.env).filter(|p| !p.is_empty()) {
         out.push(PathBuf::from(p));
@@ -45,7 +45,7 @@ pub fn candidates(script: &Script, origins: &[&Path]) -> Vec<PathBuf> {
 }
 
 /// The file to install: the first candidate that exists, else the checkout's path (or the first candidate).
-pub fn locate(script: &Script, origins: &[&Path]) -> PathBuf {
+pub(crate) fn locate(script: &Script, origins: &[&Path]) -> PathBuf {
     let all = candidates(script, origins);
     if let Some(found) = all.iter().find(|p| p.is_file()) {
         return found.clone();

@@ -13,7 +13,7 @@ pub fn image(url: &str) -> String {
 /// `nodes = [...]` of a test: the workload's pods may only run on those hosts (a required node affinity on the
 /// Kubernetes hostname label: Run:ai's `nodeAffinityRequired`, a pod's `nodeAffinity`). Group specs
 /// (`partition:group:N`) are Slurm's and are not pinned here.
-pub fn pin(run: &TestRun) -> Option<Value> {
+pub(crate) fn pin(run: &TestRun) -> Option<Value> {
     let hosts = crate::util::nodelist::hosts(&run.nodes);
     (!hosts.is_empty()).then(|| {
         json!({"nodeSelectorTerms": [{"matchExpressions": [
@@ -23,7 +23,7 @@ pub fn pin(run: &TestRun) -> Option<Value> {
 }
 
 /// A plausible container image reference (`[registry/]path[:tag][@digest]`, enroot's `#` accepted).
-pub fn image_problem(url: &str) -> Option<&'static str> {
+pub(crate) fn image_problem(url: &str) -> Option<&'static str> {
     let img = image(url);
     if img.trim().is_empty() {
         return Some("is empty");
@@ -99,7 +99,7 @@ pub fn checks(
 /// GPUs per node as a cluster's GPU nodes have them: the most common of `counts` (one per node, 0 for a node
 /// without GPUs, left out), the smallest on a tie; with how many nodes have it, how many have GPUs, and the
 /// largest count. None without GPU nodes.
-pub fn most_common(counts: impl IntoIterator<Item = u64>) -> Option<Common> {
+pub(crate) fn most_common(counts: impl IntoIterator<Item = u64>) -> Option<Common> {
     let mut by: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
     for g in counts.into_iter().filter(|g| *g > 0) {
         *by.entry(g).or_default() += 1;
@@ -117,7 +117,7 @@ pub fn most_common(counts: impl IntoIterator<Item = u64>) -> Option<Common> {
 
 /// What [`most_common`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Common {
+pub(crate) struct Common {
     pub value: u64,
     /// Nodes that have it.
     pub nodes: usize,

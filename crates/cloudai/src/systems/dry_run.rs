@@ -15,7 +15,7 @@ use crate::results::EndReason;
 use crate::scenario::TestRun;
 use crate::workloads::JobOutcome;
 
-pub struct DryRun {
+pub(crate) struct DryRun {
     inner: Arc<dyn System>,
     /// Polls seen per fake id: the first says running, the next ends it. Jobs sharing a fake id (Slurm's `0`)
     /// share its state within one poll.
@@ -23,7 +23,7 @@ pub struct DryRun {
 }
 
 impl DryRun {
-    pub fn wrap(inner: Arc<dyn System>) -> Arc<dyn System> {
+    pub(crate) fn wrap(inner: Arc<dyn System>) -> Arc<dyn System> {
         Arc::new(Self {
             inner,
             polls: Mutex::default(),

@@ -17,7 +17,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// What an HTTP error status says of a request: 404 and 410 the object is not there; 408, 425, 429 and every
     /// 5xx the server could not take it now (asking again later may work); any other status refuses it.
-    pub fn of_http(code: u16) -> Self {
+    pub(crate) fn of_http(code: u16) -> Self {
         match code {
             404 | 410 => ErrorKind::Gone,
             408 | 425 | 429 | 500..=599 => ErrorKind::Transient,
@@ -56,7 +56,7 @@ impl SystemError {
         }
     }
 
-    pub fn transient(message: impl Into<String>) -> Self {
+    pub(crate) fn transient(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Transient,
             message: message.into(),

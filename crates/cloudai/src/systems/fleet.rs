@@ -12,7 +12,7 @@ use crate::config::system::SystemConfig;
 use crate::info;
 
 /// A scheduler's answers to find-bad-nodes and the quarantine.
-pub trait Fleet {
+pub(crate) trait Fleet {
     /// The scheduler's name, for messages.
     fn name(&self) -> &'static str;
     /// Why find-bad-nodes cannot run here: it pins each job to its pair of nodes.
@@ -110,11 +110,11 @@ pub trait Fleet {
 }
 
 /// Where the nodes sit: (where it comes from, node → leaf switch).
-pub type Topology = (String, BTreeMap<String, String>);
+pub(crate) type Topology = (String, BTreeMap<String, String>);
 
 /// The nodes of a scheduler that lists its usable GPU nodes (Kubernetes, Run:ai): all of them, or the ones named;
 /// a listing that failed tests every node named (and needs names).
-pub fn from_listing(
+pub(crate) fn from_listing(
     listed: Result<(Vec<String>, OutOfService), String>,
     named: Option<Vec<String>>,
 ) -> Result<(Vec<String>, OutOfService), String> {
@@ -175,7 +175,7 @@ pub struct Action {
 pub use crate::quarantine::{label_value, TAINT_KEY};
 
 /// Nodes the scheduler holds out of service, with its reason.
-pub type OutOfService = Vec<(String, String)>;
+pub(crate) type OutOfService = Vec<(String, String)>;
 
 /// What keeps users off the nodes a requalification tests (Slurm's maintenance reservation, deleted when the
 /// window is dropped; on Kubernetes cloudai's own NoSchedule taint, which only the test's pods tolerate).

@@ -27,7 +27,7 @@ use crate::workloads::JobOutcome;
 
 pub use error::{ErrorKind, SystemError};
 
-pub type JobId = String;
+pub(crate) type JobId = String;
 
 /// An iteration made ready for a scheduler: its command lines and any files to write next to its results.
 #[derive(Clone, Debug, Default)]
@@ -103,7 +103,7 @@ impl Settings {
 
     /// Nothing runs: the system is a dry-run ([`dry_run::DryRun`], which turns every effect off). The reports say
     /// DRY-RUN; nothing is graded, recorded or packed.
-    pub fn nothing_runs(&self) -> bool {
+    pub(crate) fn nothing_runs(&self) -> bool {
         self.effects == Effects::NONE
     }
 }
@@ -126,13 +126,13 @@ pub struct Effects {
 
 impl Effects {
     /// A system whose jobs run.
-    pub const REAL: Effects = Effects {
+    pub(crate) const REAL: Effects = Effects {
         waits: true,
         records: true,
         local: true,
     };
     /// A system where nothing runs.
-    pub const NONE: Effects = Effects {
+    pub(crate) const NONE: Effects = Effects {
         waits: false,
         records: false,
         local: false,
@@ -243,7 +243,7 @@ pub enum Live {
 impl Live {
     /// The jobs `ids` as one listing of a cluster's objects shows them (name → phase and why it waits): an id the
     /// listing lacks is gone (a hook may run under another name, or it was deleted).
-    pub fn from_phases(
+    pub(crate) fn from_phases(
         ids: &[&str],
         phases: &std::collections::HashMap<String, (String, String)>,
     ) -> std::collections::HashMap<String, Live> {
@@ -268,11 +268,11 @@ impl Live {
 pub use slurm::foreign_job;
 
 /// Where a [`System::single_job`] leaves each iteration's exit status.
-pub const SINGLE_EXIT_FILE: &str = ".cloudai-exit";
+pub(crate) const SINGLE_EXIT_FILE: &str = ".cloudai-exit";
 
 /// CloudAI's pre-test guard: each hook command followed by `SUCCESS_<i>=$(<its check>)`, then
 /// `PRE_TEST_SUCCESS` = 1 only when every check printed 1.
-pub fn pre_test_lines(hooks: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+pub(crate) fn pre_test_lines(hooks: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
     let mut lines = Vec::new();
     let mut vars = Vec::new();
     for (i, (cmd, check)) in hooks.into_iter().enumerate() {
@@ -288,7 +288,7 @@ pub fn pre_test_lines(hooks: impl IntoIterator<Item = (String, String)>) -> Vec<
 }
 
 /// Environment of a test run as ordered (name, value) pairs; later entries win.
-pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
+pub(crate) fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
     let mut env: indexmap::IndexMap<String, String> = sys
         .global_env_vars
         .iter()
@@ -308,7 +308,7 @@ pub fn job_env(sys: &SystemConfig, run: &TestRun) -> Vec<(String, String)> {
 }
 
 /// What find-bad-nodes and the quarantine ask of the config's scheduler: one line per scheduler.
-pub fn fleet_of(sys: &SystemConfig) -> Box<dyn fleet::Fleet + '_> {
+pub(crate) fn fleet_of(sys: &SystemConfig) -> Box<dyn fleet::Fleet + '_> {
     match &sys.kind {
         SystemKind::Standalone(_) => Box::new(standalone::Fleet),
         SystemKind::Slurm(s) => Box::new(slurm::fleet::Fleet(s)),

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 /// Makes this process the subreaper of its descendants (once).
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process
@@ -79,14 +79,14 @@ fn reap_one(pid: i32) {
 }
 
 /// Reaps the strays that have exited (no zombie is left behind by a long run).
-pub fn reap(known: &HashSet<i32>) {
+pub(crate) fn reap(known: &HashSet<i32>) {
     for s in strays(known).into_iter().filter(|s| s.exited) {
         reap_one(s.pid);
     }
 }
 
 /// Ends every stray (and the process group it leads, if any) and reaps it: the run is over.
-pub fn end_all(known: &HashSet<i32>) {
+pub(crate) fn end_all(known: &HashSet<i32>) {
     let all = strays(known);
     for s in &all {
         // SAFETY: signals to processes that only our own jobs can have left us (see the module's doc)

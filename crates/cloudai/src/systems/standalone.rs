@@ -89,7 +89,7 @@ fn group_alive(pgid: i32) -> bool {
 }
 
 /// Whether the process group a record names (its job id) still lives.
-pub fn recorded_alive(id: &str) -> bool {
+pub(crate) fn recorded_alive(id: &str) -> bool {
     id.parse().is_ok_and(group_alive)
 }
 
@@ -421,7 +421,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// Standalone's answers to find-bad-nodes: it runs on this host only, so it cannot pin a job to nodes.
-pub struct Fleet;
+pub(crate) struct Fleet;
 
 impl crate::systems::fleet::Fleet for Fleet {
     fn name(&self) -> &'static str {

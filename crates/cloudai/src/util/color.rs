@@ -27,7 +27,7 @@ pub fn init(when: When) {
     ON.store(on, Ordering::Relaxed);
 }
 
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
@@ -41,7 +41,7 @@ pub enum Paint {
 }
 
 /// `text` in `paint` when colour is on, else as is.
-pub fn paint(text: &str, paint: Paint) -> String {
+pub(crate) fn paint(text: &str, paint: Paint) -> String {
     if !enabled() {
         return text.to_string();
     }

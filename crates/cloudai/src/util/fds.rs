@@ -4,7 +4,7 @@
 
 /// Descriptors kept free for what a job's start needs (its output files, a pipe, a connection) and for the
 /// engine's own files (records, the journal, reports).
-pub const RESERVE: u64 = 48;
+pub(crate) const RESERVE: u64 = 48;
 
 /// The limits on open files (soft, hard).
 fn rlimit() -> Option<libc::rlimit> {
@@ -17,7 +17,7 @@ fn rlimit() -> Option<libc::rlimit> {
 }
 
 /// Raises the soft limit on open files to the hard one: (before, after).
-pub fn raise_limit() -> Option<(u64, u64)> {
+pub(crate) fn raise_limit() -> Option<(u64, u64)> {
     let mut lim = rlimit()?;
     let before = lim.rlim_cur;
     if lim.rlim_cur < lim.rlim_max {
@@ -36,7 +36,7 @@ pub fn limit() -> Option<u64> {
 }
 
 /// Descriptors open now (the entries of /proc/self/fd).
-pub fn open_count() -> Option<u64> {
+pub(crate) fn open_count() -> Option<u64> {
     std::fs::read_dir("/proc/self/fd")
         .ok()
         .map(|d| d.count() as u64)
@@ -44,7 +44,7 @@ pub fn open_count() -> Option<u64> {
 
 /// Whether another job may start: more than [`RESERVE`] descriptors are left, or no more are open than `base`
 /// (what was open before any job: waiting would free nothing); true when either number is unknown.
-pub fn room_for_a_job(base: u64) -> bool {
+pub(crate) fn room_for_a_job(base: u64) -> bool {
     match (open_count(), limit()) {
         (Some(open), Some(limit)) => open + RESERVE < limit || open <= base + 2,
         _ => true,

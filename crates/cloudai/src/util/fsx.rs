@@ -15,7 +15,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 
 /// As `write_atomic`, and on disk before it returns (file and directory synced): for the run's journal, which a
 /// `resume` after a crash or power loss must find as it was.
-pub fn write_durable(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_durable(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     write(path, contents, true, true)
 }
 
@@ -74,7 +74,7 @@ fn write(path: &Path, contents: &[u8], durable: bool, note: bool) -> std::io::Re
 /// file and directory, when `durable`; no fsync otherwise: the rename makes the write atomic for readers, and a
 /// sync per file made a 1,000-iteration dry-run ten times slower). A failure removes the temporary file and, when
 /// `note`, is remembered for the closing error.
-pub fn write_file_with(
+pub(crate) fn write_file_with(
     path: &Path,
     durable: bool,
     note: bool,
@@ -107,7 +107,7 @@ pub fn write_file_with(
 
 /// As `write_durable`; when that fails (a full disk) and the file already holds at least as many bytes, the new
 /// contents overwrite it in place (its blocks are already allocated), padded with blanks to its old length.
-pub fn write_reserved(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_reserved(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let first = match write(path, contents, true, false) {
         Ok(()) => return Ok(()),
         Err(e) => e,
@@ -137,7 +137,7 @@ pub fn write_reserved(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 /// As `write_atomic`, for contents produced by `fill` into a buffered writer (too large to hold in memory).
-pub fn write_atomic_with(
+pub(crate) fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
@@ -152,7 +152,7 @@ pub fn write_atomic_with(
 /// and all (`generate-report` over an unchanged tree rewrites nothing). The new contents are compared with the old
 /// ones as they are produced, in one pass; only from the first difference on are they written to a temporary file
 /// (the equal prefix copied from the old file first), which then replaces the old one. Returns whether it wrote.
-pub fn write_changed_with(
+pub(crate) fn write_changed_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<bool> {
@@ -178,7 +178,7 @@ pub fn write_changed_with(
 }
 
 /// As [`write_changed_with`], for contents in memory.
-pub fn write_changed(path: &Path, contents: &[u8]) -> std::io::Result<bool> {
+pub(crate) fn write_changed(path: &Path, contents: &[u8]) -> std::io::Result<bool> {
     write_changed_with(path, |w| w.write_all(contents))
 }
 
@@ -291,7 +291,7 @@ impl Write for Changed<'_> {
 }
 
 /// Remembers a results file that could not be written.
-pub fn note_failure(path: &Path, e: &std::io::Error) {
+pub(crate) fn note_failure(path: &Path, e: &std::io::Error) {
     let mut f = FAILED.lock().unwrap_or_else(|p| p.into_inner());
     if f.len() < 100 {
         f.push((path.to_path_buf(), e.to_string()));
@@ -304,7 +304,7 @@ pub fn failures() -> Vec<(PathBuf, String)> {
 }
 
 /// Whether the file system holding `p` has no space left for us (a job's output written there may be cut).
-pub fn is_full(p: &Path) -> bool {
+pub(crate) fn is_full(p: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
         return false;
@@ -316,7 +316,7 @@ pub fn is_full(p: &Path) -> bool {
 }
 
 /// One error line for the end of a command when results could not be written, or None.
-pub fn failure_summary(root: &Path) -> Option<String> {
+pub(crate) fn failure_summary(root: &Path) -> Option<String> {
     let f = failures();
     let (path, e) = f.first()?;
     Some(format!(
@@ -331,7 +331,7 @@ pub fn failure_summary(root: &Path) -> Option<String> {
 
 /// Opens a file to read only when it is a regular file: a FIFO would block the reader for ever (holding the
 /// tree's lock), a device like `/dev/zero` never ends.
-pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     let m = std::fs::metadata(path)?;
     if !m.is_file() {
         return Err(std::io::Error::other(format!(
@@ -343,7 +343,7 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Reads a regular file of at most `max` bytes (a state file of ours: a larger one is not what we wrote).
-pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let f = open_regular(path)?;
     let mut buf = Vec::new();
@@ -361,7 +361,7 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 /// Removes the temporary files [`write_atomic`] left in `dir` when its writer was killed mid-write
 /// (`.<name>.<16 hex>.tmp`, older than a minute: nobody writes them any more): only names of that form, never a
 /// file of the user's.
-pub fn sweep_stale_temps(dir: &Path) -> usize {
+pub(crate) fn sweep_stale_temps(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };

@@ -1,7 +1,7 @@
 //! Slurm host lists: `node-[001-004,007]`, `a[1,3-5]`, comma-separated lists; zero padding is kept.
 
 /// Expands a host list expression into host names. Returns `None` for a malformed expression.
-pub fn expand(expr: &str) -> Option<Vec<String>> {
+pub(crate) fn expand(expr: &str) -> Option<Vec<String>> {
     let mut out = Vec::new();
     for item in split_top(expr) {
         let item = item.trim();
@@ -43,7 +43,7 @@ fn split_top(s: &str) -> Vec<&str> {
 }
 
 /// Host names one expression may expand to.
-pub const MAX_EXPANDED: usize = 100_000;
+pub(crate) const MAX_EXPANDED: usize = 100_000;
 
 fn expand_one(item: &str, out: &mut Vec<String>) -> Option<()> {
     let Some(open) = item.find('[') else {

@@ -19,10 +19,10 @@ impl PyVal {
     pub fn str(s: impl Into<String>) -> Self {
         PyVal::Str(s.into())
     }
-    pub fn str_list<S: AsRef<str>>(items: &[S]) -> Self {
+    pub(crate) fn str_list<S: AsRef<str>>(items: &[S]) -> Self {
         PyVal::List(items.iter().map(|s| PyVal::str(s.as_ref())).collect())
     }
-    pub fn opt_str(s: &Option<String>) -> Self {
+    pub(crate) fn opt_str(s: &Option<String>) -> Self {
         s.as_ref().map_or(PyVal::None, |s| PyVal::str(s.clone()))
     }
 }
@@ -141,7 +141,7 @@ fn dump_sections<'a>(entries: &'a [(String, PyVal)], sup: &str) -> (String, Sect
 }
 
 /// `toml.dumps(o)` for an ordered dict `o`.
-pub fn dumps(root: &[(String, PyVal)]) -> String {
+pub(crate) fn dumps(root: &[(String, PyVal)]) -> String {
     let (mut out, mut sections) = dump_sections(root, "");
     while !sections.is_empty() {
         let mut next = Vec::new();
@@ -162,7 +162,7 @@ pub fn dumps(root: &[(String, PyVal)]) -> String {
 }
 
 /// Python's float repr: `1.0`, `0.5`, `1e-05`, `1e+16`.
-pub fn py_float(f: f64) -> String {
+pub(crate) fn py_float(f: f64) -> String {
     if f.is_nan() {
         return "nan".into();
     }

@@ -55,7 +55,7 @@ pub fn has_reference(s: &str) -> bool {
 }
 
 /// Whether `s` is one word the shell takes literally (bar variable references): no quoting needed.
-pub fn is_safe(s: &str) -> bool {
+pub(crate) fn is_safe(s: &str) -> bool {
     !s.is_empty()
         && !s.starts_with('#')
         && segments(s).iter().all(|(t, r)| *r || t.chars().all(plain))
@@ -63,7 +63,7 @@ pub fn is_safe(s: &str) -> bool {
 
 /// Whether `s` may be written between double quotes unchanged, as CloudAI writes env values (`export K="v"`):
 /// no `"`, `\` or `` ` ``, and every `$` a plain variable reference.
-pub fn dq_safe(s: &str) -> bool {
+pub(crate) fn dq_safe(s: &str) -> bool {
     segments(s)
         .iter()
         .all(|(t, r)| *r || !t.contains(['"', '\\', '`', '$']))
@@ -96,17 +96,17 @@ pub fn quote(s: &str) -> Cow<'_, str> {
 /// A path as one shell word (see `quote`).
 /// `s` as one single-quoted word, whatever it holds: nothing in it is expanded (`$x` stays `$x`), for a script
 /// that another shell runs (`bash -c <script>`).
-pub fn single_quote(s: &str) -> String {
+pub(crate) fn single_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-pub fn quote_path(p: &std::path::Path) -> String {
+pub(crate) fn quote_path(p: &std::path::Path) -> String {
     quote(&p.display().to_string()).into_owned()
 }
 
 /// Text to place between double quotes (`bash -c "…"`): `\`, `"`, `$` and `` ` `` escaped, so the outer shell
 /// hands it to the inner one unchanged. Text without them (every ordinary command) is unchanged.
-pub fn in_double_quotes(s: &str) -> Cow<'_, str> {
+pub(crate) fn in_double_quotes(s: &str) -> Cow<'_, str> {
     if !s.contains(['\\', '"', '$', '`']) {
         return Cow::Borrowed(s);
     }
@@ -121,7 +121,7 @@ pub fn in_double_quotes(s: &str) -> Cow<'_, str> {
 }
 
 /// A valid environment variable name (`export NAME=…` with any other name is a syntax error or worse).
-pub fn is_env_name(s: &str) -> bool {
+pub(crate) fn is_env_name(s: &str) -> bool {
     s.chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
@@ -180,7 +180,7 @@ pub fn export(k: &str, v: &str) -> String {
 
 /// `$NAME` and `${NAME}` replaced by the environment's values (`$PWD` by the working directory when unset), as the
 /// job's shell would expand them in a path.
-pub fn expand_vars(s: &str) -> String {
+pub(crate) fn expand_vars(s: &str) -> String {
     let var = |name: &str| {
         std::env::var(name).ok().or_else(|| {
             (name == "PWD")

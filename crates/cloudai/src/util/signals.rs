@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The signals that end a run.
-pub const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+pub(crate) const ENDING: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 static COUNT: AtomicU32 = AtomicU32::new(0);
 static LAST: AtomicI32 = AtomicI32::new(0);
@@ -70,10 +70,11 @@ pub async fn after(seen: u32) {
 /// Where an engine learns that it must stop: the process's ending signals, plus its own requests (a test's, or
 /// a caller stopping one engine without signalling the process). Clones share the requests.
 #[derive(Clone, Debug, Default)]
-pub struct Stop(std::sync::Arc<AtomicU32>);
+pub(crate) struct Stop(std::sync::Arc<AtomicU32>);
 
 impl Stop {
-    /// Counts as one more ending signal, for this engine only.
+    /// Counts as one more ending signal, for this engine only (the engine's tests stop it so).
+    #[cfg(test)]
     pub fn request(&self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }

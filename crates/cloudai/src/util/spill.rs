@@ -5,9 +5,9 @@
 use std::io::Write;
 
 /// Bytes held in memory before they move to a file.
-pub const IN_MEMORY: usize = 16 << 20;
+pub(crate) const IN_MEMORY: usize = 16 << 20;
 
-pub enum Spill {
+pub(crate) enum Spill {
     Memory(Vec<u8>),
     File(std::io::BufWriter<std::fs::File>),
 }
@@ -45,7 +45,7 @@ impl Write for Spill {
 }
 
 /// What was written, to be read back any number of times.
-pub enum Spilled {
+pub(crate) enum Spilled {
     Memory(Vec<u8>),
     File(std::fs::File),
 }
@@ -61,7 +61,7 @@ impl Spill {
 
 impl Spilled {
     /// Copies everything written to `w`, from the start.
-    pub fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<()> {
+    pub(crate) fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<()> {
         match self {
             Spilled::Memory(v) => w.write_all(v),
             Spilled::File(f) => {
@@ -84,7 +84,7 @@ impl Spilled {
 }
 
 /// A file with no name in the temporary directory: gone when closed, whatever way the process ends.
-pub fn anonymous_file() -> std::io::Result<std::fs::File> {
+pub(crate) fn anonymous_file() -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = std::env::temp_dir();
     let tmpfile = std::fs::OpenOptions::new()

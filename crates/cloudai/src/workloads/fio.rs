@@ -37,8 +37,8 @@ static ARGS: &[ArgSpec] = &[
     ArgSpec::new("metric_aggregate", T::Enum(AGGREGATES), D::Str("sum")).single(),
 ];
 
-pub const CSV_FILE: &str = "fio_summary.csv";
-pub const HTML_FILE: &str = "fio_report.html";
+pub(crate) const CSV_FILE: &str = "fio_summary.csv";
+pub(crate) const HTML_FILE: &str = "fio_report.html";
 /// The hook check of a fio run: a summary line (both orders fio has printed).
 const SUMMARY_ERE: &str = "IOPS=.*BW=|BW=.*IOPS=";
 

@@ -36,7 +36,7 @@ pub enum Section {
 }
 
 /// An iteration's page.
-pub struct TablePage<'a> {
+pub(crate) struct TablePage<'a> {
     pub title: &'a str,
     /// The verdict line (`PASSED`, `FAILED: …`) and whether it passed.
     pub verdict: &'a str,
@@ -50,7 +50,7 @@ pub struct TablePage<'a> {
 }
 
 impl TablePage<'_> {
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut body = format!(
             "<h1>{}</h1>\n<p class=\"{}\">{}</p>\n<div class=\"cards\">",
             esc(self.title),
@@ -110,12 +110,12 @@ impl TablePage<'_> {
 }
 
 /// A CSV number as Python writes it; empty when there is none (or it is NaN: not measured).
-pub fn csv_num(v: Option<f64>) -> String {
+pub(crate) fn csv_num(v: Option<f64>) -> String {
     v.filter(|x| !x.is_nan()).map(py_float).unwrap_or_default()
 }
 
 /// A table's number with two places, or `none` when there is none.
-pub fn fixed2(v: Option<f64>, none: &str) -> String {
+pub(crate) fn fixed2(v: Option<f64>, none: &str) -> String {
     v.filter(|x| !x.is_nan())
         .map_or(none.to_string(), |v| format!("{v:.2}"))
 }

@@ -28,7 +28,7 @@ pub enum Procs {
 }
 
 /// Where each node's output of a [`Procs::PerNode`] launch goes, under the iteration's directory.
-pub const NODES_DIR: &str = "nodes";
+pub(crate) const NODES_DIR: &str = "nodes";
 
 /// How a hook's success is judged from its run.
 #[derive(Clone, Debug)]
@@ -116,7 +116,7 @@ impl Launch {
     }
 
     /// The command line of the program that runs when a single process does the whole work.
-    pub fn solo_command_line(&self) -> String {
+    pub(crate) fn solo_command_line(&self) -> String {
         line(
             self.solo_program.as_deref().unwrap_or(&self.program),
             &self.args,
@@ -124,7 +124,7 @@ impl Launch {
     }
 
     /// `line` with the test's profiler prefix, unless the launch's own line carries it.
-    pub fn profiled(&self, test: &TestDefinition, line: String) -> String {
+    pub(crate) fn profiled(&self, test: &TestDefinition, line: String) -> String {
         if self.has_profiler {
             line
         } else {
@@ -133,7 +133,7 @@ impl Launch {
     }
 
     /// Every rank of one node of `gpus_per_node` GPUs under a local `mpirun` (no launcher spans nodes).
-    pub fn local_mpirun(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
+    pub(crate) fn local_mpirun(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
         let ranks = self.ranks_per_node(gpus_per_node);
         let cmd = self.profiled(test, self.command_line());
         mpirun(ranks, ranks, None, &self.env, &cmd).join(" ")
@@ -141,7 +141,7 @@ impl Launch {
 
     /// What one node runs in a container of `gpus_per_node` GPUs when no launcher spans nodes: every rank under
     /// a local `mpirun`, one rank as the solo program, or the command itself; with the profiler prefix.
-    pub fn node_command(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
+    pub(crate) fn node_command(&self, test: &TestDefinition, gpus_per_node: u64) -> String {
         if self.needs_launcher(1, gpus_per_node) {
             self.local_mpirun(test, gpus_per_node)
         } else if self.procs == Procs::Mpi {
@@ -153,7 +153,7 @@ impl Launch {
 
     /// Ranks on one node of `gpus_per_node` GPUs: the node's GPUs shared among processes of `gpus_per_rank`
     /// GPUs each (one for layouts that are not MPI).
-    pub fn ranks_per_node(&self, gpus_per_node: u64) -> u64 {
+    pub(crate) fn ranks_per_node(&self, gpus_per_node: u64) -> u64 {
         match self.procs {
             Procs::Mpi => (gpus_per_node / self.gpus_per_rank.max(1)).max(1),
             _ => 1,
@@ -167,18 +167,23 @@ impl Launch {
 
     /// Whether the run spans `nodes` nodes with MPI ranks (an MPIJob, a distributed workload); other layouts run in
     /// one pod whatever `nodes` says.
-    pub fn across_nodes(&self, nodes: u64) -> bool {
+    pub(crate) fn across_nodes(&self, nodes: u64) -> bool {
         self.procs == Procs::Mpi && nodes > 1
     }
 
     /// Whether the run needs ranks started by an MPI launcher on `nodes` nodes of `gpus_per_node` GPUs.
-    pub fn needs_launcher(&self, nodes: u64, gpus_per_node: u64) -> bool {
+    pub(crate) fn needs_launcher(&self, nodes: u64, gpus_per_node: u64) -> bool {
         self.procs == Procs::Mpi && nodes * self.ranks_per_node(gpus_per_node) > 1
     }
 
     /// What the shape of the test asks that a system with `gpus_per_node` GPUs per node cannot give, as one
     /// sentence (or None).
-    pub fn shape_problem(&self, test_id: &str, nodes: u64, gpus_per_node: u64) -> Option<String> {
+    pub(crate) fn shape_problem(
+        &self,
+        test_id: &str,
+        nodes: u64,
+        gpus_per_node: u64,
+    ) -> Option<String> {
         if self.gpus_per_rank > gpus_per_node {
             return Some(format!(
                 "test '{test_id}': one process drives {} GPUs but the system has gpus_per_node = {gpus_per_node}; \
@@ -215,7 +220,7 @@ impl Launch {
 
     /// The hook check as a shell snippet printing 1 on success, else 0 (CloudAI's `SUCCESS_<i>` form); empty when
     /// unchecked.
-    pub fn shell_check(&self, stdout: &std::path::Path) -> String {
+    pub(crate) fn shell_check(&self, stdout: &std::path::Path) -> String {
         match self.success {
             Success::OutputContains(text) => format!(
                 "grep -q \"{text}\" {} && echo 1 || echo 0",
@@ -258,7 +263,7 @@ fn line(program: &str, args: &[String]) -> String {
 }
 
 /// Where the MPI operator mounts its host file in an MPI job's launcher (Kubernetes MPIJob, Run:ai distributed).
-pub const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
+pub(crate) const MPI_HOSTFILE: &str = "/etc/mpi/hostfile";
 
 /// `mpirun` starting `ranks` ranks of `cmd` (`ranks_per_node` per host), every name in `env` forwarded to the
 /// ranks (`-x`: ranks started over ssh get a fresh environment), with the host file when one is given (Open MPI

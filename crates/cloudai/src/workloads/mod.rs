@@ -57,7 +57,7 @@ impl Verdict {
         }
     }
     /// A pass that says its key number (`read 1538 MiB/s, 12300 IOPS`), shown on the final table's PASSED row.
-    pub fn pass_with(detail: impl Into<String>) -> Self {
+    pub(crate) fn pass_with(detail: impl Into<String>) -> Self {
         Self {
             passed: true,
             checks: vec![judge::Check::pass(judge::CheckKind::Table, detail)],
@@ -73,7 +73,7 @@ impl Verdict {
     }
 
     /// The grade of a plain process: its exit status.
-    pub fn from_exit(out: &JobOutcome) -> Self {
+    pub(crate) fn from_exit(out: &JobOutcome) -> Self {
         match (out.exit_code, out.signal) {
             (Some(0), _) => Self::pass(),
             (Some(c), _) => Self::fail(format!(
@@ -86,7 +86,7 @@ impl Verdict {
 
     /// A failure quotes what the job last said on stderr (`all_reduce_perf_mpi: command not found`) and its exit
     /// status, unless the message already does: the first thing to read when a run failed.
-    pub fn with_stderr(mut self, dir: &Path, out: &JobOutcome) -> Self {
+    pub(crate) fn with_stderr(mut self, dir: &Path, out: &JobOutcome) -> Self {
         if self.passed {
             return self;
         }
@@ -106,7 +106,7 @@ impl Verdict {
 
 /// The last non-blank line of an iteration's `stderr.txt` (read from its end: it may be large), cut to 300
 /// characters.
-pub fn last_stderr_line(dir: &Path) -> Option<String> {
+pub(crate) fn last_stderr_line(dir: &Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(dir.join("stderr.txt")).ok()?;
     let len = f.metadata().ok()?.len();
@@ -241,7 +241,7 @@ pub trait Workload: TemplateSchema + Send + Sync {
 }
 
 /// The test's `extra_cmd_args` as written (CloudAI appends them unquoted): `key [value]` each.
-pub fn push_extra_args(test: &TestDefinition, args: &mut Vec<String>) {
+pub(crate) fn push_extra_args(test: &TestDefinition, args: &mut Vec<String>) {
     for (k, v) in &test.extra_cmd_args {
         args.push(k.clone());
         if !v.is_empty() {
@@ -252,7 +252,7 @@ pub fn push_extra_args(test: &TestDefinition, args: &mut Vec<String>) {
 
 /// A line by which an MPI launcher or the scheduler says the run died (an abort, a signal, a time limit, a task's
 /// exit), whatever the benchmark.
-pub fn launcher_failure(line: &str) -> bool {
+pub(crate) fn launcher_failure(line: &str) -> bool {
     let has = |s: &str| line.contains(s);
     has("MPI_ABORT")
         || has("Segmentation fault")
@@ -271,7 +271,7 @@ pub fn launcher_failure(line: &str) -> bool {
 /// A line with an error written into it by another process (no newline between them): the text before the error
 /// and the error's own text. UCX prefixes its lines with `[<seconds>.<micros>] [host:pid:tid]`; Open MPI's banner
 /// starts with `***`.
-pub fn split_glued_error(line: &str) -> (&str, Option<&str>) {
+pub(crate) fn split_glued_error(line: &str) -> (&str, Option<&str>) {
     let ucx = line.find("UCX").and_then(|u| {
         // the `[` of the UCX line's time stamp, before its message
         line[..u].match_indices('[').map(|(i, _)| i).find(|&i| {
@@ -290,7 +290,7 @@ pub fn split_glued_error(line: &str) -> (&str, Option<&str>) {
 }
 
 /// A workload's `cmd_args.docker_image_url`, when set.
-pub fn docker_image(test: &TestDefinition) -> Option<String> {
+pub(crate) fn docker_image(test: &TestDefinition) -> Option<String> {
     test.cmd_args
         .str("docker_image_url")
         .filter(|s| !s.is_empty())
@@ -325,14 +325,14 @@ pub fn all() -> &'static [&'static dyn Workload] {
 }
 
 /// Decodes a test definition against the templates this build runs.
-pub fn decode_test(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigErrors> {
+pub(crate) fn decode_test(node: &Node, path_prefix: &str) -> Result<TestDefinition, ConfigErrors> {
     let schemas: Vec<&dyn TemplateSchema> =
         REGISTRY.iter().map(|w| *w as &dyn TemplateSchema).collect();
     crate::config::test::decode(node, path_prefix, &schemas)
 }
 
 /// `[nsys ...]` prefix for the command, when profiling is enabled.
-pub fn nsys_prefix(test: &TestDefinition) -> Option<String> {
+pub(crate) fn nsys_prefix(test: &TestDefinition) -> Option<String> {
     let n = test.nsys.as_ref().filter(|n| n.enable)?;
     let force = n.force_overwrite.map(|f| f.to_string());
     let opts: [(&str, &Option<String>); 8] = [
@@ -354,7 +354,7 @@ pub fn nsys_prefix(test: &TestDefinition) -> Option<String> {
     Some(parts.join(" "))
 }
 
-pub fn with_nsys(test: &TestDefinition, cmd: String) -> String {
+pub(crate) fn with_nsys(test: &TestDefinition, cmd: String) -> String {
     match nsys_prefix(test) {
         Some(p) => format!("{p} {cmd}"),
         None => cmd,
@@ -362,6 +362,6 @@ pub fn with_nsys(test: &TestDefinition, cmd: String) -> String {
 }
 
 /// The command with profiling, as a system that runs it directly (no wrapper) executes it.
-pub fn full_command(launch: &Launch, test: &TestDefinition) -> String {
+pub(crate) fn full_command(launch: &Launch, test: &TestDefinition) -> String {
     launch.profiled(test, launch.command_line())
 }

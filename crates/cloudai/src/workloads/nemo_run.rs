@@ -92,14 +92,14 @@ static ARGS: &[ArgSpec] = &[
 /// `cmd_args` that configure the launch rather than the recipe.
 const NOT_OVERRIDES: &[&str] = &["docker_image_url", "num_layers", "task", "recipe_name"];
 
-pub const SCRIPT: Script = Script {
+pub(crate) const SCRIPT: Script = Script {
     name: "cloudai_nemorun.py",
     in_cloudai: "src/cloudai/workloads/nemo_run/cloudai_nemorun.py",
     env: crate::config::test::NEMORUN_SCRIPT_ENV,
 };
-pub const CSV_FILE: &str = "cloudai_nemorun_step_timing.csv";
-pub const HTML_FILE: &str = "cloudai_nemorun_bokeh_report.html";
-pub const SUMMARY_FILE: &str = "report.txt";
+pub(crate) const CSV_FILE: &str = "cloudai_nemorun_step_timing.csv";
+pub(crate) const HTML_FILE: &str = "cloudai_nemorun_bokeh_report.html";
+pub(crate) const SUMMARY_FILE: &str = "report.txt";
 
 impl TemplateSchema for NeMoRun {
     fn template(&self) -> &'static str {

@@ -19,7 +19,7 @@ use crate::util::shell::quote;
 mod output;
 pub use output::*;
 
-pub struct OsuBench;
+pub(crate) struct OsuBench;
 
 static ARGS: &[ArgSpec] = &[
     ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
@@ -69,8 +69,8 @@ fn takes_full(bench: &str) -> bool {
     !TWO_PROCESSES.contains(&bench) && !NO_FULL_OTHERS.contains(&bench)
 }
 
-pub const CSV_FILE: &str = "osu_bench.csv";
-pub const HTML_FILE: &str = "osu_bench_report.html";
+pub(crate) const CSV_FILE: &str = "osu_bench.csv";
+pub(crate) const HTML_FILE: &str = "osu_bench_report.html";
 
 impl TemplateSchema for OsuBench {
     fn template(&self) -> &'static str {

@@ -13,7 +13,7 @@ use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart_spec, human_size, series};
 use crate::util::shell::quote;
 
-pub struct UccTest;
+pub(crate) struct UccTest;
 
 const COLLECTIVES: &[&str] = &[
     "allgather",
@@ -44,9 +44,9 @@ static ARGS: &[ArgSpec] = &[
     ArgSpec::new("use_deepep_matrix", T::Bool, D::Bool(false)).single(),
 ];
 
-pub const PROGRAM: &str = "/opt/hpcx/ucc/bin/ucc_perftest";
-pub const CSV_FILE: &str = "cloudai_ucc_test_csv_report.csv";
-pub const HTML_FILE: &str = "cloudai_ucc_test_bokeh_report.html";
+pub(crate) const PROGRAM: &str = "/opt/hpcx/ucc/bin/ucc_perftest";
+pub(crate) const CSV_FILE: &str = "cloudai_ucc_test_csv_report.csv";
+pub(crate) const HTML_FILE: &str = "cloudai_ucc_test_bokeh_report.html";
 
 impl TemplateSchema for UccTest {
     fn template(&self) -> &'static str {

@@ -156,22 +156,22 @@ impl Compute {
 }
 
 /// CPU cores of a quantity (`"500m"` → 0.5, `"2"` → 2), as Run:ai's API takes them.
-pub fn cores(q: &str) -> Option<f64> {
+pub(crate) fn cores(q: &str) -> Option<f64> {
     match q.strip_suffix('m') {
         Some(milli) => milli.parse::<f64>().ok().map(|m| m / 1000.0),
         None => q.parse().ok(),
     }
 }
 
-pub const DEFAULT_GPU_CPU: &str = "1";
-pub const DEFAULT_GPU_MEMORY: &str = "4Gi";
-pub const DEFAULT_LAUNCHER_CPU: &str = "250m";
-pub const DEFAULT_LAUNCHER_MEMORY: &str = "512Mi";
-pub const DEFAULT_SHM: &str = "16Gi";
-pub const DEFAULT_DEADLINE_MARGIN: u64 = 900;
-pub const DEFAULT_TTL: u64 = 86_400;
+pub(crate) const DEFAULT_GPU_CPU: &str = "1";
+pub(crate) const DEFAULT_GPU_MEMORY: &str = "4Gi";
+pub(crate) const DEFAULT_LAUNCHER_CPU: &str = "250m";
+pub(crate) const DEFAULT_LAUNCHER_MEMORY: &str = "512Mi";
+pub(crate) const DEFAULT_SHM: &str = "16Gi";
+pub(crate) const DEFAULT_DEADLINE_MARGIN: u64 = 900;
+pub(crate) const DEFAULT_TTL: u64 = 86_400;
 /// Variables that name the NICs NCCL uses: they only exist in the host's network namespace.
-pub const NIC_VARS: &[&str] = &["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"];
+pub(crate) const NIC_VARS: &[&str] = &["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"];
 
 /// GPU nodes are commonly tainted `nvidia.com/gpu:NoSchedule`; not every cluster tolerates it for GPU pods.
 fn gpu_toleration() -> Toleration {
@@ -206,7 +206,7 @@ impl Toleration {
 
 impl PodSettings {
     /// `image_pull_secrets` as both APIs take them: `[{name}]`.
-    pub fn pull_secrets_json(&self) -> Value {
+    pub(crate) fn pull_secrets_json(&self) -> Value {
         self.image_pull_secrets
             .iter()
             .map(|n| serde_json::json!({"name": n}))
@@ -214,14 +214,14 @@ impl PodSettings {
     }
 
     /// Whether pods use the host's network, given the job's environment.
-    pub fn host_network(&self, env: &[(String, String)]) -> bool {
+    pub(crate) fn host_network(&self, env: &[(String, String)]) -> bool {
         self.use_host_network.unwrap_or_else(|| {
             self.networks.is_empty() && env.iter().any(|(k, _)| NIC_VARS.contains(&k.as_str()))
         })
     }
 
     /// The workers' sshd port for a host-network choice.
-    pub fn ssh_port(&self, host_network: bool) -> u64 {
+    pub(crate) fn ssh_port(&self, host_network: bool) -> u64 {
         self.ssh_port
             .unwrap_or(if host_network { 2222 } else { 22 })
     }
@@ -233,7 +233,7 @@ impl PodSettings {
 }
 
 /// Field names of [`PodSettings`] in a system TOML.
-pub const FIELDS: &[&str] = &[
+pub(crate) const FIELDS: &[&str] = &[
     "use_host_network",
     "shm_size",
     "host_ipc",

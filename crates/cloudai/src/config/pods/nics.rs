@@ -7,7 +7,7 @@ use super::PodSettings;
 
 /// Interface names a pod off the host network has: the pod network's `eth0`, loopback, and one per secondary
 /// network (`net1`… unless the attachment names it, `ns/name@ifname`).
-pub fn pod_interfaces(networks: &[String]) -> Vec<String> {
+pub(crate) fn pod_interfaces(networks: &[String]) -> Vec<String> {
     let mut out = vec!["eth0".to_string(), "lo".to_string()];
     for (i, n) in networks.iter().enumerate() {
         out.push(match n.split_once('@') {
@@ -42,7 +42,7 @@ fn list(value: &str) -> List<'_> {
 }
 
 /// Whether an `NCCL_SOCKET_IFNAME` value can select one of `have` (loopback only when named).
-pub fn socket_ifname_matches(value: &str, have: &[String]) -> bool {
+pub(crate) fn socket_ifname_matches(value: &str, have: &[String]) -> bool {
     let l = list(value);
     let hit = |h: &str| {
         l.names
@@ -58,7 +58,7 @@ pub fn socket_ifname_matches(value: &str, have: &[String]) -> bool {
 
 /// HCAs an `NCCL_IB_HCA` value names one by one (`mlx5_0,mlx5_1:1`, `=mlx5_0`); None when an entry is a prefix
 /// of several (`mlx5`) or an exclusion, so the count is unknown.
-pub fn named_hcas(value: &str) -> Option<usize> {
+pub(crate) fn named_hcas(value: &str) -> Option<usize> {
     let l = list(value);
     if l.exclude || l.names.is_empty() {
         return None;
@@ -73,7 +73,7 @@ pub fn named_hcas(value: &str) -> Option<usize> {
 
 impl PodSettings {
     /// [`PodSettings::nic_problems`], its warnings logged: the errors.
-    pub fn nic_errors(&self, test: &str, env: &[(String, String)]) -> Vec<String> {
+    pub(crate) fn nic_errors(&self, test: &str, env: &[(String, String)]) -> Vec<String> {
         let (errors, warnings) = self.nic_problems(test, env);
         for w in warnings {
             crate::warn!("{w}");
@@ -83,7 +83,11 @@ impl PodSettings {
 
     /// What the job's NCCL network variables (`env`) ask that its GPU pods cannot have, as (errors, warnings),
     /// each a sentence naming the test.
-    pub fn nic_problems(&self, test: &str, env: &[(String, String)]) -> (Vec<String>, Vec<String>) {
+    pub(crate) fn nic_problems(
+        &self,
+        test: &str,
+        env: &[(String, String)],
+    ) -> (Vec<String>, Vec<String>) {
         let (mut errors, mut warnings) = (Vec::new(), Vec::new());
         let get = |k: &str| {
             env.iter()

@@ -44,7 +44,7 @@ pub fn merge(target: &mut Value, patch: &Value) {
 /// The patch as it applies to a pod whose test container is `role`: a `containers` item named after a test
 /// container addresses that container where the pod has it — `worker` and `main` both name the container that
 /// runs the GPU ranks (an MPIJob's workers, a one-node Job) — and is left out of the pods that do not.
-pub fn for_pod(patch: &Value, role: &str) -> Value {
+pub(crate) fn for_pod(patch: &Value, role: &str) -> Value {
     let mut p = patch.clone();
     if let Some(items) = p.get_mut("containers").and_then(Value::as_array_mut) {
         let gpu = |n: &str| n == "worker" || n == "main";
@@ -137,7 +137,7 @@ pub fn check(ctx: &mut Ctx, n: &Node, field: &str) {
 }
 
 /// The containers cloudai puts in its pods: the test's own (`main`) or an MPIJob's launcher and workers.
-pub const TEST_CONTAINERS: &[&str] = &["main", "launcher", "worker"];
+pub(crate) const TEST_CONTAINERS: &[&str] = &["main", "launcher", "worker"];
 
 #[cfg(test)]
 mod tests {

@@ -50,7 +50,7 @@ pub enum Needs {
 }
 
 /// Every scheduler, in the order messages list them.
-pub const SCHEDULERS: &[Scheduler] = &[
+pub(crate) const SCHEDULERS: &[Scheduler] = &[
     standalone::SCHEDULER,
     slurm::SCHEDULER,
     runai::SCHEDULER,
@@ -66,7 +66,7 @@ pub fn scheduler_names() -> Vec<&'static str> {
 const FOREIGN_SCHEDULERS: &[&str] = &["lsf"];
 
 /// Report names CloudAI registers; `[reports.X]` tables must use one of them.
-pub const REPORT_NAMES: &[&str] = &[
+pub(crate) const REPORT_NAMES: &[&str] = &[
     "ai_dynamo_comparison",
     "dse",
     "moe_benchmark_throughput",
@@ -123,12 +123,12 @@ impl SystemKind {
 
     /// Whether an MPI launch gets [`SystemKind::tasks_per_node`] ranks per node whatever GPUs each drives (Slurm's
     /// `ntasks_per_node`), rather than one per group of the node's GPUs.
-    pub fn ranks_are_tasks(&self) -> bool {
+    pub(crate) fn ranks_are_tasks(&self) -> bool {
         matches!(self, SystemKind::Slurm(_))
     }
 
     /// Tasks an MPI test gets per node: Slurm's `ntasks_per_node` when set, one per GPU on the others.
-    pub fn tasks_per_node(&self) -> Option<u64> {
+    pub(crate) fn tasks_per_node(&self) -> Option<u64> {
         match self {
             SystemKind::Slurm(s) => s.ntasks_per_node,
             other => other.gpus_per_node(),
@@ -136,7 +136,7 @@ impl SystemKind {
     }
 
     /// A `partition:group:count` node spec against what the file lists (only Slurm files list groups).
-    pub fn group_spec(&self, spec: &str, part: &str, group: &str, n: u64) -> GroupSpec {
+    pub(crate) fn group_spec(&self, spec: &str, part: &str, group: &str, n: u64) -> GroupSpec {
         match self {
             SystemKind::Slurm(s) => s.group_spec(spec, part, group, n),
             _ => GroupSpec::Fits,
@@ -145,7 +145,7 @@ impl SystemKind {
 
     /// How many nodes the file lists for jobs without a partition, and where: (size, partition); None when it
     /// lists none.
-    pub fn listed_size(&self) -> Option<(u64, &str)> {
+    pub(crate) fn listed_size(&self) -> Option<(u64, &str)> {
         match self {
             SystemKind::Slurm(s) => {
                 Some((s.listed_size(), s.default_partition.as_str())).filter(|(n, _)| *n > 0)
@@ -163,12 +163,12 @@ impl SystemKind {
     }
 
     /// Whether container images are cached under `install_path` (Slurm's `cache_docker_images_locally`).
-    pub fn caches_images(&self) -> bool {
+    pub(crate) fn caches_images(&self) -> bool {
         matches!(self, SystemKind::Slurm(s) if s.cache_docker_images_locally)
     }
 
     /// The file's app secret, for a scheduler that authenticates with one (Run:ai): `Some(slot)`.
-    pub fn app_secret_mut(&mut self) -> Option<&mut Option<Secret>> {
+    pub(crate) fn app_secret_mut(&mut self) -> Option<&mut Option<Secret>> {
         match self {
             SystemKind::RunAi(r) => Some(&mut r.app_secret),
             _ => None,
@@ -200,7 +200,7 @@ impl SystemKind {
 }
 
 /// The most GPUs (or tasks) a node can have: a larger `gpus_per_node` or `ntasks_per_node` is a typo.
-pub const MAX_GPUS_PER_NODE: u64 = 1024;
+pub(crate) const MAX_GPUS_PER_NODE: u64 = 1024;
 
 const BASE_FIELDS: &[&str] = &[
     "name",
@@ -221,7 +221,7 @@ const BASE_FIELDS: &[&str] = &[
 ];
 
 /// The system used when none is given: conf/common/system/standalone_system.toml, built in.
-pub fn builtin_standalone() -> Result<SystemConfig, ConfigErrors> {
+pub(crate) fn builtin_standalone() -> Result<SystemConfig, ConfigErrors> {
     const TEXT: &str = include_str!("../../../../../conf/common/system/standalone_system.toml");
     let path = Path::new("<built-in standalone system>");
     decode(&node::parse(path, TEXT, "system config")?, path)
@@ -336,7 +336,7 @@ fn env_table(ctx: &mut Ctx, v: &View, key: &str) -> IndexMap<String, ArgValue> {
 }
 
 /// `[reports.X]` names must be registered reports.
-pub fn check_reports(ctx: &mut Ctx, node: &Node, path: &str) {
+pub(crate) fn check_reports(ctx: &mut Ctx, node: &Node, path: &str) {
     let Some(t) = ctx.table(node, path) else {
         return;
     };

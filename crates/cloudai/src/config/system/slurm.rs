@@ -250,7 +250,7 @@ pub enum GroupSpec {
 
 impl SlurmConfig {
     /// `spec` (`part:group:n`) against the partitions and groups the file lists.
-    pub fn group_spec(&self, spec: &str, part: &str, group: &str, n: u64) -> GroupSpec {
+    pub(crate) fn group_spec(&self, spec: &str, part: &str, group: &str, n: u64) -> GroupSpec {
         let names = |v: Vec<&str>| v.join(", ");
         match self.partitions.iter().find(|p| p.name == part) {
             None if !self.partitions.is_empty() => GroupSpec::Problem {
@@ -285,7 +285,7 @@ impl SlurmConfig {
     }
 
     /// Nodes the file lists in the default partition's groups (0: none listed).
-    pub fn listed_size(&self) -> u64 {
+    pub(crate) fn listed_size(&self) -> u64 {
         self.partitions
             .iter()
             .find(|p| p.name == self.default_partition)

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Whether a tree's summary.json says a dry-run made it.
-pub fn is_dry_run_tree(root: &Path) -> bool {
+pub(crate) fn is_dry_run_tree(root: &Path) -> bool {
     std::fs::read(root.join(SUMMARY_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -64,4 +64,4 @@ pub(super) fn generated_at(summary: &[u8]) -> Option<String> {
     String::from_utf8(summary[at..at + len].to_vec()).ok()
 }
 
-pub const SUMMARY_FILE: &str = "summary.json";
+pub(crate) const SUMMARY_FILE: &str = "summary.json";

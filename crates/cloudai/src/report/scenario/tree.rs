@@ -6,7 +6,7 @@ use super::*;
 /// The scenario a tree is of, as the tree itself records it: its summary.json (ours), else the one scenario page
 /// in its root (`<scenario>.html`, CloudAI's), else its directory's name. A renamed copy of a tree stays the
 /// same scenario, and its one page is rewritten rather than a second one added.
-pub fn tree_scenario_name(root: &Path) -> String {
+pub(crate) fn tree_scenario_name(root: &Path) -> String {
     let from_summary = std::fs::read(root.join(SUMMARY_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -34,7 +34,7 @@ pub fn tree_scenario_name(root: &Path) -> String {
 
 /// `<scenario>_<YYYY-MM-DD_HH-MM-SS>` (or with `_<n>` after it, for a second run in the same second) →
 /// `<scenario>`.
-pub fn scenario_name(root: &Path) -> String {
+pub(crate) fn scenario_name(root: &Path) -> String {
     let name = root
         .file_name()
         .and_then(|n| n.to_str())
@@ -57,7 +57,7 @@ pub fn scenario_name(root: &Path) -> String {
 
 /// Iteration directories of a results tree: `<root>/<test id>/<n>/` holding a `test-run.toml` (or only its
 /// record).
-pub fn iteration_dirs(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn iteration_dirs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(tests) = std::fs::read_dir(root) else {
         return out;

@@ -17,15 +17,15 @@ use tokio::task::JoinHandle;
 use super::manifest::{self, Kind, JOB_LABEL};
 use crate::warn;
 
-pub fn pod_resource() -> ApiResource {
+pub(crate) fn pod_resource() -> ApiResource {
     ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
 }
 
-pub fn job_resource() -> ApiResource {
+pub(crate) fn job_resource() -> ApiResource {
     ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&())
 }
 
-pub fn mpijob_resource() -> ApiResource {
+pub(crate) fn mpijob_resource() -> ApiResource {
     ApiResource {
         group: manifest::MPIJOB_GROUP.into(),
         version: manifest::MPIJOB_VERSION.into(),
@@ -50,7 +50,7 @@ struct Watched {
     api: Api<DynamicObject>,
 }
 
-pub struct Cache {
+pub(crate) struct Cache {
     client: Client,
     namespace: String,
     wake: Arc<Notify>,
@@ -76,7 +76,7 @@ impl Cache {
     }
 
     /// Watching MPIJobs starts with the first one: a cluster without the CRD must not warn for Jobs-only runs.
-    pub fn watch_mpijobs(&self) {
+    pub(crate) fn watch_mpijobs(&self) {
         self.mpijobs.get_or_init(|| {
             let (w, task) = spawn(&self.client, &self.namespace, mpijob_resource(), &self.wake);
             self.tasks.lock().unwrap().push(task);

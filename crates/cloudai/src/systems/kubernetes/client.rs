@@ -9,7 +9,7 @@ use kube::{Client, Config};
 use crate::systems::{ErrorKind, SystemError};
 
 /// Where the kubeconfig is read from.
-pub fn kubeconfig_path(configured: &Path) -> Option<PathBuf> {
+pub(crate) fn kubeconfig_path(configured: &Path) -> Option<PathBuf> {
     let s = configured.to_string_lossy();
     if !s.trim().is_empty() {
         return Some(match s.strip_prefix("~/") {
@@ -111,7 +111,7 @@ pub fn error(e: &kube::Error, doing: &str) -> SystemError {
     SystemError::new(kind(e), format!("{doing}: {}", describe(e)))
 }
 
-pub fn status_code(e: &kube::Error) -> Option<u16> {
+pub(crate) fn status_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(s) => Some(s.code),
         _ => None,

@@ -72,7 +72,7 @@ pub async fn write(api: &Api<Event>, names: &[String], dir: &Path) -> Option<Str
 
 /// The newest Warning event of an object, as `<reason>: <message>` (a Job controller's `FailedCreate` when a quota
 /// or an admission rule refuses its pods, an operator's complaint). None when there is none or it cannot be read.
-pub async fn latest_warning(api: &Api<Event>, name: &str) -> Option<String> {
+pub(crate) async fn latest_warning(api: &Api<Event>, name: &str) -> Option<String> {
     let lp = ListParams::default().fields(&format!("involvedObject.name={name},type=Warning"));
     let list = api.list(&lp).await.ok()?;
     let newest = list.items.iter().max_by_key(|e| line(e).0)?;

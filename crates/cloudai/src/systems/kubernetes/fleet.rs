@@ -10,7 +10,7 @@ use crate::systems::fleet::{
     from_listing, label_value, Action, OutOfService, Topology, Wanted, Window, TAINT_KEY,
 };
 
-pub struct Fleet<'a>(pub &'a KubernetesConfig);
+pub(crate) struct Fleet<'a>(pub &'a KubernetesConfig);
 
 impl crate::systems::fleet::Fleet for Fleet<'_> {
     fn name(&self) -> &'static str {

@@ -14,7 +14,7 @@ use super::client::describe;
 use crate::warn;
 
 /// A running copy of a pod's log into a file; ends when the container ends (the server closes the stream).
-pub struct Follow {
+pub(crate) struct Follow {
     task: JoinHandle<Result<u64, String>>,
 }
 
@@ -74,7 +74,7 @@ impl Follow {
 /// stream delivered, else one `logs unavailable: <why>` line; never a silent empty file. `wait`: how long an ended
 /// container's stream may take to close by itself (zero when we stop a running one). Returns why the log is
 /// incomplete, when it is.
-pub async fn settle(
+pub(crate) async fn settle(
     api: &Api<Pod>,
     pod: Option<(&str, &str)>,
     follow: Option<Follow>,

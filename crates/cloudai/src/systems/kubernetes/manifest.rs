@@ -11,18 +11,18 @@ use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
 use crate::systems::objects::{preflight, ssh};
 
-pub const MPIJOB_GROUP: &str = "kubeflow.org";
-pub const MPIJOB_VERSION: &str = "v2beta1";
-pub const MPIJOB_PLURAL: &str = "mpijobs";
+pub(crate) const MPIJOB_GROUP: &str = "kubeflow.org";
+pub(crate) const MPIJOB_VERSION: &str = "v2beta1";
+pub(crate) const MPIJOB_PLURAL: &str = "mpijobs";
 
 /// Labels every object (and pod template) we create carries.
-pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-pub const RUN_LABEL: &str = "cloudai-run";
-pub const JOB_LABEL: &str = "cloudai-job";
-pub const ROLE_LABEL: &str = "cloudai-role";
-pub const IDENTITY: &str = "cloudai-identity";
+pub(crate) const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub(crate) const RUN_LABEL: &str = "cloudai-run";
+pub(crate) const JOB_LABEL: &str = "cloudai-job";
+pub(crate) const ROLE_LABEL: &str = "cloudai-role";
+pub(crate) const IDENTITY: &str = "cloudai-identity";
 
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+pub(crate) const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 /// Which kind of object a step is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,7 +253,7 @@ impl Fit<'_> {
 }
 
 /// Multus' pod annotation naming the secondary networks.
-pub const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+pub(crate) const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
 
 /// Server-side limits of one object: deadline (time limit plus margin) and how long it stays once finished.
 pub struct Limits {
@@ -305,7 +305,7 @@ pub struct Mpi<'a> {
 /// The launcher's script: wait (bounded) until every worker of the operator's host file answers with its own
 /// sshd ([`ssh::wait_for_workers`]) — a worker without sshd is named instead of failing inside mpirun —, then
 /// mpirun with the host file, the workers' port and ssh options, every variable forwarded to the ranks.
-pub fn launcher_script(mpi: &Mpi) -> String {
+pub(crate) fn launcher_script(mpi: &Mpi) -> String {
     let slots = mpi.slots;
     let mut run = ssh::mpirun(mpi.workers * slots, slots, mpi.env, mpi.cmd, mpi.ssh_port).join(" ");
     if let Some((pf, min)) = mpi.preflight {
@@ -394,7 +394,7 @@ pub fn mpijob(run: &TestRun, fit: &Fit, m: &Meta, mpi: &Mpi, limits: &Limits) ->
 
 /// Block-style YAML of a JSON value (what `kubectl apply -f` takes). Strings that YAML would read as something
 /// else are written JSON-quoted, which YAML reads back unchanged.
-pub fn to_yaml(docs: &[Value]) -> String {
+pub(crate) fn to_yaml(docs: &[Value]) -> String {
     let mut out = String::new();
     for d in docs {
         out.push_str("---\n");

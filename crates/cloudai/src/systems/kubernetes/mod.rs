@@ -36,7 +36,7 @@ use crate::workloads::Launch;
 use manifest::Kind;
 use plan::{Spec, Step};
 
-pub const MANIFEST_FILE: &str = "k8s-manifest.yaml";
+pub(crate) const MANIFEST_FILE: &str = "k8s-manifest.yaml";
 
 struct Conn {
     client: kube::Client,

@@ -59,7 +59,7 @@ pub fn usable(nodes: &[Value], gpus: u64) -> (Vec<String>, Vec<(String, String)>
 }
 
 /// Asks the API server for the nodes (needs `list` on nodes, a cluster-wide right).
-pub async fn gpu_nodes(
+pub(crate) async fn gpu_nodes(
     k: &KubernetesConfig,
 ) -> Result<(Vec<String>, Vec<(String, String)>), String> {
     Ok(usable(&list_nodes(k).await?, k.gpus_per_node))
@@ -67,7 +67,7 @@ pub async fn gpu_nodes(
 
 /// Node labels that name where a node sits in the network, nearest the node first, tried in this order when no
 /// label is configured: NVIDIA Topograph's levels, EKS's network layers, GKE's sub-block, and the zone.
-pub const LEAF_LABELS: [&str; 5] = [
+pub(crate) const LEAF_LABELS: [&str; 5] = [
     "topology.kubernetes.io/network-level-1",
     "network.topology.nvidia.com/leaf",
     "topology.k8s.aws/network-node-layer-3",
@@ -110,7 +110,7 @@ pub async fn topology(
 
 /// The cluster's nodes and the system's namespace, for [`super::survey`]: None where the API refuses us the read
 /// (a missing cluster-wide right); an error when the API server cannot be reached at all.
-pub async fn survey_reads(
+pub(crate) async fn survey_reads(
     k: &KubernetesConfig,
 ) -> Result<(Option<Vec<Value>>, Option<Value>), String> {
     use k8s_openapi::api::core::v1::Namespace;

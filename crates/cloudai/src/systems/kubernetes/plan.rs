@@ -22,7 +22,7 @@ pub type Step = crate::systems::objects::Step<Spec>;
 
 impl Spec {
     /// The pod role whose log is the step's output, and its container.
-    pub fn log_source(&self) -> (&'static str, &'static str) {
+    pub(crate) fn log_source(&self) -> (&'static str, &'static str) {
         match self.kind {
             Kind::Job => ("main", "main"),
             Kind::MpiJob => ("launcher", "launcher"),

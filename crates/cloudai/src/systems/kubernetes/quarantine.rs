@@ -13,8 +13,8 @@ use super::client;
 use crate::config::system::KubernetesConfig;
 use crate::quarantine::{label_value, Action, Scheduler, Seen, TAINT_KEY};
 
-pub const ANNOTATION: &str = "cloudai.io/quarantined-by";
-pub const AT_ANNOTATION: &str = "cloudai.io/quarantined-at";
+pub(crate) const ANNOTATION: &str = "cloudai.io/quarantined-by";
+pub(crate) const AT_ANNOTATION: &str = "cloudai.io/quarantined-at";
 
 /// The cluster a Kubernetes system names, with a runtime of its own (quarantine runs off cloudai's).
 pub struct Kube {
@@ -106,7 +106,7 @@ pub type Read = (String, String, Seen, Vec<Value>);
 
 /// What a node (as JSON) shows: ours while our annotation is on a cordoned node; someone else's when cordoned,
 /// tainted NoSchedule/NoExecute or not Ready otherwise.
-pub fn seen_of(n: &Value) -> Seen {
+pub(crate) fn seen_of(n: &Value) -> Seen {
     let ours = n["metadata"]["annotations"][ANNOTATION].as_str();
     let cordoned = n["spec"]["unschedulable"] == true;
     let has_our_taint = n["spec"]["taints"]

@@ -215,7 +215,7 @@ fn pending_reason(pod: &Value) -> Option<(String, Option<String>)> {
 }
 
 /// The step's phase from its object (Job or MPIJob) and the pods it made.
-pub fn evaluate(kind: Kind, obj: &Value, pods: &[&Value]) -> Phase {
+pub(crate) fn evaluate(kind: Kind, obj: &Value, pods: &[&Value]) -> Phase {
     for p in pods {
         if let Some((state, reason, end)) = fatal(p) {
             return Phase::Ended {
@@ -300,7 +300,7 @@ pub fn restarts(pod: &Value) -> i64 {
 
 /// The earlier runs of a pod's containers that ended and were restarted (the last one each keeps in
 /// `lastState`).
-pub fn restart_attempt(pod: &Value) -> Option<Attempt> {
+pub(crate) fn restart_attempt(pod: &Value) -> Option<Attempt> {
     let cs = container_statuses(pod).find(|cs| cs["restartCount"].as_i64().unwrap_or(0) > 0)?;
     let t = &cs["lastState"]["terminated"];
     let node = s(pod, &["spec", "nodeName"]);

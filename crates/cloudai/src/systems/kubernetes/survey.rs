@@ -28,14 +28,14 @@ pub struct Findings {
 
 /// Extended resources that give a pod an RDMA device: the RDMA shared-device and SR-IOV plugins' `rdma/*`,
 /// AWS EFA.
-pub fn is_rdma(resource: &str) -> bool {
+pub(crate) fn is_rdma(resource: &str) -> bool {
     resource.starts_with("rdma/") || resource == EFA
 }
 
 pub const EFA: &str = "vpc.amazonaws.com/efa";
 
 /// The PodSecurity label of a namespace that the API server enforces.
-pub const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+pub(crate) const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// Capabilities the PodSecurity `baseline` level allows to add (Kubernetes' Pod Security Standards).
 const BASELINE_CAPS: &[&str] = &[

@@ -25,7 +25,7 @@ impl StepKind {
 }
 
 /// How one step ended.
-pub struct StepEnd<'a> {
+pub(crate) struct StepEnd<'a> {
     pub kind: &'a StepKind,
     pub name: &'a str,
     /// Where its output is (`stdout.txt`).
@@ -42,7 +42,7 @@ pub struct StepEnd<'a> {
 
 /// Records an ended step: the test's end becomes the job's outcome (in `main`); a pre-test that failed (its object
 /// failed, or fails the workload's own success rule) ends the job at once without the test, as on Slurm: returned.
-pub fn conclude(e: StepEnd, main: &mut Option<JobOutcome>) -> Option<JobOutcome> {
+pub(crate) fn conclude(e: StepEnd, main: &mut Option<JobOutcome>) -> Option<JobOutcome> {
     match e.kind {
         StepKind::Pre => {
             let ok = e.success.judge(e.failed, &e.dir.join("stdout.txt"));

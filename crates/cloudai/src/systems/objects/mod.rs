@@ -171,7 +171,7 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// A duration in seconds from an environment variable (tests shorten waits with them), else `default`.
-pub fn secs_from_env(var: &str, default: f64) -> Duration {
+pub(crate) fn secs_from_env(var: &str, default: f64) -> Duration {
     let s = std::env::var(var)
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
@@ -253,7 +253,7 @@ pub fn plan<B: Backend>(b: &B, run: &TestRun, dir: &Path) -> Vec<Step<B::Spec>> 
 }
 
 /// The hosts a per-node check runs on as one step each, when the backend does it so.
-pub fn per_node_hosts<B: Backend>(run: &TestRun) -> Option<Vec<String>> {
+pub(crate) fn per_node_hosts<B: Backend>(run: &TestRun) -> Option<Vec<String>> {
     if !B::STEP_PER_NODE
         || run.num_nodes < 2
         || run.launch().procs != crate::workloads::Procs::PerNode

@@ -2,7 +2,7 @@
 //! plans them: a readable part cut to fit, then a hash of the step's identity.
 
 /// Run:ai names become Kubernetes object names: lower-case alphanumerics and '-', at most 63 characters.
-pub fn k8s_name(parts: &[&str]) -> String {
+pub(crate) fn k8s_name(parts: &[&str]) -> String {
     let raw = parts.join("-").to_ascii_lowercase();
     let mut s: String = raw
         .chars()
@@ -24,7 +24,7 @@ pub fn k8s_name(parts: &[&str]) -> String {
 }
 
 /// A stable 40-bit hash in hex (FNV-1a), the unique part of a workload name.
-pub fn short_hash(s: &str) -> String {
+pub(crate) fn short_hash(s: &str) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in s.bytes() {
         h = (h ^ b as u64).wrapping_mul(0x100000001b3);
@@ -34,7 +34,7 @@ pub fn short_hash(s: &str) -> String {
 
 /// A workload name that stays unique however long the test id: the readable part is cut so that `-<hash of
 /// identity>` always fits in 63 characters.
-pub fn unique_name(readable: &[&str], identity: &str) -> String {
+pub(crate) fn unique_name(readable: &[&str], identity: &str) -> String {
     unique_name_within(readable, identity, 63, false)
 }
 
@@ -54,7 +54,7 @@ fn unique_name_within(readable: &[&str], identity: &str, max: usize, letter_firs
 /// `<name>-launcher`, which must be DNS-1035 labels (at most 63 characters, a letter first), or it refuses the
 /// job with no more than a warning event. So the name leaves room for the longest suffix (at most
 /// [`MPI_NAME_MAX`] characters) and starts with a letter.
-pub fn mpi_job_name(readable: &[&str], identity: &str, workers: u64) -> String {
+pub(crate) fn mpi_job_name(readable: &[&str], identity: &str, workers: u64) -> String {
     let worker = "-worker-".len() + workers.saturating_sub(1).to_string().len();
     let room = 63 - worker.max("-launcher".len());
     unique_name_within(readable, identity, room.min(MPI_NAME_MAX), true)
@@ -62,7 +62,7 @@ pub fn mpi_job_name(readable: &[&str], identity: &str, workers: u64) -> String {
 
 /// The longest MPI job name: room for `-worker-<i>` up to 100 workers whatever the count, so a name never changes
 /// length with the number of nodes.
-pub const MPI_NAME_MAX: usize = 53;
+pub(crate) const MPI_NAME_MAX: usize = 53;
 
 #[cfg(test)]
 mod tests {

@@ -59,7 +59,7 @@ pub fn across(
 }
 
 /// The pre-flight failure a step's output reports (its first line from [`MARK`]), if any.
-pub fn failure_in(stdout: &Path) -> Option<String> {
+pub(crate) fn failure_in(stdout: &Path) -> Option<String> {
     let f = std::fs::File::open(stdout).ok()?;
     std::io::BufReader::new(f)
         .lines()

@@ -9,7 +9,7 @@ use crate::util::shell::quote;
 
 /// Options of every ssh the launcher's mpirun starts: the workers' port, no host-key prompt nor known-hosts file
 /// (each worker's keys are new), the operator's connection retries, no "Permanently added" noise in the log.
-pub fn rsh_args(port: u64) -> String {
+pub(crate) fn rsh_args(port: u64) -> String {
     format!(
         "-p {port} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectionAttempts=10 \
          -o LogLevel=ERROR"
@@ -45,7 +45,7 @@ pub fn mpirun(
 }
 
 /// The word sshd puts in its banner for this job (`SSH-2.0-OpenSSH_9.6 cloudai-<identity>`).
-pub fn banner_tag(identity: &str) -> String {
+pub(crate) fn banner_tag(identity: &str) -> String {
     format!("cloudai-{identity}")
 }
 
@@ -53,7 +53,7 @@ pub fn banner_tag(identity: &str) -> String {
 /// sshd (in the container's termination message too), makes `/run/sshd` and absent host keys, and execs sshd in
 /// the foreground on `port` with `StrictModes no` and the job's banner tag; any other command as written; None
 /// (the image's entrypoint) for an empty one.
-pub fn worker_command(
+pub(crate) fn worker_command(
     configured: &str,
     port: u64,
     image: &str,
@@ -103,7 +103,7 @@ pub fn tagged(configured: &str) -> bool {
 
 /// The launcher's wait: bounded by `wait` seconds, until every host of `hostfile` answers on `port` with an SSH
 /// banner — carrying `tag` when the workers run our sshd —, naming the worker and the image when one does not.
-pub fn wait_for_workers(
+pub(crate) fn wait_for_workers(
     hostfile: &str,
     port: u64,
     wait: u64,

@@ -21,7 +21,7 @@ const BACKOFF_BASE: Duration = Duration::from_millis(250);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The server answered with an error status.
     Status { code: u16, message: String },
     /// No answer (connection refused/reset, timeout): the request may or may not have been applied.
@@ -54,7 +54,7 @@ impl ApiError {
     }
 
     /// This error as the engine sees it, said with what was being done.
-    pub fn doing(&self, what: &str) -> SystemError {
+    pub(crate) fn doing(&self, what: &str) -> SystemError {
         SystemError::new(self.kind(), format!("{what}: {self}"))
     }
 
@@ -117,7 +117,7 @@ fn certificate_problem(e: &(dyn std::error::Error + 'static)) -> Option<String> 
 
 /// The TLS configuration of every connection to the control plane and the cluster: the built-in roots, plus the
 /// certificates of `ca_bundle` and of `SSL_CERT_FILE` (a private CA of an on-premises control plane).
-pub fn tls_config(
+pub(crate) fn tls_config(
     ca_bundle: Option<&std::path::Path>,
 ) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
     use rustls_pki_types::pem::PemObject;
@@ -413,7 +413,7 @@ impl Client {
 
     /// As `call`, with one retry only: for cleanup on the way out, where a control plane that does not answer
     /// at once is reported rather than waited for.
-    pub async fn call_brief(
+    pub(crate) async fn call_brief(
         &self,
         method: Method,
         path: &str,
@@ -452,7 +452,7 @@ impl Client {
 
     /// Every item of a paged list (`{"<key>": [...], "next": <offset>}`), 500 a page; `brief` retries once per
     /// page only.
-    pub async fn list_all(
+    pub(crate) async fn list_all(
         &self,
         path: &str,
         key: &str,

@@ -6,7 +6,7 @@ use tokio::runtime::Runtime;
 use crate::config::system::SystemConfig;
 use crate::systems::fleet::{from_listing, OutOfService};
 
-pub struct Fleet<'a>(pub &'a SystemConfig);
+pub(crate) struct Fleet<'a>(pub &'a SystemConfig);
 
 impl crate::systems::fleet::Fleet for Fleet<'_> {
     fn name(&self) -> &'static str {

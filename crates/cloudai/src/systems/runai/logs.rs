@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::client::Client;
 
 /// `RunAIEvent(created_at=2025-04-03 10:45:05+00:00, id=…, type=Normal, …, involved_object=InvolvedObject(…))`
-pub fn event_line(e: &Value) -> String {
+pub(crate) fn event_line(e: &Value) -> String {
     let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
     let created = chrono::DateTime::parse_from_rfc3339(&s("createdAt"))
         .map(|t| {
@@ -46,7 +46,7 @@ pub fn event_line(e: &Value) -> String {
 
 /// The log stream of a workload (the route the runai CLI reads; openapi.json documents no logs endpoint): on the
 /// cluster's domain (from /clusters), by project name, workload kind (`training`, `distributed`) and name.
-pub fn stream_url(domain: &str, project: &str, kind: &str, name: &str) -> String {
+pub(crate) fn stream_url(domain: &str, project: &str, kind: &str, name: &str) -> String {
     let domain = domain.trim_end_matches('/');
     let ws_base = if let Some(rest) = domain.strip_prefix("https://") {
         format!("wss://{rest}")
@@ -132,7 +132,7 @@ async fn read_stream(
 }
 
 /// Reads a finished workload's whole log.
-pub async fn fetch(client: &Client, url: &str) -> Result<Vec<u8>, String> {
+pub(crate) async fn fetch(client: &Client, url: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     read_stream(client, url, Some(Duration::from_secs(120)), |b| {
         out.extend_from_slice(b);
@@ -146,7 +146,7 @@ pub async fn fetch(client: &Client, url: &str) -> Result<Vec<u8>, String> {
 /// stream that ends before the workload does (preemption, a pod restart, a proxy's idle timeout) is opened again
 /// after a pause: what it repeats of the log already written is skipped, and a log that starts over (a restarted
 /// pod printing something else) is appended after a marker line.
-pub struct Follow {
+pub(crate) struct Follow {
     handle: tokio::task::JoinHandle<Result<u64, String>>,
     written: Arc<AtomicU64>,
     /// Set by `finish`: the workload ended; one last reading completes the log.

@@ -33,7 +33,7 @@ use crate::workloads::Launch;
 use client::Client;
 use plan::{Spec, Step};
 
-pub const PAYLOAD_FILE: &str = "runai-workload.json";
+pub(crate) const PAYLOAD_FILE: &str = "runai-workload.json";
 
 /// The workloads of one iteration whose results go to `dir`, in order, as creation requests (and whether each is
 /// a distributed workload), as they are written to `runai-workload.json` and sent.

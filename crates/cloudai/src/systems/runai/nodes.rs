@@ -54,7 +54,9 @@ pub fn usable(nodes: &[Value], gpus: u64) -> (Vec<String>, Vec<(String, String)>
 }
 
 /// The usable GPU nodes of the system's cluster, and the ones left out with why.
-pub async fn gpu_nodes(cfg: &SystemConfig) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+pub(crate) async fn gpu_nodes(
+    cfg: &SystemConfig,
+) -> Result<(Vec<String>, Vec<(String, String)>), String> {
     let nodes = list(cfg).await?;
     Ok(usable(&nodes, RunAi::conf(cfg).gpus_per_node))
 }

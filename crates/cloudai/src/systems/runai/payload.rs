@@ -13,12 +13,12 @@ use crate::workloads::Launch;
 
 /// The annotation that ties a workload to the iteration (and hook) that created it: a workload with our name but
 /// another identity is never adopted as ours.
-pub const IDENTITY: &str = "cloudai-identity";
+pub(crate) const IDENTITY: &str = "cloudai-identity";
 /// The label shared by every workload of one results tree.
-pub const RUN_LABEL: &str = "cloudai-run";
+pub(crate) const RUN_LABEL: &str = "cloudai-run";
 
 /// The identity a workload was created with, from its GET answer (`spec.annotations`).
-pub fn identity_of(workload: &Value) -> Option<&str> {
+pub(crate) fn identity_of(workload: &Value) -> Option<&str> {
     workload["spec"]["annotations"]
         .as_array()?
         .iter()

@@ -20,7 +20,7 @@ pub type Step = crate::systems::objects::Step<Spec>;
 
 impl Spec {
     /// Where workloads of this kind are created, read and deleted.
-    pub fn kind_path(&self) -> &'static str {
+    pub(crate) fn kind_path(&self) -> &'static str {
         if self.distributed {
             "/api/v1/workloads/distributed"
         } else {
@@ -29,7 +29,7 @@ impl Spec {
     }
 
     /// The workload kind in the log stream's path.
-    pub fn log_kind(&self) -> &'static str {
+    pub(crate) fn log_kind(&self) -> &'static str {
         if self.distributed {
             "distributed"
         } else {

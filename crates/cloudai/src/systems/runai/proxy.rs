@@ -45,7 +45,7 @@ pub fn bypassed(no_proxy: &str, host: &str, port: u16) -> bool {
 }
 
 /// The proxy to reach `url` through, if any.
-pub fn proxy_for(url: &Url) -> Option<Url> {
+pub(crate) fn proxy_for(url: &Url) -> Option<Url> {
     let (host, port) = (url.host_str()?, url.port_or_known_default()?);
     if let Some(no) = env(&["NO_PROXY", "no_proxy"]) {
         if bypassed(&no, host, port) {

@@ -28,7 +28,7 @@ pub fn phase(workload: &Value) -> &str {
 }
 
 /// The step's phase from the workload's GET answer.
-pub fn evaluate(workload: &Value) -> Phase {
+pub(crate) fn evaluate(workload: &Value) -> Phase {
     let state = workload["phase"]
         .as_str()
         .or(workload["actualPhase"].as_str())
@@ -76,7 +76,7 @@ pub fn unschedulable(workload: &Value) -> bool {
 }
 
 /// The kubelet's word that an image cannot be pulled, from the workload's events: `pod: message`.
-pub fn image_pull_failure(events: &[Value]) -> Option<String> {
+pub(crate) fn image_pull_failure(events: &[Value]) -> Option<String> {
     const REASONS: &[&str] = &[
         "ErrImagePull",
         "ImagePullBackOff",
@@ -118,7 +118,7 @@ pub fn deleted(workload: &Value) -> bool {
 }
 
 /// Whether a workload in this phase has run (its log exists).
-pub fn has_run(workload: &Value) -> bool {
+pub(crate) fn has_run(workload: &Value) -> bool {
     matches!(
         workload["actualPhase"]
             .as_str()

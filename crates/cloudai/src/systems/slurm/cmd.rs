@@ -35,7 +35,7 @@ impl From<std::io::Result<std::process::Output>> for Out {
 
 /// Which of `nodes` Slurm holds out of service (down, drained or draining, failed), with its state and reason:
 /// one `sinfo` call (find-bad-nodes leaves them out).
-pub async fn out_of_service(nodes: &[String]) -> Result<Vec<(String, String)>, String> {
+pub(crate) async fn out_of_service(nodes: &[String]) -> Result<Vec<(String, String)>, String> {
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
@@ -61,7 +61,7 @@ pub async fn out_of_service(nodes: &[String]) -> Result<Vec<(String, String)>, S
 }
 
 /// Each node's leaf switch (or block) as Slurm's topology plugin knows it; empty when there is none.
-pub async fn leaf_switches() -> Result<std::collections::BTreeMap<String, String>, String> {
+pub(crate) async fn leaf_switches() -> Result<std::collections::BTreeMap<String, String>, String> {
     let out = run_cmd("scontrol", &["show", "topology"]).await;
     if !out.ok {
         return Err(format!("scontrol show topology failed: {}", out.stderr));

@@ -8,7 +8,7 @@ use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
 use crate::systems::fleet::{Action, OutOfService, Topology, Wanted, Window};
 use crate::{info, warn};
 
-pub struct Fleet<'a>(pub &'a SlurmConfig);
+pub(crate) struct Fleet<'a>(pub &'a SlurmConfig);
 
 impl crate::systems::fleet::Fleet for Fleet<'_> {
     fn name(&self) -> &'static str {

@@ -16,7 +16,7 @@ pub enum NodeState {
 }
 
 /// Parses `sinfo -h -N -o '%N|%t'` output.
-pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
+pub(crate) fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
     let mut out = HashMap::new();
     for line in text.lines() {
         let Some((node, state)) = line.trim().split_once('|') else {
@@ -44,7 +44,7 @@ pub fn parse_sinfo(text: &str) -> HashMap<String, NodeState> {
 
 /// Nodes that cannot run jobs until someone acts (down, drained or draining, failed), from
 /// `sinfo -h -N -o '%N|%t|%E'`: (node, state, Slurm's reason).
-pub fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
+pub(crate) fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = Vec::new();
     for line in text.lines() {
         let mut it = line.trim().splitn(3, '|');
@@ -77,7 +77,7 @@ pub fn broken_nodes(text: &str) -> Vec<(String, String, String)> {
 /// Each node's leaf from `scontrol show topology`: the lowest-level switch (`SwitchName=s1 Level=0 … Nodes=…`,
 /// topology/tree) or the block (`BlockName=b1 … Nodes=…`, topology/block) that lists it. Empty without a topology
 /// plugin (Slurm then prints nothing, or a line without switches).
-pub fn leaf_switches(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn leaf_switches(text: &str) -> BTreeMap<String, String> {
     let mut best: BTreeMap<String, (u32, String)> = BTreeMap::new();
     for line in text.lines() {
         let (mut name, mut level, mut nodes) = (None, 0u32, None);

@@ -29,7 +29,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 
 /// Each node's state from `sinfo -h -N -o '%N|%t|%E'`: in service, ours (the reason is our mark) or someone
 /// else's (down, drained or failing with another reason).
-pub fn parse_seen(text: &str, nodes: &[String]) -> BTreeMap<String, Seen> {
+pub(crate) fn parse_seen(text: &str, nodes: &[String]) -> BTreeMap<String, Seen> {
     let mut out: BTreeMap<String, Seen> =
         nodes.iter().map(|n| (n.clone(), Seen::InService)).collect();
     for (node, state, reason) in super::nodes::broken_nodes(text) {
@@ -111,7 +111,7 @@ impl Scheduler for Slurm {
 /// A maintenance reservation cloudai holds while it requalifies nodes: no user job lands on them between their
 /// resume and their test. Deleted when dropped (every way out but kill -9; [`clean_stale`] then removes it at the
 /// next start on this host).
-pub struct Reservation {
+pub(crate) struct Reservation {
     pub name: String,
 }
 
@@ -183,7 +183,7 @@ impl Drop for Reservation {
 }
 
 /// Deletes the requalification reservations of cloudai processes of this host that are gone (killed).
-pub fn clean_stale() {
+pub(crate) fn clean_stale() {
     let Ok(text) = run("scontrol", &["show", "reservation", "-o"]) else {
         return;
     };

@@ -14,7 +14,7 @@ use crate::workloads::{Launch, Procs};
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
 /// split on; then double-quoted, the form sbatch's option-line parser takes.
-pub fn sbatch_value(p: &Path) -> String {
+pub(crate) fn sbatch_value(p: &Path) -> String {
     let s = p.display().to_string();
     if s.chars()
         .any(|c| c.is_whitespace() || c == '"' || c == '\'')
@@ -409,8 +409,8 @@ impl Ctx<'_> {
 }
 
 /// The pre-flight directory of an iteration; `FAILED` in it lists the nodes that failed (the main command did not run).
-pub const PREFLIGHT_DIR: &str = "preflight";
-pub const PREFLIGHT_FAILED: &str = "FAILED";
+pub(crate) const PREFLIGHT_DIR: &str = "preflight";
+pub(crate) const PREFLIGHT_FAILED: &str = "FAILED";
 /// The batch script's exit status when a pre-flight check failed.
 const PREFLIGHT_EXIT: u8 = 86;
 
@@ -456,8 +456,8 @@ fn preflight_lines(
     ]
 }
 
-pub const SCRIPT: &str = "cloudai_sbatch_script.sh";
-pub const JOB_FILE: &str = "slurm-job.toml";
+pub(crate) const SCRIPT: &str = "cloudai_sbatch_script.sh";
+pub(crate) const JOB_FILE: &str = "slurm-job.toml";
 
 fn join_rel(rel: &str, name: &str) -> String {
     if rel.is_empty() {
@@ -475,7 +475,7 @@ fn reservation(extra: &str) -> Option<&str> {
 
 /// What sacct tells about a finished job, for `slurm-job.toml`.
 #[derive(Clone, Debug, Default)]
-pub struct JobFacts {
+pub(crate) struct JobFacts {
     pub job_id: i64,
     pub name: Option<String>,
     pub state: Option<String>,
@@ -487,7 +487,7 @@ pub struct JobFacts {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct StepFacts {
+pub(crate) struct StepFacts {
     pub job_id: String,
     pub name: String,
     pub state: String,
@@ -497,7 +497,7 @@ pub struct StepFacts {
     pub elapsed_time_sec: i64,
 }
 
-pub fn job_toml(f: &JobFacts, srun_cmd: &str, test_cmd: &str, dir: &Path) -> String {
+pub(crate) fn job_toml(f: &JobFacts, srun_cmd: &str, test_cmd: &str, dir: &Path) -> String {
     let kv = |k: &str, v: PyVal| (k.to_string(), v);
     let steps = f
         .steps

@@ -13,10 +13,10 @@ pub enum Live {
 
 /// `squeue --Format` for [`parse_squeue`]: `:|` ends each field with `|` and no padding. RestartCnt counts
 /// requeues, so a requeue is seen even when the job ran again between two polls.
-pub const SQUEUE_FORMAT: &str = "JobID:|,State:|,Reason:|,NodeList:|,RestartCnt:|";
+pub(crate) const SQUEUE_FORMAT: &str = "JobID:|,State:|,Reason:|,NodeList:|,RestartCnt:|";
 
 /// `squeue -h -O <SQUEUE_FORMAT>` → (job id, live state with the pending reason or the nodes, restart count).
-pub fn parse_squeue(text: &str) -> Vec<(String, Live, Option<u32>)> {
+pub(crate) fn parse_squeue(text: &str) -> Vec<(String, Live, Option<u32>)> {
     text.lines()
         .filter_map(|l| {
             let mut it = l.trim().split('|');
@@ -41,7 +41,7 @@ pub fn parse_squeue(text: &str) -> Vec<(String, Live, Option<u32>)> {
 /// Pending reasons that waiting cannot resolve: the job as submitted does not fit the partition, account, QOS or
 /// constraints (squeue(1) "JOB REASON CODES"). Group limits (`AssocGrp*`, `QOSGrp*`) and per-user limits clear when
 /// other jobs end, so they are not here; `ReqNodeNotAvail` depends on the nodes' state (see [`unavailable_nodes`]).
-pub fn hopeless_reason(reason: &str) -> Option<&'static str> {
+pub(crate) fn hopeless_reason(reason: &str) -> Option<&'static str> {
     let code = reason.split([',', ' ', '(']).next().unwrap_or("");
     Some(match code {
         "PartitionNodeLimit" => "the job asks for more nodes than its partition has or allows",
@@ -69,7 +69,7 @@ pub fn hopeless_reason(reason: &str) -> Option<&'static str> {
 
 /// `ReqNodeNotAvail, UnavailableNodes:node[003-004]` → `node[003-004]` (the nodes the job needs that are not
 /// available; whether they can become available is up to their state).
-pub fn unavailable_nodes(reason: &str) -> Option<&str> {
+pub(crate) fn unavailable_nodes(reason: &str) -> Option<&str> {
     if !reason.starts_with("ReqNodeNotAvail") {
         return None;
     }
@@ -79,7 +79,7 @@ pub fn unavailable_nodes(reason: &str) -> Option<&str> {
 
 /// One `sacct -P` row of `JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw,Reason`.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct AcctRow {
+pub(crate) struct AcctRow {
     pub job_id: String,
     pub name: String,
     pub state: String,
@@ -94,9 +94,10 @@ pub struct AcctRow {
     pub reason: String,
 }
 
-pub const SACCT_FORMAT: &str = "JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw,Reason";
+pub(crate) const SACCT_FORMAT: &str =
+    "JobID,JobName,State,ExitCode,NodeList,Start,End,ElapsedRaw,Reason";
 
-pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
+pub(crate) fn parse_sacct(text: &str) -> Vec<AcctRow> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.trim().split('|').collect();
@@ -126,7 +127,7 @@ pub fn parse_sacct(text: &str) -> Vec<AcctRow> {
 }
 
 /// One run of a job as sacct recorded it (with `--duplicates`, a requeued job has several).
-pub fn attempt(row: &AcctRow) -> crate::results::record::Attempt {
+pub(crate) fn attempt(row: &AcctRow) -> crate::results::record::Attempt {
     crate::results::record::Attempt {
         nodes: crate::util::nodelist::expand(&row.nodes).unwrap_or_default(),
         state: row.state_raw.clone(),

@@ -98,7 +98,7 @@ pub struct Output {
 impl Output {
     /// Each operation's bandwidth (MiB/s) and IOPS summed over every job: (operation, MiB/s, IOPS), read, write,
     /// trim, those that ran.
-    pub fn totals(&self) -> Vec<(&'static str, f64, f64)> {
+    pub(crate) fn totals(&self) -> Vec<(&'static str, f64, f64)> {
         ["read", "write", "trim"]
             .into_iter()
             .filter_map(|op| {

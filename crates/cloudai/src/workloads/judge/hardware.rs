@@ -8,7 +8,7 @@ use super::{Check, CheckKind, Fabric, Shown};
 
 /// A GPU system whose intra-node bandwidth is documented.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Gpu {
+pub(crate) struct Gpu {
     /// How the docs and messages name it.
     pub name: &'static str,
     /// The link between the GPUs of a node.
@@ -125,13 +125,13 @@ const JUDGED: &[&str] = &[
 ];
 
 /// Below this largest message size, bandwidth has not reached its plateau: not judged.
-pub const MIN_SIZE: u64 = 128 << 20;
+pub(crate) const MIN_SIZE: u64 = 128 << 20;
 
 /// Share of the adapters' line rate NCCL reaches between nodes.
 const NET_EFFICIENCY: f64 = 0.9;
 
 /// The documented system a device name belongs to.
-pub fn recognise(device: &str) -> Option<Gpu> {
+pub(crate) fn recognise(device: &str) -> Option<Gpu> {
     TABLE
         .iter()
         .find(|(keys, _)| keys.iter().any(|k| device.contains(k)))

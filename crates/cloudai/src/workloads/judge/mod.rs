@@ -11,7 +11,7 @@ use super::Verdict;
 
 /// A passed verdict in a line: `checked: shape 16 ranks on 2 hosts (a, b); transport NET/IB; … · not shown:
 /// expectation` (empty without checks).
-pub fn brief(checks: &[Check]) -> String {
+pub(crate) fn brief(checks: &[Check]) -> String {
     let passed: Vec<String> = checks
         .iter()
         .filter(|c| c.status == CheckStatus::Pass && c.check != CheckKind::Output)
@@ -140,7 +140,7 @@ pub fn judge(mut v: Verdict, asked: Option<&Asked>) -> Verdict {
 
 /// Removes the expectation check (a baseline grades the numbers instead) and recomputes whether the rest passed:
 /// `Some(message)` of the remaining failures, `None` when none is left.
-pub fn without_expectation(checks: &mut Vec<Check>) -> Option<String> {
+pub(crate) fn without_expectation(checks: &mut Vec<Check>) -> Option<String> {
     checks.retain(|c| c.check != CheckKind::Expectation);
     let fails: Vec<&str> = checks
         .iter()

@@ -49,13 +49,13 @@ pub fn metrics(out: &Output) -> Metrics {
 
 /// What a run's data check found wrong: a row with wrong elements (where its `#wrong` column counts them; the old
 /// `error` column is a max error, not a count), or out-of-bounds values.
-pub enum DataFault<'a> {
+pub(crate) enum DataFault<'a> {
     Wrong(&'a Row),
     OutOfBounds(u64),
 }
 
 /// The first data fault of a run, kept row or not; `None` when its data check found nothing.
-pub fn data_fault(run: &Run) -> Option<DataFault<'_>> {
+pub(crate) fn data_fault(run: &Run) -> Option<DataFault<'_>> {
     let counts_wrong = !run.columns.iter().any(|c| c == "error");
     let wrong = run
         .rows

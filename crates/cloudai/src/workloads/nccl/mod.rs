@@ -16,7 +16,7 @@ use crate::util::shell::quote;
 
 pub struct NcclTest;
 
-pub const SUBTESTS: &[&str] = &[
+pub(crate) const SUBTESTS: &[&str] = &[
     "all_reduce_perf_mpi",
     "all_gather_perf_mpi",
     "alltoall_perf_mpi",
@@ -109,7 +109,7 @@ impl NcclTest {
     }
 
     /// GPUs one process drives: `ngpus` × `nthreads`.
-    pub fn gpus_per_process(test: &TestDefinition) -> u64 {
+    pub(crate) fn gpus_per_process(test: &TestDefinition) -> u64 {
         let int = |k: &str| test.cmd_args.get(k).and_then(ArgValue::as_int).unwrap_or(1);
         (int("ngpus") * int("nthreads")).max(1) as u64
     }

@@ -32,7 +32,7 @@ pub struct Output {
 }
 
 /// Failure lines kept per file; the first fatal one decides the verdict, the rest are for people.
-pub const MAX_ERRORS: usize = 1000;
+pub(crate) const MAX_ERRORS: usize = 1000;
 /// Characters kept of one failure line.
 const MAX_ERROR_TEXT: usize = 2000;
 

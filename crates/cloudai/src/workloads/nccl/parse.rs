@@ -123,7 +123,7 @@ impl Parser {
 
     /// A parser that keeps the first `cap` rows and also hands every row to its caller as it is read
     /// ([`Parser::drain_rows`]).
-    pub fn streaming(cap: usize) -> Self {
+    pub(crate) fn streaming(cap: usize) -> Self {
         Parser {
             pending: Some(Vec::new()),
             cap,
@@ -132,12 +132,12 @@ impl Parser {
     }
 
     /// Whether rows wait to be taken ([`Parser::drain_rows`]).
-    pub fn has_pending_rows(&self) -> bool {
+    pub(crate) fn has_pending_rows(&self) -> bool {
         self.pending.as_ref().is_some_and(|p| !p.is_empty())
     }
 
     /// The first run so far that lists its ranks (the device facts of a CSV row come from it).
-    pub fn ranks_run(&self) -> Option<&Run> {
+    pub(crate) fn ranks_run(&self) -> Option<&Run> {
         self.out
             .runs
             .iter()
@@ -146,7 +146,7 @@ impl Parser {
     }
 
     /// Hands the rows read since the last call to `each` (streaming parsers only), keeping the buffer.
-    pub fn drain_rows(&mut self, mut each: impl FnMut(&Row)) {
+    pub(crate) fn drain_rows(&mut self, mut each: impl FnMut(&Row)) {
         if let Some(p) = self.pending.as_mut() {
             for r in p.drain(..) {
                 each(&r);
@@ -197,7 +197,7 @@ impl Parser {
 
     /// Ends the file: unfinished tagged lines count as written, the last run is closed.
     /// Unfinished tagged lines count as written (at the end of the file).
-    pub fn flush_open(&mut self) {
+    pub(crate) fn flush_open(&mut self) {
         for (_, first, text) in std::mem::take(&mut self.open) {
             self.line(first, &text);
         }

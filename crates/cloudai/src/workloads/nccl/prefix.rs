@@ -19,13 +19,13 @@ pub fn leading(line: &str) -> (Option<&str>, &str) {
 }
 
 /// [`leading`] for a line without `<` (so without a launcher tag).
-pub fn leading_untagged(line: &str) -> &str {
+pub(crate) fn leading_untagged(line: &str) -> &str {
     strip_label(strip_iso_stamp(line))
 }
 
 /// The first launcher tag in `s`: (start, end, key), where `start..end` covers an optional ctime stamp and the
 /// tag, and `key` is the tag without the stamp.
-pub fn find_tag(s: &str) -> Option<(usize, usize, &str)> {
+pub(crate) fn find_tag(s: &str) -> Option<(usize, usize, &str)> {
     let b = s.as_bytes();
     if !b.contains(&b'<') {
         return None;

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::parse::{Output, Parser};
 
 /// Bytes of one line looked at; the rest of a longer line is skipped (no nccl-tests line comes near it).
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// Parses a file line by line.
 pub fn parse_file(path: &Path) -> std::io::Result<Output> {
@@ -15,13 +15,13 @@ pub fn parse_file(path: &Path) -> std::io::Result<Output> {
     parse_reader(std::io::BufReader::with_capacity(1 << 16, f))
 }
 
-pub fn parse_reader(r: impl BufRead) -> std::io::Result<Output> {
+pub(crate) fn parse_reader(r: impl BufRead) -> std::io::Result<Output> {
     read_lines(r, Parser::new(), |_| {})
 }
 
 /// Calls `each` with every row of the file in order, keeping none in memory; the parse of everything else
 /// (header, footer, failures) is returned.
-pub fn for_each_row(
+pub(crate) fn for_each_row(
     path: &Path,
     mut each: impl FnMut(&super::parse::Row),
 ) -> std::io::Result<Output> {
@@ -30,7 +30,7 @@ pub fn for_each_row(
 
 /// One pass over the file with `parser`, `after_line` called after every line (a streaming parser's rows are
 /// taken there).
-pub fn parse_file_with(
+pub(crate) fn parse_file_with(
     path: &Path,
     parser: Parser,
     after_line: impl FnMut(&mut Parser),

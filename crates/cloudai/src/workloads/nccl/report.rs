@@ -8,8 +8,8 @@ use crate::util::pytoml::py_float;
 mod csv;
 pub use csv::*;
 
-pub const CSV_FILE: &str = "cloudai_nccl_test_csv_report.csv";
-pub const HTML_FILE: &str = "cloudai_nccl_test_bokeh_report.html";
+pub(crate) const CSV_FILE: &str = "cloudai_nccl_test_csv_report.csv";
+pub(crate) const HTML_FILE: &str = "cloudai_nccl_test_bokeh_report.html";
 
 fn side(r: &Row, in_place: bool) -> Option<&Side> {
     if in_place {
@@ -21,7 +21,7 @@ fn side(r: &Row, in_place: bool) -> Option<&Side> {
 
 /// Rows shown in an iteration's page (table and charts) and kept in its curve for the scenario page; the CSV
 /// holds every row. Pages stay small and fast however long the log.
-pub const REPORT_ROW_CAP: usize = 5000;
+pub(crate) const REPORT_ROW_CAP: usize = 5000;
 
 /// Why a row is flagged on the page: wrong results on either side, the peak that fell below `min_busbw`, or what
 /// the caller marks for its size (below the baseline).
@@ -89,7 +89,7 @@ pub struct Ran<'a> {
 
 /// [`html_with`], with sizes the caller flags (size, why): a baseline's drops.
 #[allow(clippy::too_many_arguments)]
-pub fn html_marked(
+pub(crate) fn html_marked(
     title: &str,
     out: &Output,
     m: &Metrics,

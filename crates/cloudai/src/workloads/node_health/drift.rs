@@ -2,7 +2,7 @@
 //! most nodes have, warned about before anything fails.
 
 /// The versions one node reports: (what, value).
-pub type Versions = Vec<(&'static str, String)>;
+pub(crate) type Versions = Vec<(&'static str, String)>;
 
 /// The nodes whose value of a version differs from the one most nodes have (a strict majority; no majority, no
 /// verdict), with what they differ in.

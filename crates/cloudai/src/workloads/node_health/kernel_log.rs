@@ -42,7 +42,7 @@ pub enum AerSeverity {
 }
 
 /// What NVIDIA's catalogue says of an Xid: what it is, and what the node needs.
-pub fn xid_meaning(code: u32) -> (Severity, &'static str) {
+pub(crate) fn xid_meaning(code: u32) -> (Severity, &'static str) {
     use Severity::*;
     match code {
         8 => (

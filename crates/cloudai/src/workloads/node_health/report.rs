@@ -3,8 +3,8 @@
 use super::{worst, Finding, Severity};
 use crate::workloads::Verdict;
 
-pub const CSV_FILE: &str = "node_checks.csv";
-pub const HTML_FILE: &str = "node_checks.html";
+pub(crate) const CSV_FILE: &str = "node_checks.csv";
+pub(crate) const HTML_FILE: &str = "node_checks.html";
 
 /// One row per finding (a healthy node gets one `ok` row): node, verdict, severity, finding.
 pub fn csv(nodes: &[(String, Vec<Finding>)]) -> String {

@@ -18,19 +18,19 @@ use crate::workloads::{
 
 /// Which tool a template runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tool {
+pub(crate) enum Tool {
     DcgmDiag,
     NvidiaSmi,
     KernelLog,
     IbStat,
 }
 
-pub struct NodeCheck(pub Tool);
+pub(crate) struct NodeCheck(pub Tool);
 
-pub static DCGM_DIAG: NodeCheck = NodeCheck(Tool::DcgmDiag);
-pub static NVIDIA_SMI: NodeCheck = NodeCheck(Tool::NvidiaSmi);
-pub static KERNEL_LOG: NodeCheck = NodeCheck(Tool::KernelLog);
-pub static IB_STAT: NodeCheck = NodeCheck(Tool::IbStat);
+pub(crate) static DCGM_DIAG: NodeCheck = NodeCheck(Tool::DcgmDiag);
+pub(crate) static NVIDIA_SMI: NodeCheck = NodeCheck(Tool::NvidiaSmi);
+pub(crate) static KERNEL_LOG: NodeCheck = NodeCheck(Tool::KernelLog);
+pub(crate) static IB_STAT: NodeCheck = NodeCheck(Tool::IbStat);
 
 static DCGM_ARGS: &[ArgSpec] = &[
     ArgSpec::new("level", T::Int, D::Int(1))
@@ -133,7 +133,7 @@ impl NodeCheck {
 /// The wrapper: the node's name, the time (UTC) and the GPUs it should have, the tool's output (stderr too; in a
 /// subshell, so an `exit` in the command ends only it), then its exit status. It exits 0 when the tool ran: the
 /// verdict is the output's.
-pub fn wrap(tool: &str, expect_gpus: u64) -> String {
+pub(crate) fn wrap(tool: &str, expect_gpus: u64) -> String {
     format!(
         "echo \"{MARK} host $(hostname -s 2>/dev/null || hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ) expect-gpus \
          {expect_gpus}\"; ( {tool} ) 2>&1; echo \"{MARK} exit $?\""
@@ -286,7 +286,7 @@ impl NodeCheck {
 
 /// Each node's output of an iteration: `nodes/<node>/stdout.txt`, or the iteration's own `stdout.txt` (one node),
 /// named by the wrapper's host line.
-pub fn node_outputs(dir: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn node_outputs(dir: &Path) -> Vec<(String, PathBuf)> {
     let nodes = dir.join(NODES_DIR);
     if let Ok(rd) = std::fs::read_dir(&nodes) {
         let mut v: Vec<(String, PathBuf)> = rd
@@ -315,7 +315,7 @@ pub fn node_outputs(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Every node's findings: (node, findings), in node order; a node whose versions differ from the majority's
 /// gets a warning for each (drift is seen before it fails anything).
-pub fn node_findings(
+pub(crate) fn node_findings(
     check: &NodeCheck,
     test: &TestDefinition,
     dir: &Path,

@@ -7,7 +7,7 @@ pub(super) const CSV_HEADER: &str = "Size (B),Count,Type,Redop,Root,Time (us) Ou
 
 /// GPU type (text after `NVIDIA `, as CloudAI reads it, else the whole name), devices per node (largest device
 /// index + 1), rank count.
-pub fn device_facts(out: &Output) -> (String, u32, usize) {
+pub(crate) fn device_facts(out: &Output) -> (String, u32, usize) {
     facts_of(out.runs.iter().find(|r| !r.ranks.is_empty()))
 }
 
@@ -26,13 +26,13 @@ pub(super) fn facts_of(run: Option<&super::super::parse::Run>) -> (String, u32, 
 }
 
 /// The CSV's rows (header excluded), as [`parse_with_csv`] wrote them while it read the output.
-pub type CsvRows = crate::util::spill::Spilled;
+pub(crate) type CsvRows = crate::util::spill::Spilled;
 
 /// One pass over an output: parsed (the first rows kept, every row tallied) and its CSV rows written as they are
 /// read, in memory while small, else to an anonymous temporary file. `None` for the rows when they could not be
 /// written so (no room for the temporary file) or when the device facts of the rows written first were not yet
 /// the file's (rows above the rank lines): the caller then writes the CSV from a second read.
-pub fn parse_with_csv(path: &std::path::Path) -> std::io::Result<(Output, Option<CsvRows>)> {
+pub(crate) fn parse_with_csv(path: &std::path::Path) -> std::io::Result<(Output, Option<CsvRows>)> {
     // made at the first rows, with the device facts known by then
     let mut rows: Option<RowWriter<crate::util::spill::Spill>> = None;
     let out = super::super::read::parse_file_with(
@@ -61,7 +61,7 @@ pub fn parse_with_csv(path: &std::path::Path) -> std::io::Result<(Output, Option
 }
 
 /// The CSV's first line.
-pub fn csv_header() -> String {
+pub(crate) fn csv_header() -> String {
     format!("{CSV_HEADER}\n")
 }
 
@@ -81,7 +81,7 @@ pub fn csv(out: &Output) -> String {
 
 /// The CSV of an output whose rows are not all in memory: the file is read again and each row written as it
 /// comes, so memory stays bounded however long the output.
-pub fn write_csv_streaming(
+pub(crate) fn write_csv_streaming(
     stdout: &std::path::Path,
     facts: &(String, u32, usize),
     w: &mut dyn std::io::Write,
@@ -95,7 +95,7 @@ pub fn write_csv_streaming(
 
 /// Writes CSV rows to a writer in 64 KiB pieces (one buffer, no allocation per row); the first write error is
 /// kept and given by `finish`, which hands the writer back.
-pub struct RowWriter<W: std::io::Write> {
+pub(crate) struct RowWriter<W: std::io::Write> {
     /// GPU type, devices per node and ranks, written on every row.
     facts: (String, u32, usize),
     out: W,
