@@ -25,6 +25,7 @@ mod charts;
 mod compat_dry_run;
 mod config_errors;
 mod config_model;
+mod ddlb;
 mod disk_full;
 mod dist;
 mod dse;

@@ -109,6 +109,37 @@ impl TablePage<'_> {
     }
 }
 
+/// A results table that is both the iteration's CSV and the table on its page: one header, rows of text.
+pub(crate) struct Table {
+    pub header: Vec<&'static str>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// The table as CSV (a field with a comma or quote is quoted).
+    pub(crate) fn csv(&self) -> String {
+        let mut s = self.header.join(",") + "\n";
+        for r in &self.rows {
+            let fields: Vec<String> = r.iter().map(|f| crate::util::csv_field(f)).collect();
+            s.push_str(&(fields.join(",") + "\n"));
+        }
+        s
+    }
+
+    /// The table as a page section under `heading`.
+    pub(crate) fn section(&self, heading: &str) -> Section {
+        Section::Table {
+            heading: heading.into(),
+            header: self.header.iter().map(|h| h.to_string()).collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| r.iter().map(|c| Cell::Text(c.clone())).collect())
+                .collect(),
+        }
+    }
+}
+
 /// A CSV number as Python writes it; empty when there is none (or it is NaN: not measured).
 pub(crate) fn csv_num(v: Option<f64>) -> String {
     v.filter(|x| !x.is_nan()).map(py_float).unwrap_or_default()
@@ -118,6 +149,34 @@ pub(crate) fn csv_num(v: Option<f64>) -> String {
 pub(crate) fn fixed2(v: Option<f64>, none: &str) -> String {
     v.filter(|x| !x.is_nan())
         .map_or(none.to_string(), |v| format!("{v:.2}"))
+}
+
+/// The end of each named column in the header line of a table printed with right-aligned columns (pandas'
+/// `DataFrame` as text: an index column first, each header right-aligned over its values); None when the line does
+/// not name them all, in order.
+pub(crate) fn aligned_header(line: &str, columns: &[&str]) -> Option<Vec<usize>> {
+    let mut from = 0;
+    let mut ends = Vec::with_capacity(columns.len());
+    for c in columns {
+        let at = from + line.get(from..)?.find(&format!(" {c}"))? + 1;
+        from = at + c.len();
+        ends.push(from);
+    }
+    Some(ends)
+}
+
+/// A row's cells under [`aligned_header`]'s column ends, after its leading index; a cell lies between the end of
+/// the column before it and its own end, so it may hold spaces. None when the line is not such a row.
+pub(crate) fn aligned_cells<'a>(line: &'a str, ends: &[usize]) -> Option<Vec<&'a str>> {
+    let mut from = line
+        .find(|c: char| !c.is_ascii_digit())
+        .filter(|&i| i > 0)?;
+    let mut cells = Vec::with_capacity(ends.len());
+    for &e in ends {
+        cells.push(line.get(from..e)?.trim());
+        from = e;
+    }
+    (line.len() == from || line[from..].trim().is_empty()).then_some(cells)
 }
 
 #[cfg(test)]
@@ -158,5 +217,28 @@ mod tests {
         assert_eq!(csv_num(Some(f64::NAN)), "");
         assert_eq!(csv_num(Some(10.0)), "10.0");
         assert_eq!(fixed2(None, "N/A"), "N/A");
+    }
+
+    #[test]
+    fn an_aligned_table_is_cut_at_its_header_ends() {
+        // as pandas lays it out: an index, then each column right-aligned to its widest text
+        let header = format!(
+            "{:<1}{:>6}{:>5}{:>20}{:>21}",
+            "", "m", "n", "config", "Throughput (TFLOPS)"
+        );
+        let ends = aligned_header(&header, &["m", "n", "config", "Throughput (TFLOPS)"]).unwrap();
+        let row = format!(
+            "{:<1}{:>6}{:>5}{:>20}{:>21}",
+            0, 1024, 128, "pytorch (a=1, b=2)", "5.316291"
+        );
+        let row = row.as_str();
+        assert_eq!(
+            aligned_cells(row, &ends).unwrap(),
+            ["1024", "128", "pytorch (a=1, b=2)", "5.316291"]
+        );
+        // not a row: no index, or more than the columns
+        assert_eq!(aligned_cells("  1024  128", &ends), None);
+        assert_eq!(aligned_cells(&format!("{row}  extra"), &ends), None);
+        assert_eq!(aligned_header("m n", &["m", "n", "k"]), None);
     }
 }

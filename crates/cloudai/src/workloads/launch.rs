@@ -110,6 +110,29 @@ impl Launch {
         }
     }
 
+    /// An MPI program: one rank per GPU of every node ([`Procs::Mpi`]).
+    pub fn mpi(program: impl Into<String>, args: Vec<String>) -> Self {
+        Self {
+            procs: Procs::Mpi,
+            gpus_per_rank: 1,
+            ..Self::process(program, args)
+        }
+    }
+
+    /// Runs in the test's container image (`cmd_args.docker_image_url`): a container scheduler refuses the test
+    /// without one, naming that field.
+    pub fn in_test_image(mut self, test: &TestDefinition) -> Self {
+        self.image = super::docker_image(test);
+        self.image_field = Some("cmd_args.docker_image_url");
+        self
+    }
+
+    /// How a hook's run of it is judged.
+    pub fn judged_by(mut self, success: Success) -> Self {
+        self.success = success;
+        self
+    }
+
     /// The command line as a shell reads it (`test_cmd` in test-run.toml).
     pub fn command_line(&self) -> String {
         line(&self.program, &self.args)

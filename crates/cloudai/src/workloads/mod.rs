@@ -2,6 +2,7 @@
 //! finished iteration; systems wrap that command for their scheduler.
 
 mod bash_cmd;
+pub mod ddlb;
 pub mod fio;
 pub mod judge;
 pub mod kit;
@@ -310,6 +311,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &node_health::template::NVIDIA_SMI,
     &node_health::template::KERNEL_LOG,
     &node_health::template::IB_STAT,
+    &ddlb::Ddlb,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -6,9 +6,8 @@
 use std::path::Path;
 
 use super::kit::{self, Section, TablePage};
-use super::{IterationReport, JobOutcome, Launch, Point, Procs, Success, Verdict, Workload};
-use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
-use crate::config::decode::{Ctx, View};
+use super::{IterationReport, JobOutcome, Launch, Point, Success, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart_spec, human_size, series};
 use crate::util::shell::quote;
@@ -55,19 +54,6 @@ impl TemplateSchema for UccTest {
     fn args(&self) -> &'static [ArgSpec] {
         ARGS
     }
-    /// A DeepEP-generated matrix needs the MoE benchmark's output, which this version does not run.
-    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
-        if args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true)) && args.get("gen").is_none()
-        {
-            let loc = v.cmd_arg_loc("use_deepep_matrix");
-            ctx.err(
-                &loc,
-                &crate::config::decode::join(&v.field("cmd_args"), "use_deepep_matrix"),
-                "a DeepEP traffic matrix needs the MoE benchmark's output, which this version does not run",
-                Some("give the generator spec in cmd_args.gen (`--gen ...`) instead".into()),
-            );
-        }
-    }
 }
 
 fn arg(test: &TestDefinition, k: &str) -> String {
@@ -92,29 +78,25 @@ impl Workload for UccTest {
         }
         args.extend(["-m".into(), "cuda".into(), "-F".into()]);
         super::push_extra_args(test, &mut args);
-        Launch {
-            program: PROGRAM.into(),
-            args,
-            env: Vec::new(),
-            env_default: Vec::new(),
-            image: super::docker_image(test),
-            image_field: Some("cmd_args.docker_image_url"),
-            procs: Procs::Mpi,
-            gpus_per_rank: 1,
-            exact_ranks: None,
-            solo_program: None,
-            has_profiler: false,
-            success: Success::ExitStatus,
-            shell_env: false,
-            install_mounts: Vec::new(),
-            launcher_args: Vec::new(),
-        }
+        Launch::mpi(PROGRAM, args)
+            .in_test_image(test)
+            .judged_by(Success::ExitStatus)
     }
 
     /// A generator file (`gen = "file:name=<path in the container>"`, mounted from the host by
     /// `extra_container_mounts`) describes a team of a fixed size: one that the run's ranks do not match makes
     /// ucc_perftest fail on every node, so it is refused here. A file not present on this machine is not judged.
     fn check(&self, test: &TestDefinition, at: &super::Placement) -> Vec<String> {
+        // CloudAI accepts the test file and fails when it writes the job: found here, before anything runs
+        if test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
+            && test.cmd_args.get("gen").is_none()
+        {
+            return vec![
+                "cmd_args.use_deepep_matrix needs the traffic matrix of a MoE benchmark this test depends on, \
+                 which this version does not run; give the generator spec in cmd_args.gen (`--gen ...`) instead"
+                    .into(),
+            ];
+        }
         let Some(target) = test
             .cmd_args
             .str("gen")
