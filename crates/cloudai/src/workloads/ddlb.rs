@@ -100,11 +100,7 @@ impl Workload for Ddlb {
             metrics.insert("best_config".into(), b.config.clone().into());
         }
         metrics.insert("rows".into(), out.rows.len().into());
-        let status = if v.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", v.message)
-        };
+        let status = v.status_line();
         Some(IterationReport {
             files: vec![
                 (CSV_FILE.into(), table(&out).csv()),

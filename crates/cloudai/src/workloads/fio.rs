@@ -189,11 +189,7 @@ impl Workload for Fio {
             );
         }
         metrics.insert("rows".into(), out.rows.len().into());
-        let status = if v.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", v.message)
-        };
+        let status = v.status_line();
         Some(IterationReport {
             files: vec![
                 (CSV_FILE.into(), csv(&out.rows)),

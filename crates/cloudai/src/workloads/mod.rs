@@ -73,6 +73,15 @@ impl Verdict {
         }
     }
 
+    /// The verdict line of an iteration's page: `PASSED`, or `FAILED: <why>`.
+    pub(crate) fn status_line(&self) -> String {
+        if self.passed {
+            "PASSED".to_string()
+        } else {
+            format!("FAILED: {}", self.message)
+        }
+    }
+
     /// The grade of a plain process: its exit status.
     pub(crate) fn from_exit(out: &JobOutcome) -> Self {
         match (out.exit_code, out.signal) {

@@ -342,11 +342,7 @@ impl Workload for NeMoRun {
                 o(s.loss)
             ));
         }
-        let status = if v.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", v.message)
-        };
+        let status = v.status_line();
         Some(IterationReport {
             files: vec![
                 (SUMMARY_FILE.into(), summary),

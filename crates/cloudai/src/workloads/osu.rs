@@ -232,11 +232,7 @@ impl Workload for OsuBench {
             })
             .collect();
         let curve = points.iter().map(|p| (p.size, p.busbw_oop)).collect();
-        let status = if v.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", v.message)
-        };
+        let status = v.status_line();
         Some(IterationReport {
             files: vec![
                 (CSV_FILE.into(), csv(&out)),

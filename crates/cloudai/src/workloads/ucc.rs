@@ -192,11 +192,7 @@ impl Workload for UccTest {
                 ..Point::default()
             })
             .collect();
-        let status = if v.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", v.message)
-        };
+        let status = v.status_line();
         Some(IterationReport {
             files: vec![
                 (CSV_FILE.into(), csv(&out)),

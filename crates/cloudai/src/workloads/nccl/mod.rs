@@ -256,11 +256,7 @@ impl Workload for NcclTest {
         let (out, csv_rows) = report::parse_with_csv(&path).ok()?;
         let v = verdict(&out, &path, test);
         let m = grade::metrics(&out);
-        let status = if v.passed {
-            "PASSED".to_string()
-        } else {
-            format!("FAILED: {}", v.message)
-        };
+        let status = v.status_line();
         // the CSV holds every row: written as the output was read (in memory while small), else from the
         // rows kept, else by reading the file again
         let all_kept = out.runs.iter().all(|r| r.tally.dropped == 0);
