@@ -99,12 +99,7 @@ fn an_iteration_passes_only_with_every_asked_result_valid() {
         (crashed.as_str(), 3, "RuntimeError: NCCL error"),
     ] {
         std::fs::write(root.join("tp/0/stdout.txt"), text).unwrap();
-        let rep = w
-            .cloudai()
-            .args(["generate-report", "--result-dir"])
-            .arg(&root)
-            .output()
-            .unwrap();
+        let rep = w.generate_report(&root);
         assert_eq!(rep.status.code(), Some(code), "{says}: {}", stdout_of(&rep));
         let summary: Value =
             serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
@@ -114,12 +109,7 @@ fn an_iteration_passes_only_with_every_asked_result_valid() {
     }
     // the passing output's CSV and page
     std::fs::write(root.join("tp/0/stdout.txt"), &valid).unwrap();
-    let rep = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let rep = w.generate_report(&root);
     assert_eq!(rep.status.code(), Some(0), "{}", stdout_of(&rep));
     let csv = std::fs::read_to_string(root.join("tp/0/ddlb_report.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "{csv}");

@@ -282,12 +282,7 @@ iterations = 2
     )
     .unwrap();
     std::fs::write(root.join("ar/1/stdout.txt"), sample).unwrap();
-    let out = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let out = w.generate_report(&root);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let summary: serde_json::Value =

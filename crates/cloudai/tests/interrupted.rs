@@ -62,12 +62,7 @@ test_name = "sleep"
     );
 
     let root = dir.parent().unwrap().parent().unwrap().to_path_buf();
-    let out = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(root.strip_prefix(w.path()).unwrap())
-        .output()
-        .unwrap();
+    let out = w.generate_report(root.strip_prefix(w.path()).unwrap());
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("INTERRUPTED"), "{text}");
@@ -190,12 +185,7 @@ fn a_copied_tree_reports_its_own_paths() {
         .status()
         .unwrap()
         .success());
-    let out = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&copy)
-        .output()
-        .unwrap();
+    let out = w.generate_report(&copy);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let orig = original.display().to_string();
@@ -266,12 +256,7 @@ fn an_iteration_with_only_its_record_is_reported() {
         std::fs::remove_file(e.path()).unwrap();
     }
     rec.write(&dir).unwrap();
-    let out = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let out = w.generate_report(&root);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("No space left on device"), "{text}");

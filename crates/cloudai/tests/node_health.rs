@@ -268,12 +268,7 @@ fn nvidia_smi_on_the_local_node_fails_a_pending_remap() {
         "{}",
         r.message
     );
-    let again = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let again = w.generate_report(&root);
     assert_eq!(
         again.status.code(),
         Some(3),

@@ -265,12 +265,7 @@ exit_code = "0:0"
 "#,
     )
     .unwrap();
-    let out = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&tree)
-        .output()
-        .unwrap();
+    let out = w.generate_report(&tree);
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     let summary: serde_json::Value =
@@ -299,12 +294,7 @@ exit_code = "0:0"
     assert!(ag["job_id"].is_null(), "a dry-run's job 0 is no job: {ag}");
 
     // the parent of a tree, and a conf directory: refused, nothing written
-    let parent = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(w.path())
-        .output()
-        .unwrap();
+    let parent = w.generate_report(w.path());
     let text = stdout_of(&parent);
     assert_eq!(parent.status.code(), Some(1), "{text}");
     assert!(
@@ -315,12 +305,7 @@ exit_code = "0:0"
     );
     let conf = w.path().join("conf");
     std::fs::create_dir_all(conf.join("common/test")).unwrap();
-    let out = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&conf)
-        .output()
-        .unwrap();
+    let out = w.generate_report(&conf);
     assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
     assert_eq!(
         std::fs::read_dir(&conf).unwrap().count(),
@@ -454,12 +439,7 @@ fn generate_report_over_an_unchanged_tree_rewrites_nothing() {
     let w = Work::new();
     let root = nccl_run(&w, "single-node-8gpu-a100-allreduce-v2.19.4.txt", 2);
     let regrade = || {
-        let out = w
-            .cloudai()
-            .args(["generate-report", "--result-dir"])
-            .arg(&root)
-            .output()
-            .unwrap();
+        let out = w.generate_report(&root);
         assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
     };
     regrade();

@@ -363,12 +363,7 @@ fn nemo_run_is_graded_and_reported_from_its_logs() {
         "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
     )
     .unwrap();
-    let rep = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let rep = w.generate_report(&root);
     // one of the two did not pass
     assert_eq!(rep.status.code(), Some(3), "{}", stdout_of(&rep));
     assert_eq!(

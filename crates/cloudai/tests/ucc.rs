@@ -51,12 +51,7 @@ test_name = "ucc"
         "{trt}"
     );
     std::fs::write(root.join("a2a/0/stdout.txt"), sample()).unwrap();
-    let rep = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let rep = w.generate_report(&root);
     assert_eq!(rep.status.code(), Some(0), "{}", stdout_of(&rep));
     let csv = std::fs::read_to_string(root.join("a2a/0/cloudai_ucc_test_csv_report.csv")).unwrap();
     assert_eq!(csv.lines().count(), 25);
@@ -83,12 +78,7 @@ test_name = "ucc"
         sample().lines().take(14).collect::<Vec<_>>().join("\n"),
     )
     .unwrap();
-    let rep = w
-        .cloudai()
-        .args(["generate-report", "--result-dir"])
-        .arg(&root)
-        .output()
-        .unwrap();
+    let rep = w.generate_report(&root);
     assert_eq!(rep.status.code(), Some(3), "{}", stdout_of(&rep));
     let summary: Value =
         serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();

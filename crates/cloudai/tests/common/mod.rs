@@ -86,6 +86,15 @@ output_path = "out"
         )
     }
 
+    /// `cloudai generate-report --result-dir <root>`, run to its end.
+    pub fn generate_report(&self, root: &Path) -> std::process::Output {
+        self.cloudai()
+            .args(["generate-report", "--result-dir"])
+            .arg(root)
+            .output()
+            .unwrap()
+    }
+
     /// The single scenario results directory under `out/`.
     pub fn results_root(&self) -> PathBuf {
         let out = self.path().join("out");
