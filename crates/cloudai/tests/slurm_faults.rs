@@ -313,10 +313,15 @@ seconds = 5
     scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
     // long enough for two polls (monitor_interval = 1) to see it pending
     std::thread::sleep(Duration::from_millis(2500));
-    // a busy machine can take a while to see the node answer again: keep resuming it and moving the start up
-    wait_for("the job to run again", Duration::from_secs(120), || {
-        scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
-        scontrol(&["update", &format!("jobid={id}"), "starttime=now"]);
+    // a busy machine can take a while to see the node answer again: keep resuming it and moving the start up, every
+    // 2 s (ten updates a second while the old run's step was still completing once crashed slurmctld)
+    let mut polls = 0u32;
+    wait_for("the job to run again", Duration::from_secs(240), || {
+        if polls.is_multiple_of(20) {
+            scontrol(&["update", &format!("nodename={node}"), "state=resume"]);
+            scontrol(&["update", &format!("jobid={id}"), "starttime=now"]);
+        }
+        polls += 1;
         job(&id).filter(|(st, _, _)| st == "RUNNING").map(|_| ())
     });
     let (code, text) = finish(&w, child);
