@@ -61,13 +61,7 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
     crate::systems::fleet_of(&sys)
         .window_check()
         .map_err(Failure::Error)?;
-    let wanted = match req.nodes {
-        Some(s) => Some(
-            crate::util::nodelist::expand(s)
-                .ok_or_else(|| format!("cannot parse node list '{s}'"))?,
-        ),
-        None => None,
-    };
+    let wanted = req.nodes.map(crate::util::nodelist::parse).transpose()?;
     let held: Vec<_> = glue::held(&sys)
         .map_err(Failure::Error)?
         .into_iter()

@@ -78,7 +78,7 @@ pub(crate) fn conclude(
         scenario: &runner.scenario().name,
         records: &outcome.records,
         summary: summary.as_ref().ok(),
-        dry_run: runner.system().settings().nothing_runs(),
+        dry_run: opts.dry_run,
         detached: runner.is_detached(),
         tarball_allowed: runner.scenario().report_enabled(system, "tarball"),
     };

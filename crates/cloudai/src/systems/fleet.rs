@@ -80,13 +80,7 @@ pub(crate) trait Fleet {
         spec: Option<&str>,
         rt: &Runtime,
     ) -> Result<(Vec<String>, OutOfService), String> {
-        let named = match spec {
-            Some(s) => Some(
-                crate::util::nodelist::expand(s)
-                    .ok_or_else(|| format!("cannot parse node list '{s}'"))?,
-            ),
-            None => None,
-        };
+        let named = spec.map(crate::util::nodelist::parse).transpose()?;
         self.nodes(named, rt)
     }
 
@@ -134,11 +128,15 @@ pub(crate) fn from_listing(
         .into_iter()
         .filter(|(n, _)| named.contains(n))
         .collect();
-    let usable = named
+    Ok((in_service(named, &out), out))
+}
+
+/// The nodes less those out of service.
+pub(crate) fn in_service(nodes: Vec<String>, out: &OutOfService) -> Vec<String> {
+    nodes
         .into_iter()
         .filter(|n| !out.iter().any(|(o, _)| o == n))
-        .collect();
-    Ok((usable, out))
+        .collect()
 }
 
 /// What was asked on the command line.

@@ -13,6 +13,11 @@ pub(crate) fn expand(expr: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// [`expand`], with the error said: "cannot parse node list '<expr>'".
+pub(crate) fn parse(expr: &str) -> Result<Vec<String>, String> {
+    expand(expr).ok_or_else(|| format!("cannot parse node list '{expr}'"))
+}
+
 /// The host names of a test's `nodes = [...]`: host lists expanded, Slurm's `partition:group:N` specs left out
 /// (they name no host), malformed expressions skipped.
 pub fn hosts(nodes: &[String]) -> Vec<String> {

@@ -100,11 +100,11 @@ impl Workload for Ddlb {
             metrics.insert("best_config".into(), b.config.clone().into());
         }
         metrics.insert("rows".into(), out.rows.len().into());
-        let status = v.status_line();
+        let results = table(&out);
         Some(IterationReport {
             files: vec![
-                (CSV_FILE.into(), table(&out).csv()),
-                (HTML_FILE.into(), page(title, &out, &status, v.passed)),
+                (CSV_FILE.into(), results.csv()),
+                (HTML_FILE.into(), page(title, &out, results, &v)),
             ],
             metrics,
             verdict: Some(v),
@@ -227,20 +227,23 @@ fn verdict(out: &Output, test: &TestDefinition) -> Verdict {
     let want = configurations(test.cmd_args.str("impl").unwrap_or(""));
     let asked = |r: &&Row| (Some(r.shape.0), Some(r.shape.1), Some(r.shape.2)) == shape;
     let ran = out.rows.iter().filter(asked).count();
-    let mut v = match out.best() {
-        _ if ran < want => Verdict::fail(format!(
+    let mut v = if ran < want {
+        Verdict::fail(format!(
             "{ran} of the {want} results asked (shape {}x{}x{}) are in the table",
             shape.0.unwrap_or(0),
             shape.1.unwrap_or(0),
             shape.2.unwrap_or(0)
-        )),
-        Some(b) if b.tflops > 0.0 => Verdict::pass_with(format!(
-            "{} result(s); best {:.2} TFLOPS ({})",
-            out.rows.len(),
-            b.tflops,
-            b.config
-        )),
-        _ => Verdict::fail("no result has a throughput above 0 TFLOPS"),
+        ))
+    } else {
+        match out.best() {
+            Some(b) if b.tflops > 0.0 => Verdict::pass_with(format!(
+                "{} result(s); best {:.2} TFLOPS ({})",
+                out.rows.len(),
+                b.tflops,
+                b.config
+            )),
+            _ => Verdict::fail("no result has a throughput above 0 TFLOPS"),
+        }
     };
     if let Some((n, l)) = out.invalid.first() {
         v = Verdict::fail(format!(
@@ -287,15 +290,15 @@ fn table(out: &Output) -> kit::Table {
     }
 }
 
-fn page(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
+fn page(title: &str, out: &Output, results: kit::Table, v: &Verdict) -> String {
     let best = out
         .best()
         .map_or("none".into(), |b| format!("{:.2} TFLOPS", b.tflops));
     let ranks = out.world_size.map_or("?".into(), |w| w.to_string());
     TablePage {
         title,
-        verdict,
-        passed,
+        verdict: &v.status_line(),
+        passed: v.passed,
         cards: vec![
             ("best".into(), best),
             ("results".into(), out.rows.len().to_string()),
@@ -303,7 +306,7 @@ fn page(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
         ],
         charts: serde_json::json!({}),
         show: Vec::new(),
-        sections: vec![table(out).section("Results")],
+        sections: vec![results.section("Results")],
     }
     .render()
 }

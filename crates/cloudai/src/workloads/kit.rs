@@ -176,7 +176,7 @@ pub(crate) fn aligned_cells<'a>(line: &'a str, ends: &[usize]) -> Option<Vec<&'a
         cells.push(line.get(from..e)?.trim());
         from = e;
     }
-    (line.len() == from || line[from..].trim().is_empty()).then_some(cells)
+    line[from..].trim().is_empty().then_some(cells)
 }
 
 #[cfg(test)]

@@ -6,9 +6,7 @@
 
 use std::path::Path;
 
-use super::{
-    IterationReport, JobOutcome, Launch, Placement, Procs, Script, Success, Verdict, Workload,
-};
+use super::{IterationReport, JobOutcome, Launch, Placement, Script, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart, chart_spec, esc, page, series};
@@ -260,22 +258,14 @@ impl Workload for NeMoRun {
             env.push(("CLOUDAI_DISABLE_TP_COMM_OVERLAP".into(), "1".into()));
         }
         Launch {
-            program,
-            args,
             env,
             env_default: vec![("NEMO_LOG_MEMORY_USAGE".into(), "1".into())],
-            image: super::docker_image(test),
-            image_field: Some("cmd_args.docker_image_url"),
-            procs: Procs::PerTask,
             gpus_per_rank: 1,
-            exact_ranks: None,
-            solo_program: None,
-            has_profiler: false,
-            success: Success::ExitStatus,
             install_mounts: vec!["/cloudai_workspace"],
-            launcher_args: Vec::new(),
-            shell_env: false,
+            ..Launch::process(program, args)
         }
+        .in_test_image(test)
+        .judged_by(Success::ExitStatus)
     }
 
     /// CloudAI's NeMo-Run metrics: `default` and `step-time`, the mean step time (s).

@@ -8,9 +8,7 @@
 use std::path::Path;
 
 use super::kit::{Cell, Section, TablePage};
-use super::{
-    IterationReport, JobOutcome, Launch, Placement, Point, Procs, Success, Verdict, Workload,
-};
+use super::{IterationReport, JobOutcome, Launch, Placement, Point, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart_spec, series};
@@ -148,16 +146,12 @@ impl Workload for OsuBench {
             1
         };
         Launch {
-            program: quote(&format!("{dir}/{bench}")).into_owned(),
-            args,
-            image: super::docker_image(test),
-            image_field: Some("cmd_args.docker_image_url"),
-            procs: Procs::Mpi,
             gpus_per_rank,
             exact_ranks: two.then_some(2),
-            success: Success::ExitStatus,
-            ..Launch::process("", Vec::new())
+            ..Launch::mpi(quote(&format!("{dir}/{bench}")), args)
         }
+        .in_test_image(test)
+        .judged_by(Success::ExitStatus)
     }
 
     /// `default`: the first size's average latency for latency tests, the peak bandwidth (MB/s) for bandwidth

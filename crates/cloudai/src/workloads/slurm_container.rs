@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{JobOutcome, Launch, Procs, Success, Verdict, Workload};
+use super::{JobOutcome, Launch, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
 use crate::config::decode::{Ctx, View};
 use crate::config::test::{TemplateSchema, TestDefinition};
@@ -73,16 +73,12 @@ impl Workload for SlurmContainer {
             _ => Vec::new(),
         };
         Launch {
-            program: super::with_nsys(test, cmd),
-            args,
-            image: super::docker_image(test),
-            image_field: Some("cmd_args.docker_image_url"),
-            procs: Procs::PerTask,
             has_profiler: true,
             success: Success::ExitStatus,
             launcher_args: srun,
-            ..Launch::process("", Vec::new())
+            ..Launch::process(super::with_nsys(test, cmd), args)
         }
+        .in_test_image(test)
     }
 
     fn grade(&self, _test: &TestDefinition, _dir: &Path, outcome: &JobOutcome) -> Verdict {

@@ -111,6 +111,11 @@ pub fn error(e: &kube::Error, doing: &str) -> SystemError {
     SystemError::new(kind(e), format!("{doing}: {}", describe(e)))
 }
 
+/// The error as the engine sees it, said bare.
+pub fn bare(e: &kube::Error) -> SystemError {
+    SystemError::new(kind(e), describe(e))
+}
+
 pub(crate) fn status_code(e: &kube::Error) -> Option<u16> {
     match e {
         kube::Error::Api(s) => Some(s.code),

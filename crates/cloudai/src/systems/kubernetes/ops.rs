@@ -3,7 +3,7 @@
 
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 
-use super::client::{describe, error, status_code};
+use super::client::{bare, describe, error, status_code};
 use super::manifest::{Kind, IDENTITY};
 use super::plan::Step;
 use super::{events, Kubernetes};
@@ -105,7 +105,7 @@ impl Kubernetes {
         match api.delete(&step.name, &DeleteParams::foreground()).await {
             Ok(_) => Ok(()),
             Err(e) if status_code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(SystemError::new(super::client::kind(&e), describe(&e))),
+            Err(e) => Err(bare(&e)),
         }
     }
 
@@ -122,10 +122,10 @@ impl Kubernetes {
                     .fields(&format!("metadata.name={}", step.name));
                 match api.list(&by_name).await {
                     Ok(l) => Ok(l.items.is_empty()),
-                    Err(_) => Err(SystemError::new(super::client::kind(&e), describe(&e))),
+                    Err(_) => Err(bare(&e)),
                 }
             }
-            Err(e) => Err(SystemError::new(super::client::kind(&e), describe(&e))),
+            Err(e) => Err(bare(&e)),
         }
     }
 

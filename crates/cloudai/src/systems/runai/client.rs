@@ -42,6 +42,12 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+impl From<ApiError> for SystemError {
+    fn from(e: ApiError) -> Self {
+        SystemError::new(e.kind(), e.to_string())
+    }
+}
+
 impl ApiError {
     /// What the engine makes of it: no answer may be asked again, a status says for itself, refused credentials
     /// and an untrusted certificate stay refused.
@@ -53,7 +59,7 @@ impl ApiError {
         }
     }
 
-    /// This error as the engine sees it, said with what was being done.
+    /// This error as the engine sees it, said with what was being done (`From` says it bare).
     pub(crate) fn doing(&self, what: &str) -> SystemError {
         SystemError::new(self.kind(), format!("{what}: {self}"))
     }

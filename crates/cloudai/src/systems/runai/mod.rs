@@ -249,10 +249,7 @@ impl Backend for RunAi {
             )
             .into());
         }
-        client
-            .token()
-            .await
-            .map_err(|e| SystemError::new(e.kind(), e.to_string()))?;
+        client.token().await?;
         Ok(self.facts().await.map(|_| ())?)
     }
 

@@ -141,7 +141,7 @@ impl RunAi {
             .await
         {
             Ok(_) | Err(ApiError::Status { code: 404, .. }) => Ok(()),
-            Err(e) => Err(SystemError::new(e.kind(), e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -155,7 +155,7 @@ impl RunAi {
         {
             Err(ApiError::Status { code: 404, .. }) => Ok(true),
             Ok(v) => Ok(state::deleted(&v)),
-            Err(e) => Err(SystemError::new(e.kind(), e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -5,7 +5,7 @@
 use tokio::runtime::Runtime;
 
 use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
-use crate::systems::fleet::{Action, OutOfService, Topology, Wanted, Window};
+use crate::systems::fleet::{in_service, Action, OutOfService, Topology, Wanted, Window};
 use crate::{info, warn};
 
 pub(crate) struct Fleet<'a>(pub &'a SlurmConfig);
@@ -38,10 +38,7 @@ impl crate::systems::fleet::Fleet for Fleet<'_> {
                 {
                     for g in &p.groups {
                         for n in &g.nodes {
-                            out.extend(
-                                crate::util::nodelist::expand(n)
-                                    .ok_or_else(|| format!("cannot parse node list '{n}'"))?,
-                            );
+                            out.extend(crate::util::nodelist::parse(n)?);
                         }
                     }
                 }
@@ -61,11 +58,7 @@ impl crate::systems::fleet::Fleet for Fleet<'_> {
                 Vec::new()
             }
         };
-        let usable = all
-            .into_iter()
-            .filter(|n| !out.iter().any(|(o, _)| o == n))
-            .collect();
-        Ok((usable, out))
+        Ok((in_service(all, &out), out))
     }
 
     fn topology(&self, _label: Option<&str>, rt: &Runtime) -> Option<Result<Topology, String>> {

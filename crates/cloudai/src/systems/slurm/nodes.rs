@@ -125,7 +125,7 @@ pub fn resolve(
         let picked = if spec.contains(':') {
             from_group(cfg, spec, &excluded, states)?
         } else {
-            nodelist::expand(spec).ok_or_else(|| format!("cannot parse node list '{spec}'"))?
+            nodelist::parse(spec)?
         };
         for n in picked {
             if !excluded.contains(&n) && seen.insert(n.clone()) {

@@ -191,22 +191,13 @@ impl Workload for NcclTest {
         let solo = (mpi && subtest != "alltoallv_perf_mpi")
             .then(|| subtest.trim_end_matches("_mpi").to_string());
         Launch {
-            program,
-            args,
-            env: Vec::new(),
-            env_default: Vec::new(),
-            image: super::docker_image(test),
-            image_field: Some("cmd_args.docker_image_url"),
             procs: if mpi { Procs::Mpi } else { Procs::Single },
             gpus_per_rank: Self::gpus_per_process(test),
-            exact_ranks: None,
             solo_program: solo,
-            has_profiler: false,
-            success: Success::OutputContains("Avg bus bandwidth"),
-            shell_env: false,
-            install_mounts: Vec::new(),
-            launcher_args: Vec::new(),
+            ..Launch::process(program, args)
         }
+        .in_test_image(test)
+        .judged_by(Success::OutputContains("Avg bus bandwidth"))
     }
 
     /// CloudAI's NCCL metrics: `default` and `latency-in-place` are the mean in-place time (us) over the rows,
