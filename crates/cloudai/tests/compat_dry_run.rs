@@ -69,18 +69,20 @@ fn check_case_except(name: &str, fixed: &[(&str, &str)]) {
     let compat = data().join("compat");
     let case = compat.join("cloudai-dry-run").join(name);
     let inp = input(&case);
+    // a path of the case's own (`@case/…`) or of the copied CloudAI tree
+    let at = |key: &str| match inp[key].strip_prefix("@case/") {
+        Some(rel) => case.join(rel),
+        None => compat.join(&inp[key]),
+    };
     let w = Work::new();
     let out = w
         .cloudai()
         .args(["dry-run", "--system-config"])
-        .arg(compat.join(&inp["system"]))
+        .arg(at("system"))
         .arg("--tests-dir")
-        .arg(compat.join(&inp["tests_dir"]))
+        .arg(at("tests_dir"))
         .arg("--test-scenario")
-        .arg(match inp["scenario"].strip_prefix("@case/") {
-            Some(rel) => case.join(rel),
-            None => compat.join(&inp["scenario"]),
-        })
+        .arg(at("scenario"))
         .arg("--hook-dir")
         .arg(compat.join("conf/hook"))
         .arg("--output-dir")
@@ -186,4 +188,24 @@ fn slurm_ddlb_matches_cloudai_but_for_the_quoted_implementation_spec() {
             "--impl pytorch;backend=nccl;order=AG_before",
         )],
     );
+}
+
+/// NIXL bench: an etcd server on the first node, nixlbench on each node 15 s apart, etcd stopped; the rank map and
+/// metadata on the hosts; `env_vars.sh` unquoted, the etcd variables in the batch script only.
+#[test]
+fn slurm_nixl_bench_matches_cloudai() {
+    check_case("slurm-nixl-bench");
+}
+
+/// NIXL kvbench's `profile`: the same job as nixlbench's, every step in the image, `--key value` options.
+#[test]
+fn slurm_nixl_kvbench_matches_cloudai() {
+    check_case("slurm-nixl-kvbench");
+}
+
+/// NIXL perftest: the matrix generator first (its `ppn` from the system's tasks per node, shown in test-run.toml),
+/// then etcd and the perftest on every task.
+#[test]
+fn slurm_nixl_perftest_matches_cloudai() {
+    check_case("slurm-nixl-perftest");
 }

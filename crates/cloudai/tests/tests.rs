@@ -42,6 +42,7 @@ mod ledger;
 mod limits;
 mod nccl_launchers;
 mod nccl_parse;
+mod nixl;
 mod node_health;
 mod plain_clone;
 mod quarantine;

@@ -111,6 +111,8 @@ pub enum ArgType {
     Model(&'static [ArgSpec], bool),
     /// A list of strings (never a sweep).
     StrList,
+    /// A string, or an integer kept as its text (pydantic's `str` field that converts integers first).
+    Text,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -254,6 +256,10 @@ fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option
             }
         }
         ArgType::Str => as_str(ctx, node, field).map(ArgValue::Str),
+        ArgType::Text => match node.kind {
+            Kind::Int(i) => Some(ArgValue::Str(i.to_string())),
+            _ => as_str(ctx, node, field).map(ArgValue::Str),
+        },
         ArgType::Int => {
             let v = as_int(ctx, node, field)?;
             match spec.min {

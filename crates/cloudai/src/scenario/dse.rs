@@ -89,7 +89,7 @@ pub fn apply(run: &TestRun, action: &Action, step: u64) -> TestRun {
             set_path(&mut r.test.cmd_args.values, k, v.clone());
         }
     }
-    r.workload.derive(&mut r.test);
+    r.workload.derive(&mut r.test, r.tasks_per_node);
     r.num_nodes_sweep.clear();
     r.step = step;
     r

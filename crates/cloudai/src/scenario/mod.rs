@@ -300,7 +300,7 @@ fn resolve_entry(
     })?;
     let workload = workloads::find(&def.test_template_name).expect("decode checked the template");
     let mut def = def;
-    workload.derive(&mut def);
+    workload.derive(&mut def, system.and_then(|s| s.kind.tasks_per_node()));
     if let Some(spec) = workload.script() {
         def.script = Some(test::ScriptFile {
             src: script::locate(&spec, origins),

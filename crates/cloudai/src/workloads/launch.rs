@@ -86,7 +86,61 @@ pub struct Launch {
     /// On a machine without a scheduler (Standalone), the command line itself exports the job's environment and
     /// redirects its output into the iteration directory, as CloudAI writes it for this workload (fio).
     pub shell_env: bool,
+    /// A job of several steps instead of one program (`program` and `args` stay empty): schedulers that run task
+    /// steps render it (the workload says [`super::Needs::Srun`]).
+    pub steps: Option<Steps>,
 }
+
+/// A job of several steps in the test's image, for a workload that is more than one program (NIXL: an etcd server
+/// on the first node, the benchmark on each node, the server stopped).
+#[derive(Clone, Debug, Default)]
+pub struct Steps {
+    pub steps: Vec<Step>,
+    /// The job's own set-up steps (the rank map, the node metadata) run in the test's image too.
+    pub setup_in_image: bool,
+    /// Variables the batch script exports after the job's environment, written as given (`$(uuidgen)` expands
+    /// there), and not into `env_vars.sh`.
+    pub job_env: Vec<(&'static str, &'static str)>,
+    /// `env_vars.sh` holds `export K=V` as the values are written (CloudAI's NIXL files), not `export K="V"`.
+    pub bare_env_file: bool,
+    /// Paths under the iteration's directory mounted into every step's container; the scheduler creates them
+    /// before the job starts.
+    pub mounts: Vec<Mount>,
+    /// Directories under the iteration's directory the steps write into, created before the job starts.
+    pub dirs: Vec<String>,
+    /// The image the step marked [`Step::Task::own_image`] runs in, instead of the test's.
+    pub other_image: Option<String>,
+}
+
+/// A path under the iteration's directory mounted into the job's containers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Relative to the iteration's directory.
+    pub source: String,
+    /// Where the container sees it.
+    pub target: String,
+    /// A file of this many bytes (sparse), or a directory when `None`.
+    pub file_size: Option<u64>,
+}
+
+/// One step of a [`Steps`] job. [`RUN_DIR`] in its text stands for the iteration's directory.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// One launch of tasks in the test's image: the job's task-launcher prefix (with the job's node count when
+    /// `all_nodes`), then `opts`, then `cmd` (shell text, `&` included when it runs in the background).
+    Task {
+        all_nodes: bool,
+        /// Runs in [`Steps::other_image`] when one is given.
+        own_image: bool,
+        opts: Vec<String>,
+        cmd: String,
+    },
+    /// Shell text between steps, as written (`etcd_pid=$!`, a wait).
+    Shell(String),
+}
+
+/// Stands for the iteration's directory in a [`Step`]'s text (a character no configuration value holds).
+pub const RUN_DIR: &str = "\u{E000}run_dir\u{E000}";
 
 impl Launch {
     /// A plain process with no GPU (Sleep-like).
@@ -107,6 +161,7 @@ impl Launch {
             install_mounts: Vec::new(),
             launcher_args: Vec::new(),
             shell_env: false,
+            steps: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod kit;
 pub mod launch;
 pub mod nccl;
 pub mod nemo_run;
+pub mod nixl;
 pub mod node_health;
 pub mod osu;
 mod sleep;
@@ -230,9 +231,10 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn script(&self) -> Option<Script> {
         None
     }
-    /// Values CloudAI computes from others before the test runs (NeMo-Run's `data.num_train_samples`); they show in
-    /// `test-run.toml` too. Applied when the test is resolved and to every step of a sweep.
-    fn derive(&self, _test: &mut TestDefinition) {}
+    /// Values CloudAI computes from others before the test runs (NeMo-Run's `data.num_train_samples`, NIXL's buffer
+    /// size in bytes), some from the system's tasks per node; they show in `test-run.toml` too. Applied when the
+    /// test is resolved and to every step of a sweep.
+    fn derive(&self, _test: &mut TestDefinition, _tasks_per_node: Option<u64>) {}
     /// Reports of a finished iteration, `None` when there is nothing to report (no output).
     fn report(&self, _test: &TestDefinition, _dir: &Path, _title: &str) -> Option<IterationReport> {
         None
@@ -321,6 +323,9 @@ static REGISTRY: &[&dyn Workload] = &[
     &node_health::template::KERNEL_LOG,
     &node_health::template::IB_STAT,
     &ddlb::Ddlb,
+    &nixl::NixlBench,
+    &nixl::NixlKvBench,
+    &nixl::NixlPerftest,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

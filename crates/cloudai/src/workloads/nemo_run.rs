@@ -171,7 +171,7 @@ impl Workload for NeMoRun {
     }
 
     /// `data.num_train_samples` is `global_batch_size × max_steps` when both are single values, else unset.
-    fn derive(&self, test: &mut TestDefinition) {
+    fn derive(&self, test: &mut TestDefinition, _tasks_per_node: Option<u64>) {
         let gbs = test
             .cmd_args
             .at("data.global_batch_size")

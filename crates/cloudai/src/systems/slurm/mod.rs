@@ -227,6 +227,9 @@ impl System for Slurm {
             timestamp: &timestamp,
         };
         let g = ctx.generate(run, dir, &nodes);
+        if let Some(steps) = &run.launch().steps {
+            script::make_mount_sources(steps, dir).map_err(SystemError::refused)?;
+        }
         Ok(Prepared {
             test_cmd: g.test_cmd,
             full_cmd: g.full_cmd,

@@ -10,6 +10,7 @@ use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{in_double_quotes, quote, quote_path};
+use crate::workloads::launch::{Step, Steps, RUN_DIR};
 use crate::workloads::{Launch, Procs};
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
@@ -106,6 +107,13 @@ impl Ctx<'_> {
         for target in &t.launch.install_mounts {
             m.push(format!("{}:{target}", self.install.display()));
         }
+        for mount in t.launch.steps.iter().flat_map(|s| s.mounts.iter()) {
+            m.push(format!(
+                "{}:{}",
+                t.dir.join(&mount.source).display(),
+                mount.target
+            ));
+        }
         if let Some(topo) = self.env(t.run).get("NCCL_TOPO_FILE") {
             let p = std::path::absolute(topo).unwrap_or_else(|_| topo.into());
             m.push(format!("{0}:{0}", p.display()));
@@ -114,6 +122,12 @@ impl Ctx<'_> {
     }
 
     fn srun_prefix(&self, t: &Target) -> Vec<String> {
+        self.srun_prefix_with(t, true, true)
+    }
+
+    /// The task launcher's prefix, with the job's node count (`-N`) unless `with_nodes` is false and in the test's
+    /// image unless `in_image` is false.
+    fn srun_prefix_with(&self, t: &Target, with_nodes: bool, in_image: bool) -> Vec<String> {
         let run = t.run;
         let mut p = vec!["srun".to_string(), "--export=ALL".into()];
         match t.launch.procs {
@@ -124,10 +138,10 @@ impl Ctx<'_> {
             // independent copies: no MPI plugin
             Procs::Tasks(_) | Procs::PerNode => {}
         }
-        if t.nodes.is_empty() {
+        if t.nodes.is_empty() && with_nodes {
             p.push(format!("-N{}", t.num_nodes()));
         }
-        if let Some(image) = self.image(t) {
+        if let Some(image) = self.image(t).filter(|_| in_image) {
             p.push(format!("--container-image={}", quote(&image)));
             p.push(format!(
                 "--container-mounts={}",
@@ -150,12 +164,22 @@ impl Ctx<'_> {
 
     /// `srun ... bash -c "source env_vars.sh; <cmd>"`, writing `env_vars.sh` into `files`.
     fn srun_command(&self, t: &Target, files: &mut Vec<(String, String)>) -> String {
+        let bare = t.launch.steps.as_ref().is_some_and(|s| s.bare_env_file);
         let env: String = self
             .env(t.run)
             .iter()
-            .map(|(k, v)| format!("{}\n", crate::util::shell::export(k, v)))
+            .map(|(k, v)| {
+                if bare {
+                    format!("export {k}={v}\n")
+                } else {
+                    format!("{}\n", crate::util::shell::export(k, v))
+                }
+            })
             .collect();
         files.push((join_rel(&t.rel, "env_vars.sh"), env));
+        if let Some(steps) = &t.launch.steps {
+            return self.steps_body(t, steps);
+        }
         let mut cmd = Vec::new();
         if !t.launch.has_profiler {
             cmd.extend(crate::workloads::nsys_prefix(&t.run.test));
@@ -196,6 +220,38 @@ impl Ctx<'_> {
         } else {
             line
         }
+    }
+
+    /// A job of several steps: each task launch with the job's prefix, shell text as written, the iteration's
+    /// directory in place of [`RUN_DIR`].
+    fn steps_body(&self, t: &Target, steps: &Steps) -> String {
+        let dir = crate::util::shell::quote_path(t.dir);
+        let lines: Vec<String> = steps
+            .steps
+            .iter()
+            .map(|step| match step {
+                Step::Task {
+                    all_nodes,
+                    own_image,
+                    opts,
+                    cmd,
+                } => {
+                    let mut words = self.srun_prefix_with(t, *all_nodes, true);
+                    if let Some(other) = steps.other_image.as_deref().filter(|_| *own_image) {
+                        for w in words.iter_mut() {
+                            if w.starts_with("--container-image=") {
+                                *w = format!("--container-image={}", quote(other));
+                            }
+                        }
+                    }
+                    words.extend(opts.iter().cloned());
+                    words.push(cmd.clone());
+                    words.join(" ")
+                }
+                Step::Shell(text) => text.clone(),
+            })
+            .collect();
+        lines.join("\n").replace(RUN_DIR, &dir)
     }
 
     fn hook_sruns(
@@ -338,13 +394,20 @@ impl Ctx<'_> {
         }
         lines.push("\nexport SLURM_JOB_MASTER_NODE=$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)".into());
         let env = self.env(run);
+        let steps = t.launch.steps.as_ref();
         lines.push(
             env.iter()
                 .map(|(k, v)| format!("export {k}={}", quote(v)))
+                .chain(
+                    steps
+                        .into_iter()
+                        .flat_map(|s| s.job_env.iter())
+                        .map(|(k, v)| format!("export {k}={v}")),
+                )
                 .collect::<Vec<_>>()
                 .join("\n"),
         );
-        let prefix = self.srun_prefix(&t);
+        let prefix = self.srun_prefix_with(&t, true, steps.is_none_or(|s| s.setup_in_image));
         if env.get("ENABLE_VBOOST").is_some_and(|v| v == "1") {
             lines.push(format!(
                 "srun --ntasks={} --output={} --error={} bash -c \"sudo nvidia-smi boost-slider --vboost 1\"",
@@ -369,7 +432,7 @@ impl Ctx<'_> {
         );
         lines.push(mapping.join(" "));
         lines.push(String::new());
-        let meta_dir = if self.image(&t).is_some() {
+        let meta_dir = if self.image(&t).is_some() && steps.is_none_or(|s| s.setup_in_image) {
             "/cloudai_install".to_string()
         } else {
             self.install.display().to_string()
@@ -406,6 +469,42 @@ impl Ctx<'_> {
             files,
         }
     }
+}
+
+/// What a job of steps mounts and writes into under its iteration's directory, made before it starts: directories,
+/// and files of their size (sparse; one already of that size is kept).
+pub(crate) fn make_mount_sources(steps: &Steps, dir: &Path) -> Result<(), String> {
+    let fail = |p: &Path, e: std::io::Error| format!("cannot create {}: {e}", p.display());
+    for rel in steps.dirs.iter().chain(
+        steps
+            .mounts
+            .iter()
+            .filter(|m| m.file_size.is_none())
+            .map(|m| &m.source),
+    ) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(&p).map_err(|e| fail(&p, e))?;
+    }
+    for m in &steps.mounts {
+        let Some(size) = m.file_size else { continue };
+        let p = dir.join(&m.source);
+        if p.is_dir() {
+            return Err(format!(
+                "{} is a directory where the job mounts a file of {size} bytes; remove it",
+                p.display()
+            ));
+        }
+        if std::fs::metadata(&p).is_ok_and(|md| md.len() == size) {
+            continue;
+        }
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
+        }
+        std::fs::File::create(&p)
+            .and_then(|f| f.set_len(size))
+            .map_err(|e| fail(&p, e))?;
+    }
+    Ok(())
 }
 
 /// The pre-flight directory of an iteration; `FAILED` in it lists the nodes that failed (the main command did not run).

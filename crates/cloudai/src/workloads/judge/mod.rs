@@ -11,7 +11,7 @@ use super::Verdict;
 
 /// A passed verdict in a line: `checked: shape 16 ranks on 2 hosts (a, b); transport NET/IB; … · not shown:
 /// expectation` (empty without checks).
-pub(crate) fn brief(checks: &[Check]) -> String {
+pub fn brief(checks: &[Check]) -> String {
     let passed: Vec<String> = checks
         .iter()
         .filter(|c| c.status == CheckStatus::Pass && c.check != CheckKind::Output)
@@ -171,9 +171,10 @@ fn transport(nodes: u64, shown: &Shown, fabric: &Fabric) -> Check {
         Some(n) if n.socket => Check::fail(
             CheckKind::Transport,
             format!(
-                "NCCL used TCP sockets between nodes ({}{}): no RDMA device reached the ranks; give the pods an RDMA \
+                "{} used TCP sockets between nodes ({}{}): no RDMA device reached the ranks; give the pods an RDMA \
                  device (an rdma/* or EFA resource, or privileged) and check NCCL_IB_HCA / NCCL_NET, or declare \
                  fabric = \"tcp\" in the system if sockets are all it has",
+                if n.name == "UCX" { "UCX" } else { "NCCL" },
                 n.detail,
                 if n.no_ib_device {
                     ", after NET/IB : No device found"
