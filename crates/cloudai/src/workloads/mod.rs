@@ -323,8 +323,8 @@ static REGISTRY: &[&dyn Workload] = &[
     &node_health::template::KERNEL_LOG,
     &node_health::template::IB_STAT,
     &ddlb::Ddlb,
-    &nixl::NixlBench,
-    &nixl::NixlKvBench,
+    &nixl::NIXL_BENCH,
+    &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,
 ];
 

@@ -9,15 +9,94 @@ mod kvbench;
 pub mod output;
 mod perftest;
 
-pub(crate) use bench::NixlBench;
-pub(crate) use kvbench::NixlKvBench;
 pub(crate) use perftest::NixlPerftest;
 
+use std::path::Path;
+
 use super::launch::{Mount, Step, Steps, RUN_DIR};
+use super::{IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
 use crate::config::decode::{join, Ctx, View};
-use crate::config::test::TestDefinition;
+use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::util::shell::{in_double_quotes, single_quote};
+
+/// A NIXL benchmark that prints nixlbench's results tables (`NIXLBench`, `NIXLKVBench`): its processes on each
+/// node around etcd, graded by [`output`].
+pub(crate) struct NixlTables {
+    template: &'static str,
+    args: &'static [ArgSpec],
+    /// The benchmark's command line and the backend it uses.
+    command: fn(&TestDefinition) -> (String, String),
+    /// The job's rank map and node metadata run in the image (else on the hosts).
+    setup_in_image: bool,
+}
+
+pub(crate) static NIXL_BENCH: NixlTables = NixlTables {
+    template: "NIXLBench",
+    args: bench::ARGS,
+    command: bench::command,
+    setup_in_image: false,
+};
+
+pub(crate) static NIXL_KVBENCH: NixlTables = NixlTables {
+    template: "NIXLKVBench",
+    args: kvbench::ARGS,
+    command: kvbench::command,
+    setup_in_image: true,
+};
+
+impl TemplateSchema for NixlTables {
+    fn template(&self) -> &'static str {
+        self.template
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        self.args
+    }
+    /// Other keys are options of the benchmark (`backend`, `op_type`, …), passed on.
+    fn extra_args(&self) -> bool {
+        true
+    }
+    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
+        validate_storage(ctx, v, args);
+    }
+}
+
+impl Workload for NixlTables {
+    fn needs(&self) -> super::Needs {
+        super::Needs::Srun
+    }
+
+    fn derive(&self, test: &mut TestDefinition, _tasks_per_node: Option<u64>) {
+        derive_storage(test);
+    }
+
+    /// CloudAI's job, but for one fix: it waits `wait_etcd_for` seconds for etcd (CloudAI's NIXLBench always waits
+    /// 60, whatever the test says).
+    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
+        let (cmd, backend) = (self.command)(test);
+        let tasks = per_node(&cmd, &backend, at.nodes);
+        let wait = int(test, "wait_etcd_for").unwrap_or(60);
+        let mut steps = with_etcd(test, tasks, wait);
+        steps.setup_in_image = self.setup_in_image;
+        steps.mounts = storage_mounts(&test.cmd_args);
+        Launch {
+            steps: Some(steps),
+            ..Launch::process("", Vec::new()).in_test_image(test)
+        }
+    }
+
+    fn grade(&self, _test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
+        output::grade(dir)
+    }
+
+    fn report(&self, _test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        output::report(dir, title)
+    }
+
+    fn metric(&self, _test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+        output::metric(dir, name)
+    }
+}
 
 /// The fields every NIXL benchmark has (CloudAI's `NIXLBaseCmdArgs`).
 const DOCKER_IMAGE: ArgSpec = ArgSpec::new("docker_image_url", T::Str, D::Required).single();
