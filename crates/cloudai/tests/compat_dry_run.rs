@@ -209,3 +209,10 @@ fn slurm_nixl_kvbench_matches_cloudai() {
 fn slurm_nixl_perftest_matches_cloudai() {
     check_case("slurm-nixl-perftest");
 }
+
+/// DeepEP (CloudAI's experimental `deepep_official` scenario): the head node's address found by the batch script,
+/// torchrun once per node with the legacy test's options.
+#[test]
+fn slurm_deepep_matches_cloudai() {
+    check_case("slurm-deepep");
+}

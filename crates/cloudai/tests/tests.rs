@@ -26,6 +26,7 @@ mod compat_dry_run;
 mod config_errors;
 mod config_model;
 mod ddlb;
+mod deepep;
 mod disk_full;
 mod dist;
 mod dse;

@@ -108,6 +108,8 @@ pub struct Steps {
     pub mounts: Vec<Mount>,
     /// Directories under the iteration's directory the steps write into, created before the job starts.
     pub dirs: Vec<String>,
+    /// Shell lines the batch script runs before the job's environment (DeepEP finds its head node's address).
+    pub prologue: Vec<&'static str>,
     /// The image the step marked [`Step::Task::own_image`] runs in, instead of the test's.
     pub other_image: Option<String>,
 }

@@ -3,6 +3,7 @@
 
 mod bash_cmd;
 pub mod ddlb;
+pub mod deepep;
 pub mod fio;
 pub mod judge;
 pub mod kit;
@@ -323,6 +324,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &node_health::template::KERNEL_LOG,
     &node_health::template::IB_STAT,
     &ddlb::Ddlb,
+    &deepep::DeepEp,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,

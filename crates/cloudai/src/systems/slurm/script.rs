@@ -395,6 +395,11 @@ impl Ctx<'_> {
         lines.push("\nexport SLURM_JOB_MASTER_NODE=$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)".into());
         let env = self.env(run);
         let steps = t.launch.steps.as_ref();
+        lines.extend(
+            steps
+                .into_iter()
+                .flat_map(|s| s.prologue.iter().map(|l| l.to_string())),
+        );
         lines.push(
             env.iter()
                 .map(|(k, v)| format!("export {k}={}", quote(v)))

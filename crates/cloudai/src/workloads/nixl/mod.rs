@@ -322,6 +322,7 @@ fn with_etcd(test: &TestDefinition, middle: Vec<Step>, wait: i64) -> Steps {
         bare_env_file: true,
         mounts: Vec::new(),
         dirs: Vec::new(),
+        prologue: Vec::new(),
         other_image: test.cmd_args.str("etcd_image_url").map(str::to_string),
     }
 }
