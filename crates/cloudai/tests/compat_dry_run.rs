@@ -216,3 +216,10 @@ fn slurm_nixl_perftest_matches_cloudai() {
 fn slurm_deepep_matches_cloudai() {
     check_case("slurm-deepep");
 }
+
+/// Chakra replay: comm_replay in the image with the trace directory mounted at its own path; the command ends with
+/// CloudAI's empty extra-arguments word.
+#[test]
+fn slurm_chakra_replay_matches_cloudai() {
+    check_case("slurm-chakra-replay");
+}

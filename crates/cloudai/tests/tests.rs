@@ -21,6 +21,7 @@ mod architecture;
 mod bad_input;
 mod baseline;
 mod big_output;
+mod chakra_replay;
 mod charts;
 mod compat_dry_run;
 mod config_errors;

@@ -155,6 +155,7 @@ impl Workload for Fio {
             },
             shell_env: true,
             install_mounts: Vec::new(),
+            host_mounts: Vec::new(),
             launcher_args: Vec::new(),
             steps: None,
         }

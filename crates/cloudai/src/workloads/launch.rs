@@ -83,6 +83,9 @@ pub struct Launch {
     /// Container paths where the install directory is mounted as well (NeMo-Run's launcher works in
     /// `/cloudai_workspace`).
     pub install_mounts: Vec<&'static str>,
+    /// Paths of the hosts mounted into the container (`src:dst`, a Chakra trace directory); only workloads that
+    /// need task steps ([`super::Needs::Srun`]) set them.
+    pub host_mounts: Vec<String>,
     /// On a machine without a scheduler (Standalone), the command line itself exports the job's environment and
     /// redirects its output into the iteration directory, as CloudAI writes it for this workload (fio).
     pub shell_env: bool,
@@ -161,6 +164,7 @@ impl Launch {
             has_profiler: false,
             success: Success::Unchecked,
             install_mounts: Vec::new(),
+            host_mounts: Vec::new(),
             launcher_args: Vec::new(),
             shell_env: false,
             steps: None,

@@ -2,6 +2,7 @@
 //! finished iteration; systems wrap that command for their scheduler.
 
 mod bash_cmd;
+pub mod chakra_replay;
 pub mod ddlb;
 pub mod deepep;
 pub mod fio;
@@ -325,6 +326,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &node_health::template::IB_STAT,
     &ddlb::Ddlb,
     &deepep::DeepEp,
+    &chakra_replay::ChakraReplay,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,

@@ -107,6 +107,7 @@ impl Ctx<'_> {
         for target in &t.launch.install_mounts {
             m.push(format!("{}:{target}", self.install.display()));
         }
+        m.extend(t.launch.host_mounts.iter().cloned());
         for mount in t.launch.steps.iter().flat_map(|s| s.mounts.iter()) {
             m.push(format!(
                 "{}:{}",
