@@ -77,6 +77,8 @@ fn check_case_except(name: &str, fixed: &[(&str, &str)]) {
     let w = Work::new();
     let out = w
         .cloudai()
+        // CloudAI ran in its checkout: `$PWD` in a config is __CONF_ROOT__
+        .env("PWD", &compat)
         .args(["dry-run", "--system-config"])
         .arg(at("system"))
         .arg("--tests-dir")
@@ -222,4 +224,11 @@ fn slurm_deepep_matches_cloudai() {
 #[test]
 fn slurm_chakra_replay_matches_cloudai() {
     check_case("slurm-chakra-replay");
+}
+
+/// Megatron-Run: `save`/`load` expanded (`$PWD`) and checked against the mounts, bare flags with their space,
+/// `Path` fields shown as CloudAI's toml writes them (`PosixPath('…')`).
+#[test]
+fn slurm_megatron_run_matches_cloudai() {
+    check_case("slurm-megatron-run");
 }

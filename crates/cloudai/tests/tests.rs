@@ -42,6 +42,7 @@ mod kubernetes_faults;
 mod launch_seam;
 mod ledger;
 mod limits;
+mod megatron_run;
 mod nccl_launchers;
 mod nccl_parse;
 mod nixl;

@@ -16,13 +16,15 @@ pub enum ArgValue {
     Bool(bool),
     List(Vec<ArgValue>),
     Table(IndexMap<String, ArgValue>),
+    /// A path (pydantic's `Path` field): its text on command lines, `PosixPath('…')` in `test-run.toml`.
+    Path(String),
 }
 
 impl ArgValue {
     /// The value as Python's `str()` prints it, which is what CloudAI puts on command lines.
     pub(crate) fn py_str(&self) -> String {
         match self {
-            ArgValue::Str(s) => s.clone(),
+            ArgValue::Str(s) | ArgValue::Path(s) => s.clone(),
             ArgValue::Int(i) => i.to_string(),
             ArgValue::Float(f) => py_float(*f),
             ArgValue::Bool(b) => if *b { "True" } else { "False" }.to_string(),
@@ -43,13 +45,14 @@ impl ArgValue {
     pub(crate) fn py_repr(&self) -> String {
         match self {
             ArgValue::Str(s) => format!("'{s}'"),
+            ArgValue::Path(p) => format!("PosixPath('{p}')"),
             other => other.py_str(),
         }
     }
 
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            ArgValue::Str(s) => Some(s),
+            ArgValue::Str(s) | ArgValue::Path(s) => Some(s),
             _ => None,
         }
     }
@@ -113,6 +116,8 @@ pub enum ArgType {
     StrList,
     /// A string, or an integer kept as its text (pydantic's `str` field that converts integers first).
     Text,
+    /// A path, normalized as Python's `PurePosixPath` writes it (`a//b/./c/` is `a/b/c`).
+    Path,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -166,6 +171,28 @@ impl ArgSpec {
     pub const fn size(mut self) -> Self {
         self.size = true;
         self
+    }
+}
+
+/// A path as Python's `PurePosixPath` writes it: repeated and trailing slashes and `.` parts dropped (`..` kept),
+/// `.` for an empty path.
+pub(crate) fn pure_path(s: &str) -> String {
+    let parts: Vec<&str> = s
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let root = if s.starts_with("//") && !s.starts_with("///") {
+        "//"
+    } else if s.starts_with('/') {
+        "/"
+    } else {
+        ""
+    };
+    let body = parts.join("/");
+    if root.is_empty() && body.is_empty() {
+        ".".into()
+    } else {
+        format!("{root}{body}")
     }
 }
 
@@ -256,6 +283,14 @@ fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option
             }
         }
         ArgType::Str => as_str(ctx, node, field).map(ArgValue::Str),
+        ArgType::Path => as_str(ctx, node, field).map(|s| {
+            // a test-run.toml read back holds the repr
+            let s = s
+                .strip_prefix("PosixPath('")
+                .and_then(|r| r.strip_suffix("')"))
+                .map_or(s.clone(), str::to_string);
+            ArgValue::Path(pure_path(&s))
+        }),
         ArgType::Text => match node.kind {
             Kind::Int(i) => Some(ArgValue::Str(i.to_string())),
             _ => as_str(ctx, node, field).map(ArgValue::Str),

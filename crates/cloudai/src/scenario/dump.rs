@@ -10,6 +10,7 @@ use crate::util::pytoml::{dumps, PyVal};
 fn arg(v: &ArgValue) -> PyVal {
     match v {
         ArgValue::Str(s) => PyVal::str(s.clone()),
+        ArgValue::Path(_) => PyVal::str(v.py_repr()),
         ArgValue::Int(i) => PyVal::Int(*i),
         ArgValue::Float(f) => PyVal::Float(*f),
         ArgValue::Bool(b) => PyVal::Bool(*b),

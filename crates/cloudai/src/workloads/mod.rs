@@ -9,6 +9,7 @@ pub mod fio;
 pub mod judge;
 pub mod kit;
 pub mod launch;
+pub mod megatron_run;
 pub mod nccl;
 pub mod nemo_run;
 pub mod nixl;
@@ -327,6 +328,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &ddlb::Ddlb,
     &deepep::DeepEp,
     &chakra_replay::ChakraReplay,
+    &megatron_run::MegatronRun,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,
