@@ -66,6 +66,12 @@ fn check_case(name: &str) {
 /// As [`check_case`], where our files differ from CloudAI's on purpose: each (ours, CloudAI's) text is put back to
 /// CloudAI's before comparing — a documented fix of a CloudAI bug, nothing else.
 fn check_case_except(name: &str, fixed: &[(&str, &str)]) {
+    check_case_with(name, fixed, &[]);
+}
+
+/// As [`check_case_except`], with directories a case's configs name relative to where CloudAI ran (its checkout)
+/// made in the working directory first.
+fn check_case_with(name: &str, fixed: &[(&str, &str)], dirs: &[&str]) {
     let compat = data().join("compat");
     let case = compat.join("cloudai-dry-run").join(name);
     let inp = input(&case);
@@ -75,6 +81,9 @@ fn check_case_except(name: &str, fixed: &[(&str, &str)]) {
         None => compat.join(&inp[key]),
     };
     let w = Work::new();
+    for d in dirs {
+        std::fs::create_dir_all(w.path().join(d)).unwrap();
+    }
     let out = w
         .cloudai()
         // CloudAI ran in its checkout: `$PWD` in a config is __CONF_ROOT__
@@ -231,4 +240,16 @@ fn slurm_chakra_replay_matches_cloudai() {
 #[test]
 fn slurm_megatron_run_matches_cloudai() {
     check_case("slurm-megatron-run");
+}
+
+/// Triton/NIM inference: the server on all nodes but one through its wrapper (written executable beside the
+/// script), genai-perf on the last after `sleep_seconds`; the model and cache directories (relative to where CloudAI
+/// ran) mounted at their paths.
+#[test]
+fn slurm_triton_inference_matches_cloudai() {
+    check_case_with(
+        "slurm-triton-inference",
+        &[],
+        &["conf/common/test", "conf/common/test_scenario"],
+    );
 }

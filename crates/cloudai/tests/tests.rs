@@ -61,5 +61,6 @@ mod slurm;
 mod slurm_faults;
 mod slurm_script;
 mod templates;
+mod triton_inference;
 mod ucc;
 mod verdicts;

@@ -153,6 +153,12 @@ pub fn write_inputs(
             std::fs::create_dir_all(parent)?;
         }
         write_atomic(&path, contents.as_bytes())?;
+        // a script the job runs by its path (`#!` first) must be executable
+        #[cfg(unix)]
+        if contents.starts_with("#!") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
     }
     Ok(())
 }

@@ -264,7 +264,7 @@ impl Workload for DeepEp {
                     cmd: format!("bash -c \"source {RUN_DIR}/env_vars.sh; {cmd}\""),
                 }],
                 setup_in_image: true,
-                prologue: HEAD_NODE.to_vec(),
+                prologue: HEAD_NODE.iter().map(|l| l.to_string()).collect(),
                 ..Default::default()
             }),
             ..launch

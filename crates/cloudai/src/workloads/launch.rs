@@ -106,13 +106,17 @@ pub struct Steps {
     pub job_env: Vec<(&'static str, &'static str)>,
     /// `env_vars.sh` holds `export K=V` as the values are written (CloudAI's NIXL files), not `export K="V"`.
     pub bare_env_file: bool,
+    /// No step sources `env_vars.sh` (the batch script's environment is all they use): none is written.
+    pub no_env_file: bool,
     /// Paths under the iteration's directory mounted into every step's container; the scheduler creates them
     /// before the job starts.
     pub mounts: Vec<Mount>,
     /// Directories under the iteration's directory the steps write into, created before the job starts.
     pub dirs: Vec<String>,
     /// Shell lines the batch script runs before the job's environment (DeepEP finds its head node's address).
-    pub prologue: Vec<&'static str>,
+    pub prologue: Vec<String>,
+    /// Files the job runs, written into the iteration's directory beside its script (name, text).
+    pub files: Vec<(String, String)>,
     /// The image the step marked [`Step::Task::own_image`] runs in, instead of the test's.
     pub other_image: Option<String>,
 }
@@ -124,7 +128,7 @@ pub struct Mount {
     pub source: String,
     /// Where the container sees it.
     pub target: String,
-    /// A file of this many bytes (sparse), or a directory when `None`.
+    /// A file of this many bytes (sparse), or a directory when `None`; one of [`Steps::files`] is written, not made.
     pub file_size: Option<u64>,
 }
 

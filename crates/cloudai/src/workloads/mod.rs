@@ -15,8 +15,10 @@ pub mod nemo_run;
 pub mod nixl;
 pub mod node_health;
 pub mod osu;
+pub mod serving;
 mod sleep;
 pub mod slurm_container;
+pub mod triton_inference;
 pub mod ucc;
 
 use std::path::Path;
@@ -329,6 +331,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &deepep::DeepEp,
     &chakra_replay::ChakraReplay,
     &megatron_run::MegatronRun,
+    &triton_inference::TritonInference,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,

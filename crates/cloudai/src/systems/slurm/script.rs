@@ -177,7 +177,9 @@ impl Ctx<'_> {
                 }
             })
             .collect();
-        files.push((join_rel(&t.rel, "env_vars.sh"), env));
+        if !t.launch.steps.as_ref().is_some_and(|s| s.no_env_file) {
+            files.push((join_rel(&t.rel, "env_vars.sh"), env));
+        }
         if let Some(steps) = &t.launch.steps {
             return self.steps_body(t, steps);
         }
@@ -396,11 +398,10 @@ impl Ctx<'_> {
         lines.push("\nexport SLURM_JOB_MASTER_NODE=$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)".into());
         let env = self.env(run);
         let steps = t.launch.steps.as_ref();
-        lines.extend(
-            steps
-                .into_iter()
-                .flat_map(|s| s.prologue.iter().map(|l| l.to_string())),
-        );
+        lines.extend(steps.into_iter().flat_map(|s| s.prologue.iter().cloned()));
+        for (name, text) in steps.iter().flat_map(|s| s.files.iter()) {
+            files.push((join_rel(&t.rel, name), text.clone()));
+        }
         lines.push(
             env.iter()
                 .map(|(k, v)| format!("export {k}={}", quote(v)))
@@ -493,6 +494,10 @@ pub(crate) fn make_mount_sources(steps: &Steps, dir: &Path) -> Result<(), String
     }
     for m in &steps.mounts {
         let Some(size) = m.file_size else { continue };
+        // a file the job's own files write (a wrapper script) is not made here
+        if steps.files.iter().any(|(name, _)| *name == m.source) {
+            continue;
+        }
         let p = dir.join(&m.source);
         if p.is_dir() {
             return Err(format!(

@@ -320,9 +320,11 @@ fn with_etcd(test: &TestDefinition, middle: Vec<Step>, wait: i64) -> Steps {
             ),
         ],
         bare_env_file: true,
+        no_env_file: false,
         mounts: Vec::new(),
         dirs: Vec::new(),
         prologue: Vec::new(),
+        files: Vec::new(),
         other_image: test.cmd_args.str("etcd_image_url").map(str::to_string),
     }
 }
