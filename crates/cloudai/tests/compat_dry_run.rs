@@ -253,3 +253,10 @@ fn slurm_triton_inference_matches_cloudai() {
         &["conf/common/test", "conf/common/test_scenario"],
     );
 }
+
+/// The MoE benchmark in its high-throughput mode over six backends: config.yaml beside the script and mounted, each
+/// backend's environment before its run, the hybrid backend's etcd around the chain.
+#[test]
+fn slurm_moe_benchmark_matches_cloudai() {
+    check_case("slurm-moe-ht");
+}

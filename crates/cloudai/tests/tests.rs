@@ -43,6 +43,7 @@ mod launch_seam;
 mod ledger;
 mod limits;
 mod megatron_run;
+mod moe_benchmark;
 mod nccl_launchers;
 mod nccl_parse;
 mod nixl;

@@ -209,6 +209,8 @@ pub(crate) fn is_size(s: &str) -> bool {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CmdArgs {
     pub values: IndexMap<String, ArgValue>,
+    /// Keys whose list is one value (a declared list of strings), never a sweep.
+    pub fixed_lists: Vec<String>,
 }
 
 impl CmdArgs {
@@ -246,6 +248,7 @@ impl CmdArgs {
         }
         let mut out = Vec::new();
         walk(&self.values, "", excluded, &mut out);
+        out.retain(|(path, _)| !self.fixed_lists.contains(path));
         out
     }
 
@@ -506,5 +509,13 @@ fn decode_table(
             values.insert(k.clone(), v);
         }
     }
-    CmdArgs { values }
+    let fixed_lists = specs
+        .iter()
+        .filter(|s| matches!(s.ty, ArgType::StrList))
+        .map(|s| s.name.to_string())
+        .collect();
+    CmdArgs {
+        values,
+        fixed_lists,
+    }
 }

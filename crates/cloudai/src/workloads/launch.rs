@@ -108,6 +108,8 @@ pub struct Steps {
     pub bare_env_file: bool,
     /// No step sources `env_vars.sh` (the batch script's environment is all they use): none is written.
     pub no_env_file: bool,
+    /// [`Steps::job_env`] is written into `env_vars.sh` too, each value between double quotes as given.
+    pub job_env_in_file: bool,
     /// Paths under the iteration's directory mounted into every step's container; the scheduler creates them
     /// before the job starts.
     pub mounts: Vec<Mount>,
@@ -124,7 +126,7 @@ pub struct Steps {
 /// A path under the iteration's directory mounted into the job's containers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
-    /// Relative to the iteration's directory.
+    /// Relative to the iteration's directory (empty: the directory itself).
     pub source: String,
     /// Where the container sees it.
     pub target: String,

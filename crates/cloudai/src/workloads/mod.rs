@@ -5,11 +5,13 @@ mod bash_cmd;
 pub mod chakra_replay;
 pub mod ddlb;
 pub mod deepep;
+mod etcd;
 pub mod fio;
 pub mod judge;
 pub mod kit;
 pub mod launch;
 pub mod megatron_run;
+pub mod moe_benchmark;
 pub mod nccl;
 pub mod nemo_run;
 pub mod nixl;
@@ -332,6 +334,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &chakra_replay::ChakraReplay,
     &megatron_run::MegatronRun,
     &triton_inference::TritonInference,
+    &moe_benchmark::MoeBenchmark,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,

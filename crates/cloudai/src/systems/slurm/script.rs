@@ -109,11 +109,12 @@ impl Ctx<'_> {
         }
         m.extend(t.launch.host_mounts.iter().cloned());
         for mount in t.launch.steps.iter().flat_map(|s| s.mounts.iter()) {
-            m.push(format!(
-                "{}:{}",
-                t.dir.join(&mount.source).display(),
-                mount.target
-            ));
+            let source = if mount.source.is_empty() {
+                t.dir.to_path_buf()
+            } else {
+                t.dir.join(&mount.source)
+            };
+            m.push(format!("{}:{}", source.display(), mount.target));
         }
         if let Some(topo) = self.env(t.run).get("NCCL_TOPO_FILE") {
             let p = std::path::absolute(topo).unwrap_or_else(|_| topo.into());
@@ -166,7 +167,7 @@ impl Ctx<'_> {
     /// `srun ... bash -c "source env_vars.sh; <cmd>"`, writing `env_vars.sh` into `files`.
     fn srun_command(&self, t: &Target, files: &mut Vec<(String, String)>) -> String {
         let bare = t.launch.steps.as_ref().is_some_and(|s| s.bare_env_file);
-        let env: String = self
+        let mut env: String = self
             .env(t.run)
             .iter()
             .map(|(k, v)| {
@@ -177,6 +178,11 @@ impl Ctx<'_> {
                 }
             })
             .collect();
+        if let Some(steps) = t.launch.steps.as_ref().filter(|s| s.job_env_in_file) {
+            for (k, v) in &steps.job_env {
+                env.push_str(&format!("export {k}=\"{v}\"\n"));
+            }
+        }
         if !t.launch.steps.as_ref().is_some_and(|s| s.no_env_file) {
             files.push((join_rel(&t.rel, "env_vars.sh"), env));
         }

@@ -274,40 +274,10 @@ fn in_job_env(cmd: &str) -> String {
 /// the benchmark's steps, etcd stopped.
 fn with_etcd(test: &TestDefinition, middle: Vec<Step>, wait: i64) -> Steps {
     let etcd = word(test.cmd_args.str("etcd_path").unwrap_or("etcd"));
-    let mut steps = vec![
-        Step::Task {
-            all_nodes: false,
-            own_image: true,
-            opts: [
-                &format!("--output={RUN_DIR}/etcd.log"),
-                "--overlap",
-                "--ntasks-per-node=1",
-                "--ntasks=1",
-                "--nodelist=$SLURM_JOB_MASTER_NODE",
-                "-N1",
-            ]
-            .map(str::to_string)
-            .to_vec(),
-            cmd: format!(
-                "{etcd} --listen-client-urls=http://0.0.0.0:2379 \
-                 --advertise-client-urls=http://$SLURM_JOB_MASTER_NODE:2379 --listen-peer-urls=http://0.0.0.0:2380 \
-                 --initial-advertise-peer-urls=http://$SLURM_JOB_MASTER_NODE:2380 \
-                 --initial-cluster=\"default=http://$SLURM_JOB_MASTER_NODE:2380\" --initial-cluster-state=new  &"
-            ),
-        },
-        Step::Shell("etcd_pid=$!".into()),
-        Step::Shell(format!(
-            "timeout {wait} bash -c \"until curl -s $NIXL_ETCD_ENDPOINTS/health > /dev/null 2>&1; do sleep 1; \
-             done\" || {{\n   echo \"ETCD ($NIXL_ETCD_ENDPOINTS) was unreachable after {wait} seconds\";\n   exit \
-             1\n }}"
-        )),
-    ];
+    let mut steps = vec![super::etcd::start(&etcd, true)];
+    steps.extend(super::etcd::wait(wait));
     steps.extend(middle);
-    steps.push(Step::Shell(
-        "kill -TERM $etcd_pid\n timeout 60 bash -c \"while kill -0 $etcd_pid 2>/dev/null; do sleep 1; done\" || {\n   \
-         echo \"Failed to kill ETCD (pid=$etcd_pid) within 60 seconds\";\n   exit 1\n }"
-            .into(),
-    ));
+    steps.push(super::etcd::stop());
     Steps {
         steps,
         setup_in_image: true,
@@ -320,12 +290,8 @@ fn with_etcd(test: &TestDefinition, middle: Vec<Step>, wait: i64) -> Steps {
             ),
         ],
         bare_env_file: true,
-        no_env_file: false,
-        mounts: Vec::new(),
-        dirs: Vec::new(),
-        prologue: Vec::new(),
-        files: Vec::new(),
         other_image: test.cmd_args.str("etcd_image_url").map(str::to_string),
+        ..Default::default()
     }
 }
 
