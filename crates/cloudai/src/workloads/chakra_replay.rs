@@ -195,21 +195,14 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// Reads comm_replay's output (its log lines may carry a logger prefix).
 pub fn parse(text: &str) -> Output {
     let mut out = Output::default();
-    let mut traceback: Option<usize> = None;
+    let mut tracebacks = kit::Tracebacks::default();
     let mut want_latency = false;
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
-        if let Some(at) =
-            traceback.filter(|_| !line.starts_with(char::is_whitespace) && !line.trim().is_empty())
-        {
-            out.errors[at] = (n, line.trim().to_string());
-            traceback = None;
+        if tracebacks.feed(n, line, &mut out.errors) {
             continue;
         }
-        if line.starts_with("Traceback") {
-            traceback = Some(out.errors.len());
-            out.errors.push((n, line.trim().to_string()));
-        } else if let Some(at) = line.find("Hello from Rank ") {
+        if let Some(at) = line.find("Hello from Rank ") {
             let rest = &line[at..];
             let rank =
                 field(rest, "Hello from Rank ").and_then(|r| r.trim_end_matches(':').parse().ok());

@@ -387,18 +387,10 @@ fn number_before(text: &str, unit: &str) -> Option<f64> {
 /// Reads a DeepEP test's output.
 pub fn parse(text: &str) -> Output {
     let mut out = Output::default();
-    let mut traceback: Option<usize> = None;
+    let mut tracebacks = kit::Tracebacks::default();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
-        let exception = !line.trim().is_empty() && !line.starts_with(char::is_whitespace);
-        if let Some(at) = traceback.filter(|_| exception && !line.starts_with("Traceback")) {
-            out.errors[at] = (n, line.trim().to_string());
-            traceback = None;
-            continue;
-        }
-        if line.starts_with("Traceback") {
-            traceback = Some(out.errors.len());
-            out.errors.push((n, line.trim().to_string()));
+        if tracebacks.feed(n, line, &mut out.errors) {
             continue;
         }
         let t = line.trim();

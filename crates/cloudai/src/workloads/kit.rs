@@ -179,6 +179,37 @@ pub(crate) fn aligned_cells<'a>(line: &'a str, ends: &[usize]) -> Option<Vec<&'a
     line[from..].trim().is_empty().then_some(cells)
 }
 
+/// Python tracebacks in an output, read line by line: each is one error, named by its exception line (the first
+/// unindented line after `Traceback`), at that line's number.
+#[derive(Default)]
+pub(crate) struct Tracebacks {
+    open: Option<usize>,
+}
+
+impl Tracebacks {
+    /// Reads line `n`; true when it was a traceback's (its start or its exception), which `errors` now holds.
+    pub(crate) fn feed(&mut self, n: usize, line: &str, errors: &mut Vec<(usize, String)>) -> bool {
+        let chained =
+            line.starts_with("During handling") || line.starts_with("The above exception");
+        let unindented = !line.trim().is_empty() && !line.starts_with(char::is_whitespace);
+        if line.starts_with("Traceback") {
+            if self.open.is_none() {
+                self.open = Some(errors.len());
+                errors.push((n, line.trim().to_string()));
+            }
+            return true;
+        }
+        match self.open {
+            Some(at) if unindented && !chained => {
+                errors[at] = (n, line.trim().to_string());
+                self.open = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +248,21 @@ mod tests {
         assert_eq!(csv_num(Some(f64::NAN)), "");
         assert_eq!(csv_num(Some(10.0)), "10.0");
         assert_eq!(fixed2(None, "N/A"), "N/A");
+    }
+
+    #[test]
+    fn a_traceback_is_named_by_its_exception() {
+        let text = "ok\nTraceback (most recent call last):\n  File \"x\", line 1\nValueError: bad\nDuring handling of the \
+                    above exception, another exception occurred:\nafter\n";
+        let mut t = Tracebacks::default();
+        let mut errors = Vec::new();
+        let fed: Vec<bool> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| t.feed(i + 1, l, &mut errors))
+            .collect();
+        assert_eq!(errors, [(4, "ValueError: bad".to_string())]);
+        assert_eq!(fed, [false, true, false, true, false, false]);
     }
 
     #[test]

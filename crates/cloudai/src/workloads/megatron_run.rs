@@ -322,20 +322,13 @@ fn value(line: &str, key: &str) -> Option<f64> {
 /// Reads a Megatron training log.
 pub fn parse(text: &str) -> Output {
     let mut out = Output::default();
-    let mut traceback: Option<usize> = None;
+    let mut tracebacks = kit::Tracebacks::default();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
-        if let Some(at) =
-            traceback.filter(|_| !line.starts_with(char::is_whitespace) && !line.trim().is_empty())
-        {
-            out.errors[at] = (n, line.trim().to_string());
-            traceback = None;
+        if tracebacks.feed(n, line, &mut out.errors) {
             continue;
         }
-        if line.starts_with("Traceback") {
-            traceback = Some(out.errors.len());
-            out.errors.push((n, line.trim().to_string()));
-        } else if line.contains("elapsed time per iteration (ms)") {
+        if line.contains("elapsed time per iteration (ms)") {
             let Some(at) = line.find("iteration ") else {
                 continue;
             };
