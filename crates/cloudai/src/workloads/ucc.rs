@@ -92,8 +92,9 @@ impl Workload for UccTest {
             && test.cmd_args.get("gen").is_none()
         {
             return vec![
-                "cmd_args.use_deepep_matrix needs the traffic matrix of a MoE benchmark this test depends on, \
-                 which this version does not run; give the generator spec in cmd_args.gen (`--gen ...`) instead"
+                "cmd_args.use_deepep_matrix takes the traffic matrix (ucc_matrix.txt) the MoE benchmark this test \
+                 depends on exports; this version does not hand it from one test to the next yet: give the \
+                 generator spec in cmd_args.gen (`--gen ...`) instead"
                     .into(),
             ];
         }
