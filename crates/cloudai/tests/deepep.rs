@@ -95,6 +95,7 @@ fn a_verdict_needs_every_case_passed_every_best_and_every_rank() {
         &parse(&sample("intranode-p5en.txt")),
         "test_intranode",
         false,
+        8,
     );
     assert!(v.passed, "{}", v.message);
     assert!(
@@ -111,7 +112,7 @@ fn a_verdict_needs_every_case_passed_every_best_and_every_rank() {
         "(async=True, previous=True) ...",
         1,
     );
-    let v = verdict(&parse(&died), "test_intranode", false);
+    let v = verdict(&parse(&died), "test_intranode", false, 8);
     assert!(
         !v.passed && v.message.starts_with("23 of 24 correctness cases passed"),
         "{}",
@@ -123,7 +124,7 @@ fn a_verdict_needs_every_case_passed_every_best_and_every_rank() {
         .filter(|l| !l.contains("Best combine"))
         .map(|l| format!("{l}\n"))
         .collect();
-    assert!(verdict(&parse(&cut), "test_intranode", false)
+    assert!(verdict(&parse(&cut), "test_intranode", false, 8)
         .message
         .contains("no tuned result for combine"));
     // a traceback is named by its exception
@@ -132,7 +133,7 @@ fn a_verdict_needs_every_case_passed_every_best_and_every_rank() {
          timeout (dispatch CPU)\n",
         full.lines().take(10).map(|l| format!("{l}\n")).collect::<String>()
     );
-    let v = verdict(&parse(&crashed), "test_intranode", false);
+    let v = verdict(&parse(&crashed), "test_intranode", false, 8);
     assert!(
         !v.passed && v.message.contains("RuntimeError: DeepEP error: timeout"),
         "{}",
@@ -140,16 +141,28 @@ fn a_verdict_needs_every_case_passed_every_best_and_every_rank() {
     );
 
     let text = sample("low-latency-8-ranks.txt");
-    let v = verdict(&parse(&text), "test_low_latency", false);
+    let v = verdict(&parse(&text), "test_low_latency", false, 8);
     assert!(v.passed, "{}", v.message);
     let lost: String = text
         .lines()
         .filter(|l| !l.starts_with("[rank 5]"))
         .map(|l| format!("{l}\n"))
         .collect();
-    let v = verdict(&parse(&lost), "test_low_latency", false);
+    let v = verdict(&parse(&lost), "test_low_latency", false, 8);
     assert!(
         !v.passed && v.message.starts_with("rank 5 of 8 printed no bandwidth"),
+        "{}",
+        v.message
+    );
+    // the last rank's lines lost: the world is whole nodes of 8 processes
+    let last: String = text
+        .lines()
+        .filter(|l| !l.starts_with("[rank 7]"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let v = verdict(&parse(&last), "test_low_latency", false, 8);
+    assert!(
+        v.message.starts_with("rank 7 of 8 printed no bandwidth"),
         "{}",
         v.message
     );

@@ -280,7 +280,7 @@ impl Workload for DeepEp {
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
         let out = parse(&std::fs::read_to_string(dir.join("stdout.txt")).ok()?);
-        let v = verdict(&out, subtest(test), skips_perf(test));
+        let v = verdict(&out, subtest(test), skips_perf(test), procs(test));
         let table = kit::Table {
             header: vec!["kernel", "rank", "rdma_gbps", "nvl_gbps"],
             rows: out
@@ -347,7 +347,12 @@ fn skips_perf(test: &TestDefinition) -> bool {
 }
 
 fn grade_text(text: &str, test: &TestDefinition) -> Verdict {
-    verdict(&parse(text), subtest(test), skips_perf(test))
+    verdict(&parse(text), subtest(test), skips_perf(test), procs(test))
+}
+
+/// Processes each node's torchrun spawns.
+fn procs(test: &TestDefinition) -> u64 {
+    int(test, "num_processes").map_or(8, |n| n.max(1) as u64)
 }
 
 /// One bandwidth result: a tuned best (no rank) or one rank's line.
@@ -452,8 +457,9 @@ pub fn parse(text: &str) -> Output {
     out
 }
 
-/// The grade of a DeepEP output of test `sub` (`skip_perf`: the elastic test was told to skip its performance test).
-pub fn verdict(out: &Output, sub: &str, skip_perf: bool) -> Verdict {
+/// The grade of a DeepEP output of test `sub` (`skip_perf`: the elastic test was told to skip its performance test;
+/// `procs`: processes per node, so a world is whole nodes).
+pub fn verdict(out: &Output, sub: &str, skip_perf: bool, procs: u64) -> Verdict {
     if let Some((n, l)) = out.errors.first() {
         return Verdict::fail(format!("DeepEP failed (stdout.txt line {n}): {l}"));
     }
@@ -506,10 +512,14 @@ pub fn verdict(out: &Output, sub: &str, skip_perf: bool) -> Verdict {
         "performance test skipped (skip_perf_test)".to_string()
     } else {
         // every rank prints its own bandwidth lines
+        // the world the elastic test states, else the ranks seen rounded up to whole nodes (the last node's ranks
+        // may all be missing from a cut output only if a whole node is: that shows in the shape of the job)
         let world = out.world.or_else(|| {
             let ranks: std::collections::BTreeSet<u64> =
                 out.results.iter().filter_map(|r| r.rank).collect();
-            ranks.last().map(|r| r + 1)
+            ranks
+                .last()
+                .map(|r| (r + 1).div_ceil(procs.max(1)) * procs.max(1))
         });
         let Some(world) = world else {
             return fail(format!(
