@@ -489,7 +489,8 @@ fn two_runs_at_once_lose_nothing_and_kill_9_mid_write_leaves_a_ledger_that_opens
     for c in [a, b] {
         let o = c.wait_with_output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(!String::from_utf8_lossy(&o.stdout).contains("Cannot record"));
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(!said.contains("Cannot record"), "{said}");
     }
     let c = Ledger::open(&Location::Sqlite(ledger.clone()))
         .unwrap()

@@ -349,7 +349,20 @@ pub fn record(run: RunRows) {
         return;
     }
     let n = run.len();
-    let res = off_runtime(|| Ledger::open(&at).and_then(|mut l| l.write(&run)));
+    // SQLite answers `database is locked` at once in the few cases its busy wait does not cover (two processes
+    // creating the file or upgrading a read to a write at the same moment): the whole write is tried again, a
+    // run's rows replacing themselves (by its uid)
+    let mut tries = 0;
+    let res = loop {
+        let r = off_runtime(|| Ledger::open(&at).and_then(|mut l| l.write(&run)));
+        match r {
+            Err(e) if tries < BUSY_TRIES && busy(&e) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100 << tries));
+            }
+            r => break r,
+        }
+    };
     match res {
         Ok(_) => crate::debug!("Recorded {n} result(s) of {} in the ledger {}", run.results, at.display()),
         Err(e) => crate::warn!(
@@ -359,6 +372,16 @@ pub fn record(run: RunRows) {
             run.results
         ),
     }
+}
+
+/// Writes tried again after SQLite's `database is locked` (200 ms, 400 ms, … 3.2 s apart: 6.2 s at most in all).
+const BUSY_TRIES: u32 = 5;
+
+/// Whether a ledger error is another writer's lock, which a later try gets past.
+fn busy(e: &str) -> bool {
+    e.contains("database is locked")
+        || e.contains("database table is locked")
+        || e.contains("SQLITE_BUSY")
 }
 
 /// After a scenario's reports: its graded iterations.
@@ -383,6 +406,16 @@ pub(crate) fn record_sweep(root: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_lock_is_tried_again() {
+        assert!(busy("database is locked"));
+        assert!(busy(
+            "ledger /x: migrating to schema version 2: database is locked"
+        ));
+        assert!(!busy("no such table: runs"));
+        assert!(!busy("its schema is version 9, newer than this cloudai's"));
+    }
 
     #[test]
     fn locations_and_redaction() {
