@@ -149,21 +149,13 @@ impl Output {
 pub fn parse(text: &str) -> Output {
     let mut out = Output::default();
     let mut ends: Option<Vec<usize>> = None;
-    // a Python traceback is named by its exception line, the first unindented line after it
-    let mut traceback: Option<usize> = None;
+    let mut tracebacks = kit::Tracebacks::default();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
-        let chained =
-            line.starts_with("During handling") || line.starts_with("The above exception");
-        let exception =
-            !line.trim().is_empty() && !line.starts_with(char::is_whitespace) && !chained;
-        if let Some(at) = traceback.filter(|_| exception) {
-            out.errors[at] = (n, line.trim().to_string());
-            traceback = None;
-        } else if line.starts_with("Traceback") {
-            traceback = Some(out.errors.len());
-            out.errors.push((n, line.trim().to_string()));
-        } else if let Some(w) = line
+        if tracebacks.feed(n, line, &mut out.errors) {
+            continue;
+        }
+        if let Some(w) = line
             .strip_prefix("Running ")
             .and_then(|r| r.split(" benchmark with ").nth(1))
         {

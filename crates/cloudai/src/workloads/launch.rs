@@ -104,12 +104,8 @@ pub struct Steps {
     /// Variables the batch script exports after the job's environment, written as given (`$(uuidgen)` expands
     /// there), and not into `env_vars.sh`.
     pub job_env: Vec<(&'static str, &'static str)>,
-    /// `env_vars.sh` holds `export K=V` as the values are written (CloudAI's NIXL files), not `export K="V"`.
-    pub bare_env_file: bool,
-    /// No step sources `env_vars.sh` (the batch script's environment is all they use): none is written.
-    pub no_env_file: bool,
-    /// [`Steps::job_env`] is written into `env_vars.sh` too, each value between double quotes as given.
-    pub job_env_in_file: bool,
+    /// How the steps' `env_vars.sh` is written, as CloudAI writes it for the workload.
+    pub env_file: EnvFile,
     /// Paths under the iteration's directory mounted into every step's container; the scheduler creates them
     /// before the job starts.
     pub mounts: Vec<Mount>,
@@ -121,6 +117,20 @@ pub struct Steps {
     pub files: Vec<(String, String)>,
     /// The image the step marked [`Step::Task::own_image`] runs in, instead of the test's.
     pub other_image: Option<String>,
+}
+
+/// The `env_vars.sh` of a [`Steps`] job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EnvFile {
+    /// `export K="V"` for the job's environment (every scheduler's file).
+    #[default]
+    Quoted,
+    /// `export K=V` as the values are written (CloudAI's NIXL files).
+    Bare,
+    /// As `Quoted`, then [`Steps::job_env`] too, each value between double quotes as given (the MoE benchmark's).
+    WithJobEnv,
+    /// None: no step sources it (the batch script's environment is all they use).
+    None,
 }
 
 /// A path under the iteration's directory mounted into the job's containers.

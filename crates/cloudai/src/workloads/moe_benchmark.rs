@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::kit::{self, TablePage};
-use super::launch::{Mount, Step, Steps, RUN_DIR};
+use super::launch::{EnvFile, Mount, Step, Steps, RUN_DIR};
 use super::{IterationReport, JobOutcome, Launch, Placement, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
@@ -210,7 +210,7 @@ impl Workload for MoeBenchmark {
                 steps,
                 setup_in_image: true,
                 job_env,
-                job_env_in_file: true,
+                env_file: EnvFile::WithJobEnv,
                 mounts: vec![
                     Mount {
                         source: "config.yaml".into(),

@@ -183,13 +183,13 @@ pub fn verdict(e: &Export, asked: &Asked) -> Verdict {
     Verdict::pass_with(detail)
 }
 
-/// The export as a table: one row per metric.
-pub(crate) fn table(e: &Export) -> kit::Table {
+/// The export as a table: one row per metric (none without an export).
+pub(crate) fn table(e: Option<&Export>) -> kit::Table {
     kit::Table {
         header: vec!["metric", "unit", "avg", "p50", "p90", "p99", "min", "max"],
         rows: e
-            .metrics
-            .iter()
+            .into_iter()
+            .flat_map(|e| e.metrics.iter())
             .map(|m| {
                 let mut row = vec![m.name.clone(), m.unit.clone()];
                 row.extend([m.avg, m.p50, m.p90, m.p99, m.min, m.max].map(kit::csv_num));

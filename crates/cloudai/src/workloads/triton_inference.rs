@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::launch::{Step, Steps};
+use super::launch::{EnvFile, Mount, Step, Steps};
 use super::{serving, IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
@@ -184,7 +184,7 @@ impl Workload for TritonInference {
                     client,
                 ],
                 setup_in_image: false,
-                no_env_file: true,
+                env_file: EnvFile::None,
                 prologue: vec![
                     "export HEAD_NODE=$SLURM_JOB_MASTER_NODE".into(),
                     "export NIM_LEADER_IP_ADDRESS=$SLURM_JOB_MASTER_NODE".into(),
@@ -196,6 +196,12 @@ impl Workload for TritonInference {
                     "export NIM_MODEL_TOKENIZER='deepseek-ai/DeepSeek-R1'".into(),
                 ],
                 files: vec![(WRAPPER.into(), wrapper.join("\n"))],
+                // written beside the script (not made as a mount source), read-only in the container
+                mounts: vec![Mount {
+                    source: WRAPPER.into(),
+                    target: format!("{WRAPPER_IN_CONTAINER}:ro"),
+                    file_size: Some(0),
+                }],
                 other_image: a.str("client_docker_image_url").map(str::to_string),
                 ..Default::default()
             }),
@@ -209,28 +215,10 @@ impl Workload for TritonInference {
             }
         }
         launch
-            .steps
-            .as_mut()
-            .expect("set above")
-            .mounts
-            .push(super::launch::Mount {
-                source: WRAPPER.into(),
-                target: format!("{WRAPPER_IN_CONTAINER}:ro"),
-                file_size: Some(0),
-            });
-        launch
     }
 
     fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
-        match serving::find(dir) {
-            Some(e) => serving::verdict(&e, &asked(test)),
-            None => Verdict::fail(format!(
-                "genai-perf wrote no {} under {}: the client did not finish (was the server up after sleep_seconds = {}?)",
-                serving::EXPORTS[0],
-                dir.display(),
-                int(test, "sleep_seconds")
-            )),
-        }
+        verdict(test, dir, serving::find(dir).as_ref())
     }
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
@@ -238,11 +226,8 @@ impl Workload for TritonInference {
             return None;
         }
         let e = serving::find(dir);
-        let v = self.grade(test, dir, &JobOutcome::default());
-        let table = e.as_ref().map(serving::table).unwrap_or(super::kit::Table {
-            header: vec!["metric", "unit", "avg", "p50", "p90", "p99", "min", "max"],
-            rows: Vec::new(),
-        });
+        let v = verdict(test, dir, e.as_ref());
+        let table = serving::table(e.as_ref());
         let page = super::kit::TablePage {
             title,
             verdict: &v.status_line(),
@@ -261,6 +246,19 @@ impl Workload for TritonInference {
             verdict: Some(v),
             ..Default::default()
         })
+    }
+}
+
+/// The grade of the client's export (`None`: it wrote none).
+fn verdict(test: &TestDefinition, dir: &Path, export: Option<&serving::Export>) -> Verdict {
+    match export {
+        Some(e) => serving::verdict(e, &asked(test)),
+        None => Verdict::fail(format!(
+            "genai-perf wrote no {} under {}: the client did not finish (was the server up after sleep_seconds = {}?)",
+            serving::EXPORTS[0],
+            dir.display(),
+            int(test, "sleep_seconds")
+        )),
     }
 }
 

@@ -227,7 +227,7 @@ impl System for Slurm {
             timestamp: &timestamp,
         };
         let g = ctx.generate(run, dir, &nodes);
-        if let Some(steps) = &run.launch().steps {
+        if let Some(steps) = &g.steps {
             script::make_mount_sources(steps, dir).map_err(SystemError::refused)?;
         }
         Ok(Prepared {

@@ -10,7 +10,7 @@ use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{in_double_quotes, quote, quote_path};
-use crate::workloads::launch::{Step, Steps, RUN_DIR};
+use crate::workloads::launch::{EnvFile, Step, Steps, RUN_DIR};
 use crate::workloads::{Launch, Procs};
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
@@ -44,6 +44,20 @@ pub struct Generated {
     pub test_cmd: String,
     pub full_cmd: String,
     pub files: Vec<(String, String)>,
+    /// The job's steps, when it is a job of several: what it mounts from the iteration directory is made before it
+    /// is submitted ([`make_mount_sources`]).
+    pub steps: Option<Steps>,
+}
+
+/// The image a task launch runs in.
+#[derive(Clone, Copy)]
+enum Image<'a> {
+    /// The test's (its cached `.sqsh` or its URL), when it has one.
+    Test,
+    /// Another one (a step's own), when the test runs in an image at all.
+    Other(&'a str),
+    /// None: on the hosts.
+    Host,
 }
 
 /// Where one test run's output goes and which nodes it asked for.
@@ -124,12 +138,12 @@ impl Ctx<'_> {
     }
 
     fn srun_prefix(&self, t: &Target) -> Vec<String> {
-        self.srun_prefix_with(t, true, true)
+        self.srun_prefix_with(t, true, Image::Test)
     }
 
-    /// The task launcher's prefix, with the job's node count (`-N`) unless `with_nodes` is false and in the test's
-    /// image unless `in_image` is false.
-    fn srun_prefix_with(&self, t: &Target, with_nodes: bool, in_image: bool) -> Vec<String> {
+    /// The task launcher's prefix, with the job's node count (`-N`) unless `with_nodes` is false, in the image
+    /// `image` says.
+    fn srun_prefix_with(&self, t: &Target, with_nodes: bool, image: Image) -> Vec<String> {
         let run = t.run;
         let mut p = vec!["srun".to_string(), "--export=ALL".into()];
         match t.launch.procs {
@@ -143,7 +157,13 @@ impl Ctx<'_> {
         if t.nodes.is_empty() && with_nodes {
             p.push(format!("-N{}", t.num_nodes()));
         }
-        if let Some(image) = self.image(t).filter(|_| in_image) {
+        let image = match image {
+            Image::Test => self.image(t),
+            // a second image only where the test runs in one
+            Image::Other(other) => self.image(t).map(|_| other.to_string()),
+            Image::Host => None,
+        };
+        if let Some(image) = image {
             p.push(format!("--container-image={}", quote(&image)));
             p.push(format!(
                 "--container-mounts={}",
@@ -166,24 +186,25 @@ impl Ctx<'_> {
 
     /// `srun ... bash -c "source env_vars.sh; <cmd>"`, writing `env_vars.sh` into `files`.
     fn srun_command(&self, t: &Target, files: &mut Vec<(String, String)>) -> String {
-        let bare = t.launch.steps.as_ref().is_some_and(|s| s.bare_env_file);
+        let kind = t
+            .launch
+            .steps
+            .as_ref()
+            .map_or(EnvFile::Quoted, |s| s.env_file);
         let mut env: String = self
             .env(t.run)
             .iter()
-            .map(|(k, v)| {
-                if bare {
-                    format!("export {k}={v}\n")
-                } else {
-                    format!("{}\n", crate::util::shell::export(k, v))
-                }
+            .map(|(k, v)| match kind {
+                EnvFile::Bare => format!("export {k}={v}\n"),
+                _ => format!("{}\n", crate::util::shell::export(k, v)),
             })
             .collect();
-        if let Some(steps) = t.launch.steps.as_ref().filter(|s| s.job_env_in_file) {
-            for (k, v) in &steps.job_env {
+        if kind == EnvFile::WithJobEnv {
+            for (k, v) in t.launch.steps.iter().flat_map(|s| s.job_env.iter()) {
                 env.push_str(&format!("export {k}=\"{v}\"\n"));
             }
         }
-        if !t.launch.steps.as_ref().is_some_and(|s| s.no_env_file) {
+        if kind != EnvFile::None {
             files.push((join_rel(&t.rel, "env_vars.sh"), env));
         }
         if let Some(steps) = &t.launch.steps {
@@ -245,14 +266,11 @@ impl Ctx<'_> {
                     opts,
                     cmd,
                 } => {
-                    let mut words = self.srun_prefix_with(t, *all_nodes, true);
-                    if let Some(other) = steps.other_image.as_deref().filter(|_| *own_image) {
-                        for w in words.iter_mut() {
-                            if w.starts_with("--container-image=") {
-                                *w = format!("--container-image={}", quote(other));
-                            }
-                        }
-                    }
+                    let image = match steps.other_image.as_deref() {
+                        Some(other) if *own_image => Image::Other(other),
+                        _ => Image::Test,
+                    };
+                    let mut words = self.srun_prefix_with(t, *all_nodes, image);
                     words.extend(opts.iter().cloned());
                     words.push(cmd.clone());
                     words.join(" ")
@@ -420,7 +438,12 @@ impl Ctx<'_> {
                 .collect::<Vec<_>>()
                 .join("\n"),
         );
-        let prefix = self.srun_prefix_with(&t, true, steps.is_none_or(|s| s.setup_in_image));
+        let setup_image = if steps.is_none_or(|s| s.setup_in_image) {
+            Image::Test
+        } else {
+            Image::Host
+        };
+        let prefix = self.srun_prefix_with(&t, true, setup_image);
         if env.get("ENABLE_VBOOST").is_some_and(|v| v == "1") {
             lines.push(format!(
                 "srun --ntasks={} --output={} --error={} bash -c \"sudo nvidia-smi boost-slider --vboost 1\"",
@@ -480,6 +503,7 @@ impl Ctx<'_> {
             test_cmd,
             full_cmd: srun,
             files,
+            steps: t.launch.steps,
         }
     }
 }

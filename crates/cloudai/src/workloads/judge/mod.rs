@@ -46,10 +46,12 @@ pub struct SeenRank {
     pub device: String,
 }
 
-/// The network NCCL says it used.
+/// The network the communication library says it used.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Network {
-    /// NCCL's name of the network: `Socket`, `IB`, `IBext_v8`, `AWS Libfabric`, `GPUDirectTCPX`, …
+    /// The library that said so (`NCCL`, `UCX`).
+    pub library: &'static str,
+    /// Its name of the network: NCCL's `Socket`, `IB`, `IBext_v8`, `AWS Libfabric`, `GPUDirectTCPX`, …
     pub name: String,
     /// TCP sockets carried the traffic between nodes.
     pub socket: bool,
@@ -174,7 +176,7 @@ fn transport(nodes: u64, shown: &Shown, fabric: &Fabric) -> Check {
                 "{} used TCP sockets between nodes ({}{}): no RDMA device reached the ranks; give the pods an RDMA \
                  device (an rdma/* or EFA resource, or privileged) and check NCCL_IB_HCA / NCCL_NET, or declare \
                  fabric = \"tcp\" in the system if sockets are all it has",
-                if n.name == "UCX" { "UCX" } else { "NCCL" },
+                n.library,
                 n.detail,
                 if n.no_ib_device {
                     ", after NET/IB : No device found"

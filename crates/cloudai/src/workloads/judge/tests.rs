@@ -107,6 +107,7 @@ fn uneven_hosts_and_shared_gpus_fail() {
 fn sockets_between_nodes_fail_unless_the_system_declares_tcp() {
     let mut s = shown(ranks(&[("a", 1), ("b", 1)], "Tesla T4"), 10.0);
     s.network = Some(Network {
+        library: "NCCL",
         name: "Socket".into(),
         socket: true,
         detail: "NET/Socket on eth0".into(),

@@ -482,6 +482,7 @@ fn set_network(out: &mut Output, name: &str, detail: String) {
         return;
     }
     out.network = Some(crate::workloads::judge::Network {
+        library: "NCCL",
         name: name.to_string(),
         socket,
         detail,

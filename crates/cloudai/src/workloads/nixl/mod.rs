@@ -13,7 +13,7 @@ pub(crate) use perftest::NixlPerftest;
 
 use std::path::Path;
 
-use super::launch::{Mount, Step, Steps, RUN_DIR};
+use super::launch::{EnvFile, Mount, Step, Steps, RUN_DIR};
 use super::{IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
 use crate::config::decode::{join, Ctx, View};
@@ -289,7 +289,7 @@ fn with_etcd(test: &TestDefinition, middle: Vec<Step>, wait: i64) -> Steps {
                 "$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)",
             ),
         ],
-        bare_env_file: true,
+        env_file: EnvFile::Bare,
         other_image: test.cmd_args.str("etcd_image_url").map(str::to_string),
         ..Default::default()
     }

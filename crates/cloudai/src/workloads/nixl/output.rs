@@ -311,6 +311,7 @@ pub fn verdict(out: &Output) -> Verdict {
         let socket = out.transports.iter().all(|t| t == "tcp");
         v.shown = Some(Shown {
             network: Some(Network {
+                library: "UCX",
                 name: "UCX".into(),
                 socket,
                 detail: format!("UCX {}", out.lanes.join(", ")),
