@@ -92,13 +92,7 @@ pub(crate) fn sqsh_name(url: &str) -> String {
 
 /// The directory a repository is cloned into: `<install_path>/<repo name>__<commit>`.
 pub(crate) fn repo_dir(install: &Path, url: &str, commit: &str) -> PathBuf {
-    let name = url
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or("repo")
-        .trim_end_matches(".git");
-    install.join(format!("{name}__{commit}"))
+    crate::config::test::repo_dir(install, url, commit)
 }
 
 fn absolute(p: &Path) -> PathBuf {

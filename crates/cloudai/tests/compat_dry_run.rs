@@ -260,3 +260,10 @@ fn slurm_triton_inference_matches_cloudai() {
 fn slurm_moe_benchmark_matches_cloudai() {
     check_case("slurm-moe-ht");
 }
+
+/// vLLM: one node, two (a Ray cluster), and prefill/decode pairs on a shared node, on two nodes and on two Ray
+/// clusters of two; one generated script each with its cleanup trap, no MPI plugin, the Hugging Face cache mounted.
+#[test]
+fn slurm_vllm_matches_cloudai() {
+    check_case("slurm-vllm");
+}

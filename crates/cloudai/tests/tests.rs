@@ -65,3 +65,4 @@ mod templates;
 mod triton_inference;
 mod ucc;
 mod verdicts;
+mod vllm;

@@ -118,6 +118,8 @@ pub enum ArgType {
     Text,
     /// A path, normalized as Python's `PurePosixPath` writes it (`a//b/./c/` is `a/b/c`).
     Path,
+    /// A string, or a table of strings (pydantic's `str | dict[str, str]`).
+    StrOrDict,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -296,6 +298,19 @@ fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option
         }),
         ArgType::Text => match node.kind {
             Kind::Int(i) => Some(ArgValue::Str(i.to_string())),
+            _ => as_str(ctx, node, field).map(ArgValue::Str),
+        },
+        ArgType::StrOrDict => match &node.kind {
+            Kind::Table(t) => {
+                let mut out = IndexMap::new();
+                for (k, e) in &t.entries {
+                    out.insert(
+                        k.clone(),
+                        ArgValue::Str(as_str(ctx, &e.node, &join(field, k))?),
+                    );
+                }
+                Some(ArgValue::Table(out))
+            }
             _ => as_str(ctx, node, field).map(ArgValue::Str),
         },
         ArgType::Int => {

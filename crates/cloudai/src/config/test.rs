@@ -127,7 +127,21 @@ pub struct GitRepo {
     pub url: String,
     pub commit: String,
     pub init_submodules: bool,
+    /// Where it is cloned on the system the test runs on (`test-run.toml`'s `installed_path`); set when the test
+    /// is resolved against a system.
+    pub installed: Option<PathBuf>,
     pub mount_as: Option<String>,
+}
+
+/// The directory a repository is cloned into: `<install_path>/<repo name>__<commit>`.
+pub(crate) fn repo_dir(install: &std::path::Path, url: &str, commit: &str) -> PathBuf {
+    let name = url
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("repo")
+        .trim_end_matches(".git");
+    install.join(format!("{name}__{commit}"))
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -460,6 +474,7 @@ fn git_repos(ctx: &mut Ctx, v: &View) -> Vec<GitRepo> {
                 url,
                 commit,
                 init_submodules,
+                installed: None,
                 mount_as,
             });
         }

@@ -36,6 +36,12 @@ pub fn definition(t: &TestDefinition) -> PyVal {
                 kv("url", PyVal::str(g.url.clone())),
                 kv("commit", PyVal::str(g.commit.clone())),
                 kv("init_submodules", PyVal::Bool(g.init_submodules)),
+                kv(
+                    "installed_path",
+                    g.installed
+                        .as_ref()
+                        .map_or(PyVal::None, |p| PyVal::str(posix_path(p))),
+                ),
                 kv("mount_as", PyVal::opt_str(&g.mount_as)),
             ])
         })

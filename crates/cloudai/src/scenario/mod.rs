@@ -311,6 +311,13 @@ fn resolve_entry(
         });
     }
     if let Some(sys) = system {
+        for g in &mut def.git_repos {
+            g.installed = Some(crate::config::test::repo_dir(
+                &sys.install_path,
+                &g.url,
+                &g.commit,
+            ));
+        }
         let sched = sys.kind.scheduler();
         if !workload.schedulers().contains(&sched) {
             return Err(ConfigError::new(

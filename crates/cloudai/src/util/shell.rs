@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 fn plain(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "_@%+=:,./-#".contains(c)
+    c.is_ascii_alphanumeric() || "_@%+=:,./-#^".contains(c)
 }
 
 /// Splits `s` into literal text and `$NAME` / `${NAME}` references: (text, is_reference).

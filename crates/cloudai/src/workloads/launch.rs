@@ -117,6 +117,11 @@ pub struct Steps {
     pub files: Vec<(String, String)>,
     /// The image the step marked [`Step::Task::own_image`] runs in, instead of the test's.
     pub other_image: Option<String>,
+    /// The MPI plugin of every task launch of the job (its set-up steps too), over the system's (`none`: the
+    /// serving workloads start their own processes).
+    pub mpi: Option<&'static str>,
+    /// The system's Hugging Face cache (`hf_home_path`) mounted at `/root/.cache/huggingface` in every step.
+    pub hf_cache: bool,
 }
 
 /// The `env_vars.sh` of a [`Steps`] job.
@@ -162,6 +167,14 @@ pub enum Step {
 
 /// Stands for the iteration's directory in a [`Step`]'s text (a character no configuration value holds).
 pub const RUN_DIR: &str = "\u{E000}run_dir\u{E000}";
+/// Stands for the job's task-launcher prefix without a node count in [`Step::Shell`] text (a step launched with
+/// its own `--nodelist`/`--nodes`).
+pub const SRUN: &str = "\u{E000}srun\u{E000}";
+/// The job's task-launcher prefix with the job's node count, in [`Step::Shell`] text.
+pub const SRUN_ALL_NODES: &str = "\u{E000}srun_all_nodes\u{E000}";
+/// The run's name and iteration as a shell-name fragment (`vllm.agg.1node` iteration 0: `VLLM_AGG_1NODE_0`), in
+/// [`Step::Shell`] text.
+pub const RUN_TAG: &str = "\u{E000}run_tag\u{E000}";
 
 impl Launch {
     /// A plain process with no GPU (Sleep-like).

@@ -10,6 +10,7 @@ pub mod fio;
 pub mod judge;
 pub mod kit;
 pub mod launch;
+pub mod llm_serving;
 pub mod megatron_run;
 pub mod moe_benchmark;
 pub mod nccl;
@@ -22,6 +23,7 @@ mod sleep;
 pub mod slurm_container;
 pub mod triton_inference;
 pub mod ucc;
+pub mod vllm;
 
 use std::path::Path;
 
@@ -334,6 +336,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &chakra_replay::ChakraReplay,
     &megatron_run::MegatronRun,
     &triton_inference::TritonInference,
+    &vllm::Vllm,
     &moe_benchmark::MoeBenchmark,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,

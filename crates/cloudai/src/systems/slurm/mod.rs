@@ -216,7 +216,7 @@ impl System for Slurm {
         }
     }
 
-    fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
+    fn prepare(&self, run: &TestRun, iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         let nodes = self.resolve_nodes(run)?;
         let timestamp = chrono::Local::now().format("%Y%m%d_%H%M%S").to_string();
         let ctx = script::Ctx {
@@ -226,7 +226,7 @@ impl System for Slurm {
             gpu_directives: self.gpu_directives(),
             timestamp: &timestamp,
         };
-        let g = ctx.generate(run, dir, &nodes);
+        let g = ctx.generate(run, iteration, dir, &nodes);
         if let Some(steps) = &g.steps {
             script::make_mount_sources(steps, dir).map_err(SystemError::refused)?;
         }

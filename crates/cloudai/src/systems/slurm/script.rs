@@ -10,7 +10,7 @@ use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{in_double_quotes, quote, quote_path};
-use crate::workloads::launch::{EnvFile, Step, Steps, RUN_DIR};
+use crate::workloads::launch::{EnvFile, Step, Steps, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES};
 use crate::workloads::{Launch, Procs};
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
@@ -24,6 +24,23 @@ pub(crate) fn sbatch_value(p: &Path) -> String {
     } else {
         s
     }
+}
+
+/// A run's name and iteration as a fragment of a shell variable's name: every run of other characters one `_`,
+/// none at either end, upper case (`serve.agg.1node`, 0: `SERVE_AGG_1NODE_0`).
+fn run_tag(name: &str, iteration: u64) -> String {
+    let mut out = String::new();
+    let mut in_run = false;
+    for c in format!("{name}_{iteration}").chars() {
+        if c.is_alphanumeric() || c == '_' {
+            out.extend(c.to_uppercase());
+            in_run = false;
+        } else if !in_run {
+            out.push('_');
+            in_run = true;
+        }
+    }
+    out.trim_matches('_').to_string()
 }
 
 /// Everything about the system a script depends on.
@@ -71,6 +88,8 @@ struct Target<'a> {
     rel: String,
     /// Explicit node list; empty when only a count was asked for.
     nodes: &'a [String],
+    /// The iteration it runs (a hook's: 0).
+    iteration: u64,
 }
 
 impl Target<'_> {
@@ -104,24 +123,26 @@ impl Ctx<'_> {
         ];
         m.extend(t.run.test.extra_container_mounts.iter().cloned());
         for g in &t.run.test.git_repos {
-            let name = g
-                .url
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .unwrap_or("repo")
-                .trim_end_matches(".git");
-            let target = g.mount_as.clone().unwrap_or_else(|| format!("/git/{name}"));
-            m.push(format!(
-                "{}/{name}__{}:{target}",
-                self.install.display(),
-                g.commit
-            ));
+            let dir = crate::config::test::repo_dir(self.install, &g.url, &g.commit);
+            let target = g.mount_as.clone().unwrap_or_else(|| {
+                let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                let name = name.unwrap_or_default();
+                format!(
+                    "/git/{}",
+                    name.rsplit_once("__").map_or(name.as_str(), |(n, _)| n)
+                )
+            });
+            m.push(format!("{}:{target}", dir.display()));
         }
         for target in &t.launch.install_mounts {
             m.push(format!("{}:{target}", self.install.display()));
         }
         m.extend(t.launch.host_mounts.iter().cloned());
+        if t.launch.steps.as_ref().is_some_and(|s| s.hf_cache) {
+            let hf = &self.sys.hf_home_path;
+            let hf = std::path::absolute(hf).unwrap_or_else(|_| hf.clone());
+            m.push(format!("{}:/root/.cache/huggingface", hf.display()));
+        }
         for mount in t.launch.steps.iter().flat_map(|s| s.mounts.iter()) {
             let source = if mount.source.is_empty() {
                 t.dir.to_path_buf()
@@ -150,7 +171,10 @@ impl Ctx<'_> {
             Procs::Script => return Vec::new(),
             // one process drives its GPUs itself
             Procs::Single => p.push("--ntasks=1".into()),
-            Procs::PerTask | Procs::Mpi => p.push(format!("--mpi={}", self.slurm.mpi)),
+            Procs::PerTask | Procs::Mpi => {
+                let mpi = t.launch.steps.as_ref().and_then(|s| s.mpi);
+                p.push(format!("--mpi={}", mpi.unwrap_or(&self.slurm.mpi)));
+            }
             // independent copies: no MPI plugin
             Procs::Tasks(_) | Procs::PerNode => {}
         }
@@ -278,7 +302,15 @@ impl Ctx<'_> {
                 Step::Shell(text) => text.clone(),
             })
             .collect();
-        lines.join("\n").replace(RUN_DIR, &dir)
+        let mut body = lines.join("\n").replace(RUN_DIR, &dir);
+        if body.contains('\u{E000}') {
+            let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test).join(" ");
+            body = body
+                .replace(SRUN_ALL_NODES, &prefix(true))
+                .replace(SRUN, &prefix(false))
+                .replace(RUN_TAG, &run_tag(&t.run.id, t.iteration));
+        }
+        body
     }
 
     fn hook_sruns(
@@ -298,6 +330,7 @@ impl Ctx<'_> {
                     dir: &dir,
                     rel: format!("{kind}/{}", tr.test.name),
                     nodes: &[],
+                    iteration: 0,
                 };
                 let srun = self.srun_command(&t, files);
                 let with_output = srun.replace(
@@ -321,7 +354,13 @@ impl Ctx<'_> {
     }
 
     /// The whole iteration: batch script, env files, hook dirs, hostfile, slurm-job.toml.
-    pub fn generate(&self, run: &TestRun, dir: &Path, nodes: &[String]) -> Generated {
+    pub fn generate(
+        &self,
+        run: &TestRun,
+        iteration: u64,
+        dir: &Path,
+        nodes: &[String],
+    ) -> Generated {
         let mut files = Vec::new();
         let t = Target {
             run,
@@ -329,6 +368,7 @@ impl Ctx<'_> {
             dir,
             rel: String::new(),
             nodes,
+            iteration,
         };
         let srun = self.srun_command(&t, &mut files);
         let test_cmd = Self::test_cmd(&t);

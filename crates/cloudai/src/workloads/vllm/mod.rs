@@ -1,0 +1,332 @@
+//! vLLM serving (CloudAI's `vllm`): `vllm serve` on one node, on a Ray cluster of several, or as a prefill/decode
+//! pair joined by NIXL behind vLLM's toy proxy; `vllm bench serve` against it; optionally the GSM8K evaluation.
+//! Graded from `vllm-bench.json` ([`llm_serving::result`]): every request asked completed, none failed, the model,
+//! prompt count and concurrency asked, output throughput above 0; CloudAI passes on one successful request.
+
+use std::path::Path;
+
+use super::llm_serving::{self, result, Args, Serving};
+use super::{IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
+use crate::config::decode::{Ctx, View};
+use crate::config::test::{TemplateSchema, TestDefinition};
+
+mod flavor;
+
+use flavor::VllmFlavor;
+
+pub(crate) struct Vllm;
+
+static RAY: &[ArgSpec] = &[
+    ArgSpec::new("head", T::Bool, D::Unset),
+    ArgSpec::new("port", T::Text, D::Unset),
+    ArgSpec::new("address", T::Str, D::Unset),
+    ArgSpec::new("block", T::Bool, D::Unset),
+];
+
+static ROLE: &[ArgSpec] = &[
+    ArgSpec::new("gpu_ids", T::Text, D::Unset),
+    ArgSpec::new("num_nodes", T::Int, D::Unset).at_least(1),
+    ArgSpec::new("ray_head", T::Model(RAY, true), D::Unset),
+    ArgSpec::new("ray_worker", T::Model(RAY, true), D::Unset),
+    ArgSpec::new("nixl_threads", T::Int, D::Unset).at_least(1),
+];
+
+static ARGS: &[ArgSpec] = &[
+    ArgSpec::new("docker_image_url", T::Str, D::Required).single(),
+    ArgSpec::new("model", T::Str, D::Str("Qwen/Qwen3-0.6B")).single(),
+    ArgSpec::new("port", T::Int, D::Int(8300))
+        .at_least(1)
+        .single(),
+    ArgSpec::new("host", T::Str, D::Str("0.0.0.0")).single(),
+    ArgSpec::new("bench_host", T::Str, D::Unset).single(),
+    ArgSpec::new("healthcheck", T::Str, D::Str(HEALTHCHECK)).single(),
+    ArgSpec::new("serve_healthcheck", T::Str, D::Unset).single(),
+    ArgSpec::new("serve_wait_seconds", T::Int, D::Int(300))
+        .at_least(1)
+        .single(),
+    ArgSpec::new("prefill", T::Model(ROLE, true), D::Unset),
+    ArgSpec::new("decode", T::Model(ROLE, true), D::Table),
+    ArgSpec::new(
+        "proxy_script",
+        T::Str,
+        D::Str("/opt/vllm/tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"),
+    )
+    .single(),
+    ArgSpec::new("proxy_healthcheck", T::Str, D::Str(HEALTHCHECK)).single(),
+];
+
+static BENCH: &[ArgSpec] = &[
+    ArgSpec::new("random_input_len", T::Int, D::Int(16))
+        .at_least(1)
+        .single(),
+    ArgSpec::new("random_output_len", T::Int, D::Int(128))
+        .at_least(1)
+        .single(),
+    ArgSpec::new("max_concurrency", T::Int, D::Int(16))
+        .at_least(1)
+        .single(),
+    ArgSpec::new("num_prompts", T::Int, D::Int(30))
+        .at_least(1)
+        .single(),
+];
+
+static EVAL: &[ArgSpec] = &[
+    ArgSpec::new(
+        "entrypoint",
+        T::Str,
+        D::Str("python3 /opt/vllm/tests/evals/gsm8k/gsm8k_eval.py"),
+    )
+    .single(),
+    ArgSpec::new(
+        "cli",
+        T::Str,
+        D::Str("--host {host} --port {port} --num-questions 200 --save-results {output_path}/vllm-gsm8k.json"),
+    )
+    .single(),
+];
+
+static GIT_REPO: &[ArgSpec] = &[
+    ArgSpec::new("url", T::Str, D::Required).single(),
+    ArgSpec::new("commit", T::Str, D::Required).single(),
+    ArgSpec::new("init_submodules", T::Bool, D::Unset).single(),
+    ArgSpec::new("mount_as", T::Str, D::Unset).single(),
+];
+
+static FIELDS: &[ArgSpec] = &[
+    ArgSpec::new("bench_cmd_args", T::Model(BENCH, true), D::Table),
+    ArgSpec::new("semantic_eval_cmd_args", T::Model(EVAL, false), D::Unset),
+    ArgSpec::new("proxy_script_repo", T::Model(GIT_REPO, false), D::Unset),
+    ArgSpec::new("custom_bash", T::StrOrDict, D::Unset),
+];
+
+const HEALTHCHECK: &str = "/healthcheck";
+const BENCH_JSON: &str = "vllm-bench.json";
+const BENCH_LOG: &str = "vllm-bench.log";
+const GSM8K_JSON: &str = "vllm-gsm8k.json";
+const EVAL_LOG: &str = "vllm-semantic-eval.log";
+
+impl TemplateSchema for Vllm {
+    fn template(&self) -> &'static str {
+        "vllm"
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        ARGS
+    }
+    fn fields(&self) -> &'static [ArgSpec] {
+        FIELDS
+    }
+    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
+        llm_serving::validate(ctx, v, args);
+    }
+}
+
+fn bench_args(test: &TestDefinition) -> &Args {
+    static EMPTY: std::sync::LazyLock<Args> = std::sync::LazyLock::new(Args::new);
+    match test.template_fields.get("bench_cmd_args") {
+        Some(ArgValue::Table(t)) => t,
+        _ => &EMPTY,
+    }
+}
+
+fn serving<'a>(test: &'a TestDefinition, at: &Placement) -> Serving<'a> {
+    Serving::new(&VllmFlavor, "vllm", test, at)
+}
+
+fn int(v: Option<&ArgValue>, default: i64) -> i64 {
+    v.and_then(ArgValue::as_int).unwrap_or(default)
+}
+
+/// Whether a server option is on as Python reads it (`""` is off, as CloudAI's check reads a flag).
+fn truthy(v: Option<&ArgValue>) -> bool {
+    match v {
+        Some(ArgValue::Bool(b)) => *b,
+        Some(ArgValue::Str(s)) => !s.is_empty(),
+        Some(ArgValue::Int(i)) => *i != 0,
+        _ => false,
+    }
+}
+
+/// vLLM's parallelism limits for a role on `gpus` GPUs.
+fn parallelism(role: &str, args: &Args, gpus: u64) -> Option<String> {
+    let (tp, pp, dp) = (
+        int(args.get("tensor_parallel_size"), 1),
+        int(args.get("pipeline_parallel_size"), 1),
+        int(args.get("data_parallel_size"), 1),
+    );
+    if tp * pp * dp > gpus as i64 {
+        return Some(format!(
+            "the {role} server needs tensor × pipeline × data parallel = {tp} × {pp} × {dp} = {} GPUs, it has {gpus}",
+            tp * pp * dp
+        ));
+    }
+    let backend = args
+        .get("all2all_backend")
+        .map(ArgValue::py_str)
+        .unwrap_or_default();
+    if backend == "flashinfer_all2allv" && dp > 1 && truthy(args.get("enable_expert_parallel")) {
+        return Some(format!(
+            "the {role} server's all2all_backend = flashinfer_all2allv works with data_parallel_size 1 or without expert parallelism (data_parallel_size = {dp})"
+        ));
+    }
+    None
+}
+
+fn asked(test: &TestDefinition, dir: &Path) -> result::Asked {
+    let b = bench_args(test);
+    let n = |k: &str| b.get(k).and_then(ArgValue::as_int).map(|v| v as u64);
+    result::Asked {
+        model: test.cmd_args.str("model").unwrap_or_default().to_string(),
+        num_prompts: n("num_prompts"),
+        max_concurrency: n("max_concurrency"),
+        throughput_key: "output_throughput",
+        accuracy: test
+            .template_fields
+            .contains_key("semantic_eval_cmd_args")
+            .then(|| accuracy(dir)),
+    }
+}
+
+fn accuracy(dir: &Path) -> Option<f64> {
+    result::accuracy(Some(&dir.join(GSM8K_JSON)), &dir.join(EVAL_LOG), false)
+}
+
+fn verdict(test: &TestDefinition, dir: &Path, r: Option<&result::BenchResult>) -> Verdict {
+    match r {
+        Some(r) => result::verdict(r, &asked(test, dir)),
+        None => {
+            let log = std::fs::read_to_string(dir.join(BENCH_LOG)).unwrap_or_default();
+            let why = if log.contains("Serving Benchmark Result") {
+                "the client printed its result but wrote no"
+            } else if log.is_empty() {
+                "the client did not run (was the server healthy?); no"
+            } else {
+                "the client did not finish; no"
+            };
+            Verdict::fail(format!("{why} {BENCH_JSON} under {}", dir.display()))
+        }
+    }
+}
+
+impl Workload for Vllm {
+    fn needs(&self) -> super::Needs {
+        super::Needs::Srun
+    }
+
+    fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
+        let s = serving(test, at);
+        let mut out = s.check();
+        if test.template_fields.contains_key("proxy_script_repo") {
+            out.push(
+                "proxy_script_repo is not installed by this version: list the repository in git_repos with a \
+                 mount_as and point cmd_args.proxy_script into it"
+                    .into(),
+            );
+        }
+        if !out.is_empty() {
+            return out;
+        }
+        let per_node = s.gpu_ids().len() as u64;
+        let problems = match s.prefill() {
+            None => parallelism("decode", s.decode(), per_node * s.nodes),
+            Some(p) => {
+                let (pn, dn) = s.role_nodes().unwrap_or((1, 1));
+                parallelism("prefill", p, s.role_gpus("prefill").len() as u64 * pn).or_else(|| {
+                    parallelism(
+                        "decode",
+                        s.decode(),
+                        s.role_gpus("decode").len() as u64 * dn,
+                    )
+                })
+            }
+        };
+        out.extend(problems);
+        out
+    }
+
+    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
+        llm_serving::launch(&serving(test, at))
+    }
+
+    fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
+        verdict(test, dir, result::read(&dir.join(BENCH_JSON)).as_ref())
+    }
+
+    /// `default`/`throughput`: output tokens/s; `tps-per-user`: per request slot; `tps-per-gpu`: per GPU the
+    /// servers used; `accuracy`: the evaluation's, when it ran.
+    fn metric(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+        if name == "accuracy" {
+            return test
+                .template_fields
+                .contains_key("semantic_eval_cmd_args")
+                .then(|| accuracy(dir))
+                .flatten();
+        }
+        let r = result::read(&dir.join(BENCH_JSON))?;
+        let tput = r.num("output_throughput")?;
+        match name {
+            "default" | "throughput" => Some(tput),
+            "tps-per-user" => r
+                .num("max_concurrency")
+                .filter(|c| *c > 0.0)
+                .map(|c| tput / c),
+            "tps-per-gpu" => {
+                let nodes = test_nodes(dir);
+                let at = Placement {
+                    nodes,
+                    gpus_per_node: None,
+                    tasks_per_node: None,
+                };
+                let s = serving(test, &at);
+                let gpus = match s.prefill() {
+                    Some(p) if nodes > 1 => {
+                        let (pg, dg) = (p.get("gpu_ids"), s.decode().get("gpu_ids"));
+                        if pg.is_some() && dg.is_some() {
+                            (s.role_gpus("prefill").len() + s.role_gpus("decode").len()) as u64
+                        } else {
+                            s.gpu_ids().len() as u64 * nodes
+                        }
+                    }
+                    _ => s.gpu_ids().len() as u64,
+                };
+                (gpus > 0).then(|| tput / gpus as f64)
+            }
+            _ => None,
+        }
+    }
+
+    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        let r = result::read(&dir.join(BENCH_JSON));
+        if r.is_none() && !dir.join(BENCH_LOG).exists() {
+            return None;
+        }
+        let v = verdict(test, dir, r.as_ref());
+        let table = result::table(r.as_ref(), accuracy(dir));
+        let page = super::kit::TablePage {
+            title,
+            verdict: &v.status_line(),
+            passed: v.passed,
+            cards: vec![("metrics".into(), table.rows.len().to_string())],
+            charts: serde_json::json!({}),
+            show: Vec::new(),
+            sections: vec![table.section("vllm bench serve")],
+        }
+        .render();
+        Some(IterationReport {
+            files: vec![("vllm.csv".into(), table.csv()), ("vllm.html".into(), page)],
+            verdict: Some(v),
+            ..Default::default()
+        })
+    }
+}
+
+/// The node count of the iteration, from its `test-run.toml` (1 when unreadable).
+fn test_nodes(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join("test-run.toml"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("nnodes = ")?.trim().parse().ok())
+        })
+        .unwrap_or(1)
+}
