@@ -267,3 +267,10 @@ fn slurm_moe_benchmark_matches_cloudai() {
 fn slurm_vllm_matches_cloudai() {
     check_case("slurm-vllm");
 }
+
+/// SGLang: one node, a distributed launch over two (one task per node, the first node's address), prefill/decode
+/// pairs on one node and on two behind sglang_router; the client's JSON-lines result in the iteration directory.
+#[test]
+fn slurm_sglang_matches_cloudai() {
+    check_case("slurm-sglang");
+}

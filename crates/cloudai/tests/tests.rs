@@ -57,6 +57,7 @@ mod run_standalone;
 mod runai;
 mod runai_faults;
 mod runai_round2;
+mod sglang;
 mod single_sbatch;
 mod slurm;
 mod slurm_faults;

@@ -19,6 +19,7 @@ pub mod nixl;
 pub mod node_health;
 pub mod osu;
 pub mod serving;
+pub mod sglang;
 mod sleep;
 pub mod slurm_container;
 pub mod triton_inference;
@@ -337,6 +338,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &megatron_run::MegatronRun,
     &triton_inference::TritonInference,
     &vllm::Vllm,
+    &sglang::Sglang,
     &moe_benchmark::MoeBenchmark,
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,

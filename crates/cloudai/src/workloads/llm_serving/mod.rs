@@ -14,9 +14,11 @@ use crate::config::args::{ArgValue, CmdArgs};
 use crate::config::decode::{join, Ctx, View};
 use crate::config::test::TestDefinition;
 
+mod grade;
 pub(crate) mod result;
 mod script;
 
+pub(crate) use grade::{bench_args, Template};
 pub(crate) use script::py_quote;
 
 /// A role's table (`cmd_args.decode`, `cmd_args.prefill`): its declared fields and the server options.
@@ -101,6 +103,8 @@ pub(crate) struct RoleLaunch<'a> {
     pub log_file: String,
     pub node_count: u64,
     pub head_node_var: &'a str,
+    /// The variable holding the role's node list (`PREFILL_NODELIST`).
+    pub nodelist_var: &'a str,
 }
 
 /// A serving test where it is placed.

@@ -51,10 +51,39 @@ impl BenchResult {
     }
 }
 
+/// Python's `json.dumps` writes an infinite or undefined float as a bare `Infinity`, `-Infinity` or `NaN` (SGLang's
+/// `request_rate` when no rate is set): those words outside strings become `null`, which JSON can read.
+fn without_python_floats(text: &str) -> std::borrow::Cow<'_, str> {
+    if !(text.contains("Infinity") || text.contains("NaN")) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(word) = ["-Infinity", "Infinity", "NaN"]
+            .into_iter()
+            .find(|w| rest.starts_with(w))
+        {
+            out.push_str("null");
+            rest = &rest[word.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out.into()
+}
+
 /// The first record of a result file that is a JSON object: the whole file (vLLM) or one of its lines (SGLang).
 pub(crate) fn read(file: &Path) -> Option<BenchResult> {
     let text = std::fs::read_to_string(file).ok()?;
-    let object = |s: &str| match serde_json::from_str::<Value>(s) {
+    let object = |s: &str| match serde_json::from_str::<Value>(&without_python_floats(s)) {
         Ok(Value::Object(m)) => Some(m),
         _ => None,
     };
@@ -83,20 +112,21 @@ pub(crate) fn accuracy(json: Option<&Path>, log: &Path, score_too: bool) -> Opti
     };
     text.lines().find_map(|line| {
         labels.iter().find_map(|label| {
-            let at = line.find(label)?;
-            // a word of its own: nothing of a word just before it
-            if line[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_')
-            {
-                return None;
-            }
-            let rest = line[at + label.len()..].trim_start();
-            let end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(rest.len());
-            rest[..end].parse().ok()
+            line.match_indices(label).find_map(|(at, _)| {
+                // a word of its own: nothing of a word just before it
+                if line[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                {
+                    return None;
+                }
+                let rest = line[at + label.len()..].trim_start();
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                rest[..end].parse().ok()
+            })
         })
     })
 }
@@ -236,5 +266,35 @@ fn unit(key: &str) -> &'static str {
         "s"
     } else {
         ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_float_words_outside_strings_read_as_null() {
+        let text =
+            r#"{"rate": Infinity, "low": -Infinity, "x": NaN, "t": "NaN \"Infinity\"", "n": 1}"#;
+        let v: Value = serde_json::from_str(&without_python_floats(text)).unwrap();
+        assert_eq!(v["rate"], Value::Null);
+        assert_eq!(v["low"], Value::Null);
+        assert_eq!(v["x"], Value::Null);
+        assert_eq!(v["t"], "NaN \"Infinity\"");
+        assert_eq!(v["n"], 1);
+    }
+
+    #[test]
+    fn accuracy_is_a_labelled_number_of_its_own() {
+        let dir = std::env::temp_dir().join(format!("cloudai-acc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("eval.log");
+        std::fs::write(&log, "TopAccuracy: 0.1\nScore: 0.72\nAccuracy: 0.5\n").unwrap();
+        assert_eq!(accuracy(None, &log, true), Some(0.72));
+        assert_eq!(accuracy(None, &log, false), Some(0.5));
+        std::fs::write(&log, "no number here\n").unwrap();
+        assert_eq!(accuracy(None, &log, true), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -239,6 +239,7 @@ fn aggregated(s: &Serving, serve: &[String], bench: &str) -> String {
                 log_file: s.file("serve"),
                 node_count: nodes,
                 head_node_var: "SERVE_NODE",
+                nodelist_var: "SERVE_NODELIST",
             },
         );
         (launch, s.single_role_prefix("SERVE_NODE"))
@@ -274,7 +275,8 @@ fn disaggregated(s: &Serving, serve: &[Vec<String>], bench: &str) -> String {
                 cmd: &[String],
                 pid_var: &'static str,
                 nodes: u64,
-                head: &'static str| {
+                head: &'static str,
+                list: &'static str| {
         let env = s.flavor.role_env(s, role, &s.role_gpus(role));
         s.flavor.serve_launch(
             s,
@@ -285,11 +287,26 @@ fn disaggregated(s: &Serving, serve: &[Vec<String>], bench: &str) -> String {
                 log_file: s.file(role),
                 node_count: nodes,
                 head_node_var: head,
+                nodelist_var: list,
             },
         )
     };
-    let prefill = role("prefill", &serve[0], "PREFILL_PID", p_nodes, "PREFILL_NODE");
-    let decode = role("decode", &serve[1], "DECODE_PID", d_nodes, "DECODE_NODE");
+    let prefill = role(
+        "prefill",
+        &serve[0],
+        "PREFILL_PID",
+        p_nodes,
+        "PREFILL_NODE",
+        "PREFILL_NODELIST",
+    );
+    let decode = role(
+        "decode",
+        &serve[1],
+        "DECODE_PID",
+        d_nodes,
+        "DECODE_NODE",
+        "DECODE_NODELIST",
+    );
     let decode_start = if s.nodes == 1 && p_nodes == 1 && d_nodes == 1 {
         0
     } else {

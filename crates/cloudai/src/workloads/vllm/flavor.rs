@@ -2,10 +2,10 @@
 //! over several nodes), vLLM's toy proxy as the router, `vllm bench serve`, and a server of several nodes started as
 //! a Ray cluster (workers first, then the head, which starts the server once every node joined).
 
-use super::{bench_args, BENCH, BENCH_JSON, HEALTHCHECK};
+use super::{BENCH, BENCH_JSON, HEALTHCHECK};
 use crate::config::args::ArgValue;
 use crate::workloads::launch::RUN_DIR;
-use crate::workloads::llm_serving::{self, Flavor, RoleLaunch, Serving};
+use crate::workloads::llm_serving::{self, bench_args, Flavor, RoleLaunch, Serving};
 
 pub(super) struct VllmFlavor;
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::llm_serving::{self, result, Args, Serving};
+use super::llm_serving::{self, Args, Template};
 use super::{IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
 use crate::config::decode::{Ctx, View};
@@ -99,12 +99,18 @@ static FIELDS: &[ArgSpec] = &[
     ArgSpec::new("proxy_script_repo", T::Model(GIT_REPO, false), D::Unset),
     ArgSpec::new("custom_bash", T::StrOrDict, D::Unset),
 ];
-
 const HEALTHCHECK: &str = "/healthcheck";
 const BENCH_JSON: &str = "vllm-bench.json";
-const BENCH_LOG: &str = "vllm-bench.log";
-const GSM8K_JSON: &str = "vllm-gsm8k.json";
-const EVAL_LOG: &str = "vllm-semantic-eval.log";
+
+static TEMPLATE: Template = Template {
+    flavor: &VllmFlavor,
+    slug: "vllm",
+    result: BENCH_JSON,
+    eval_json: Some("vllm-gsm8k.json"),
+    eval_score_too: false,
+    throughput_key: "output_throughput",
+    client: "vllm bench serve",
+};
 
 impl TemplateSchema for Vllm {
     fn template(&self) -> &'static str {
@@ -119,18 +125,6 @@ impl TemplateSchema for Vllm {
     fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
         llm_serving::validate(ctx, v, args);
     }
-}
-
-fn bench_args(test: &TestDefinition) -> &Args {
-    static EMPTY: std::sync::LazyLock<Args> = std::sync::LazyLock::new(Args::new);
-    match test.template_fields.get("bench_cmd_args") {
-        Some(ArgValue::Table(t)) => t,
-        _ => &EMPTY,
-    }
-}
-
-fn serving<'a>(test: &'a TestDefinition, at: &Placement) -> Serving<'a> {
-    Serving::new(&VllmFlavor, "vllm", test, at)
 }
 
 fn int(v: Option<&ArgValue>, default: i64) -> i64 {
@@ -171,50 +165,13 @@ fn parallelism(role: &str, args: &Args, gpus: u64) -> Option<String> {
     }
     None
 }
-
-fn asked(test: &TestDefinition, dir: &Path) -> result::Asked {
-    let b = bench_args(test);
-    let n = |k: &str| b.get(k).and_then(ArgValue::as_int).map(|v| v as u64);
-    result::Asked {
-        model: test.cmd_args.str("model").unwrap_or_default().to_string(),
-        num_prompts: n("num_prompts"),
-        max_concurrency: n("max_concurrency"),
-        throughput_key: "output_throughput",
-        accuracy: test
-            .template_fields
-            .contains_key("semantic_eval_cmd_args")
-            .then(|| accuracy(dir)),
-    }
-}
-
-fn accuracy(dir: &Path) -> Option<f64> {
-    result::accuracy(Some(&dir.join(GSM8K_JSON)), &dir.join(EVAL_LOG), false)
-}
-
-fn verdict(test: &TestDefinition, dir: &Path, r: Option<&result::BenchResult>) -> Verdict {
-    match r {
-        Some(r) => result::verdict(r, &asked(test, dir)),
-        None => {
-            let log = std::fs::read_to_string(dir.join(BENCH_LOG)).unwrap_or_default();
-            let why = if log.contains("Serving Benchmark Result") {
-                "the client printed its result but wrote no"
-            } else if log.is_empty() {
-                "the client did not run (was the server healthy?); no"
-            } else {
-                "the client did not finish; no"
-            };
-            Verdict::fail(format!("{why} {BENCH_JSON} under {}", dir.display()))
-        }
-    }
-}
-
 impl Workload for Vllm {
     fn needs(&self) -> super::Needs {
         super::Needs::Srun
     }
 
     fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
-        let s = serving(test, at);
+        let s = TEMPLATE.serving(test, at);
         let mut out = s.check();
         if test.template_fields.contains_key("proxy_script_repo") {
             out.push(
@@ -245,88 +202,18 @@ impl Workload for Vllm {
     }
 
     fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
-        llm_serving::launch(&serving(test, at))
+        llm_serving::launch(&TEMPLATE.serving(test, at))
     }
 
     fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
-        verdict(test, dir, result::read(&dir.join(BENCH_JSON)).as_ref())
+        TEMPLATE.grade(test, dir)
     }
 
-    /// `default`/`throughput`: output tokens/s; `tps-per-user`: per request slot; `tps-per-gpu`: per GPU the
-    /// servers used; `accuracy`: the evaluation's, when it ran.
     fn metric(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
-        if name == "accuracy" {
-            return test
-                .template_fields
-                .contains_key("semantic_eval_cmd_args")
-                .then(|| accuracy(dir))
-                .flatten();
-        }
-        let r = result::read(&dir.join(BENCH_JSON))?;
-        let tput = r.num("output_throughput")?;
-        match name {
-            "default" | "throughput" => Some(tput),
-            "tps-per-user" => r
-                .num("max_concurrency")
-                .filter(|c| *c > 0.0)
-                .map(|c| tput / c),
-            "tps-per-gpu" => {
-                let nodes = test_nodes(dir);
-                let at = Placement {
-                    nodes,
-                    gpus_per_node: None,
-                    tasks_per_node: None,
-                };
-                let s = serving(test, &at);
-                let gpus = match s.prefill() {
-                    Some(p) if nodes > 1 => {
-                        let (pg, dg) = (p.get("gpu_ids"), s.decode().get("gpu_ids"));
-                        if pg.is_some() && dg.is_some() {
-                            (s.role_gpus("prefill").len() + s.role_gpus("decode").len()) as u64
-                        } else {
-                            s.gpu_ids().len() as u64 * nodes
-                        }
-                    }
-                    _ => s.gpu_ids().len() as u64,
-                };
-                (gpus > 0).then(|| tput / gpus as f64)
-            }
-            _ => None,
-        }
+        TEMPLATE.metric(test, dir, name)
     }
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
-        let r = result::read(&dir.join(BENCH_JSON));
-        if r.is_none() && !dir.join(BENCH_LOG).exists() {
-            return None;
-        }
-        let v = verdict(test, dir, r.as_ref());
-        let table = result::table(r.as_ref(), accuracy(dir));
-        let page = super::kit::TablePage {
-            title,
-            verdict: &v.status_line(),
-            passed: v.passed,
-            cards: vec![("metrics".into(), table.rows.len().to_string())],
-            charts: serde_json::json!({}),
-            show: Vec::new(),
-            sections: vec![table.section("vllm bench serve")],
-        }
-        .render();
-        Some(IterationReport {
-            files: vec![("vllm.csv".into(), table.csv()), ("vllm.html".into(), page)],
-            verdict: Some(v),
-            ..Default::default()
-        })
+        TEMPLATE.report(test, dir, title)
     }
-}
-
-/// The node count of the iteration, from its `test-run.toml` (1 when unreadable).
-fn test_nodes(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join("test-run.toml"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("nnodes = ")?.trim().parse().ok())
-        })
-        .unwrap_or(1)
 }
