@@ -274,3 +274,10 @@ fn slurm_vllm_matches_cloudai() {
 fn slurm_sglang_matches_cloudai() {
     check_case("slurm-sglang");
 }
+
+/// NIXL EP: the plan written beside the script, the launcher that starts each phase's workers once the phase before
+/// has ended, `env_vars.sh` as CloudAI writes it for this workload (values bare).
+#[test]
+fn slurm_nixl_ep_matches_cloudai() {
+    check_case("slurm-nixl-ep");
+}

@@ -47,6 +47,7 @@ mod moe_benchmark;
 mod nccl_launchers;
 mod nccl_parse;
 mod nixl;
+mod nixl_ep;
 mod node_health;
 mod plain_clone;
 mod quarantine;

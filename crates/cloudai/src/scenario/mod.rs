@@ -134,6 +134,7 @@ impl TestRun {
             nodes: self.num_nodes,
             gpus_per_node: self.gpus_per_node,
             tasks_per_node: self.tasks_per_node,
+            time_limit: self.time_limit,
         }
     }
 }

@@ -161,6 +161,8 @@ pub struct Placement {
     /// Tasks the scheduler starts per node for an MPI test, when known (Slurm's `ntasks_per_node`, one per GPU on
     /// container schedulers).
     pub tasks_per_node: Option<u64>,
+    /// The test's time limit in seconds, as its scenario entry gives it.
+    pub time_limit: Option<u64>,
 }
 
 /// A report file too large to build in memory: `write` produces it into the writer it is given.
@@ -343,6 +345,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &nixl::NIXL_BENCH,
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,
+    &nixl::NixlEp,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -491,6 +491,7 @@ mod tests {
             nodes,
             gpus_per_node: Some(8),
             tasks_per_node: Some(8),
+            time_limit: None,
         };
         let mut t = crate::config::test::TestDefinition::for_tests("OSUBench");
         for (k, v) in [

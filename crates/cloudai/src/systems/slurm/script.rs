@@ -279,7 +279,6 @@ impl Ctx<'_> {
     /// A job of several steps: each task launch with the job's prefix, shell text as written, the iteration's
     /// directory in place of [`RUN_DIR`].
     fn steps_body(&self, t: &Target, steps: &Steps) -> String {
-        let dir = crate::util::shell::quote_path(t.dir);
         let lines: Vec<String> = steps
             .steps
             .iter()
@@ -302,15 +301,20 @@ impl Ctx<'_> {
                 Step::Shell(text) => text.clone(),
             })
             .collect();
-        let mut body = lines.join("\n").replace(RUN_DIR, &dir);
-        if body.contains('\u{E000}') {
-            let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test).join(" ");
-            body = body
-                .replace(SRUN_ALL_NODES, &prefix(true))
-                .replace(SRUN, &prefix(false))
-                .replace(RUN_TAG, &run_tag(&t.run.id, t.iteration));
+        self.fill(t, &lines.join("\n"))
+    }
+
+    /// A step's or a job file's text with the job's placeholders filled: [`RUN_DIR`], [`SRUN`],
+    /// [`SRUN_ALL_NODES`], [`RUN_TAG`].
+    fn fill(&self, t: &Target, text: &str) -> String {
+        if !text.contains('\u{E000}') {
+            return text.to_string();
         }
-        body
+        let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test).join(" ");
+        text.replace(RUN_DIR, &crate::util::shell::quote_path(t.dir))
+            .replace(SRUN_ALL_NODES, &prefix(true))
+            .replace(SRUN, &prefix(false))
+            .replace(RUN_TAG, &run_tag(&t.run.id, t.iteration))
     }
 
     fn hook_sruns(
@@ -464,7 +468,7 @@ impl Ctx<'_> {
         let steps = t.launch.steps.as_ref();
         lines.extend(steps.into_iter().flat_map(|s| s.prologue.iter().cloned()));
         for (name, text) in steps.iter().flat_map(|s| s.files.iter()) {
-            files.push((join_rel(&t.rel, name), text.clone()));
+            files.push((join_rel(&t.rel, name), self.fill(&t, text)));
         }
         lines.push(
             env.iter()

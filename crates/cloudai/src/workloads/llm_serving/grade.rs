@@ -113,6 +113,7 @@ impl Template {
                     nodes,
                     gpus_per_node: None,
                     tasks_per_node: None,
+                    time_limit: None,
                 };
                 let s = self.serving(test, &at);
                 let per_node = s.gpu_ids().len() as u64;

@@ -5,10 +5,14 @@
 //! steps, so Slurm only (as CloudAI).
 
 mod bench;
+mod ep;
+mod ep_log;
+mod ep_plan;
 mod kvbench;
 pub mod output;
 mod perftest;
 
+pub(crate) use ep::NixlEp;
 pub(crate) use perftest::NixlPerftest;
 
 use std::path::Path;
