@@ -5,6 +5,17 @@
 use crate::html::{chart, esc, page};
 use crate::util::pytoml::py_float;
 
+/// The node count an iteration ran on, from its `test-run.toml` (1 when unreadable): for reports re-read later.
+pub(crate) fn iteration_nodes(dir: &std::path::Path) -> u64 {
+    std::fs::read_to_string(dir.join("test-run.toml"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("nnodes = ")?.trim().parse().ok())
+        })
+        .unwrap_or(1)
+}
+
 /// One cell of a results table: text (escaped) or markup of ours (a bar).
 pub enum Cell {
     Text(String),

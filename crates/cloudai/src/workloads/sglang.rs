@@ -1,19 +1,12 @@
 //! SGLang serving (CloudAI's `sglang`): `sglang.launch_server` on one node, across several (its own distributed
 //! launch: one task per node, `--dist-init-addr` on the first), or as a prefill/decode pair behind
 //! `sglang_router`; `sglang.bench_serving` against it; optionally its GSM8K evaluation. Graded from the client's
-//! JSON-lines result ([`llm_serving::result`]): every request asked completed, none failed, the concurrency asked,
-//! request throughput above 0; CloudAI passes on one completed request.
-
-use std::path::Path;
+//! JSON-lines result ([`super::llm_serving::result`]): every request asked completed, none failed, the concurrency
+//! asked, request throughput above 0; CloudAI passes on one completed request.
 
 use super::llm_serving::{self, bench_args, Flavor, RoleLaunch, Serving, Template};
-use super::{IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
-use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
-use crate::config::decode::{Ctx, View};
-use crate::config::test::{TemplateSchema, TestDefinition};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::workloads::launch::RUN_DIR;
-
-pub(crate) struct Sglang;
 
 static ROLE: &[ArgSpec] = &[
     ArgSpec::new("gpu_ids", T::Text, D::Unset),
@@ -86,7 +79,11 @@ static FIELDS: &[ArgSpec] = &[
 
 const BENCH_JSONL: &str = "sglang-bench.jsonl";
 
-static TEMPLATE: Template = Template {
+pub(crate) static SGLANG: Template = Template {
+    name: "sglang",
+    args: ARGS,
+    fields: FIELDS,
+    check: |_| Vec::new(),
     flavor: &SglangFlavor,
     slug: "sglang",
     result: BENCH_JSONL,
@@ -95,21 +92,6 @@ static TEMPLATE: Template = Template {
     throughput_key: "request_throughput",
     client: "sglang.bench_serving",
 };
-
-impl TemplateSchema for Sglang {
-    fn template(&self) -> &'static str {
-        "sglang"
-    }
-    fn args(&self) -> &'static [ArgSpec] {
-        ARGS
-    }
-    fn fields(&self) -> &'static [ArgSpec] {
-        FIELDS
-    }
-    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
-        llm_serving::validate(ctx, v, args);
-    }
-}
 
 struct SglangFlavor;
 
@@ -268,31 +250,5 @@ impl Flavor for SglangFlavor {
             llm_serving::py_quote(&format!("{custom}exec {dist}")),
             l.pid_var
         )
-    }
-}
-
-impl Workload for Sglang {
-    fn needs(&self) -> super::Needs {
-        super::Needs::Srun
-    }
-
-    fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
-        TEMPLATE.serving(test, at).check()
-    }
-
-    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
-        llm_serving::launch(&TEMPLATE.serving(test, at))
-    }
-
-    fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
-        TEMPLATE.grade(test, dir)
-    }
-
-    fn metric(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
-        TEMPLATE.metric(test, dir, name)
-    }
-
-    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
-        TEMPLATE.report(test, dir, title)
     }
 }

@@ -1,16 +1,26 @@
-//! A serving template's grade, agent metrics and report, from its client's result file and its evaluation's
-//! accuracy: the same for every framework but for the file names and the throughput it reports.
+//! A serving template as a workload: its schema, job, grade, agent metrics and report — the same for every
+//! framework but for its fields, its flavour, its file names and the throughput it reports.
 
 use std::path::Path;
 
 use super::result::{self, BenchResult};
 use super::{Args, Flavor, Serving};
-use crate::config::args::ArgValue;
-use crate::config::test::TestDefinition;
-use crate::workloads::{kit, IterationReport, Placement, Verdict};
+use crate::config::args::{ArgSpec, ArgValue, CmdArgs};
+use crate::config::decode::{Ctx, View};
+use crate::config::test::{TemplateSchema, TestDefinition};
+use crate::workloads::{
+    kit, IterationReport, JobOutcome, Launch, Needs, Placement, Verdict, Workload,
+};
 
-/// What differs between the serving templates' grades.
+/// What differs between the serving templates.
 pub(crate) struct Template {
+    /// The template's name in test files.
+    pub name: &'static str,
+    pub args: &'static [ArgSpec],
+    /// Fields of the test definition beside the common ones (`bench_cmd_args`, `custom_bash`, …).
+    pub fields: &'static [ArgSpec],
+    /// The framework's own placement rules, after the shared ones.
+    pub check: fn(&Serving) -> Vec<String>,
     pub flavor: &'static dyn Flavor,
     /// File-name prefix (`vllm`: `vllm-bench.log`, `vllm.csv`).
     pub slug: &'static str,
@@ -88,14 +98,14 @@ impl Template {
         Verdict::fail(format!("{why} {} under {}", self.result, dir.display()))
     }
 
-    pub(crate) fn grade(&self, test: &TestDefinition, dir: &Path) -> Verdict {
+    fn grade_in(&self, test: &TestDefinition, dir: &Path) -> Verdict {
         self.verdict(test, dir, self.read(dir).as_ref())
     }
 
     /// `default`/`throughput`: the template's throughput; `tps-per-user`: per request slot; `tps-per-gpu`: per GPU
     /// the servers used (the node count from the iteration's `test-run.toml`); `accuracy`: the evaluation's, when
     /// it ran.
-    pub(crate) fn metric(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+    fn metric_in(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
         if name == "accuracy" {
             return Self::evaluated(test).then(|| self.accuracy(dir)).flatten();
         }
@@ -108,7 +118,7 @@ impl Template {
                 .filter(|c| *c > 0.0)
                 .map(|c| tput / c),
             "tps-per-gpu" => {
-                let nodes = test_nodes(dir);
+                let nodes = kit::iteration_nodes(dir);
                 let at = Placement {
                     nodes,
                     gpus_per_node: None,
@@ -133,12 +143,7 @@ impl Template {
         }
     }
 
-    pub(crate) fn report(
-        &self,
-        test: &TestDefinition,
-        dir: &Path,
-        title: &str,
-    ) -> Option<IterationReport> {
+    fn report_in(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
         let r = self.read(dir);
         if r.is_none() && !dir.join(self.bench_log()).exists() {
             return None;
@@ -166,13 +171,50 @@ impl Template {
     }
 }
 
-/// The node count of the iteration, from its `test-run.toml` (1 when unreadable).
-fn test_nodes(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join("test-run.toml"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("nnodes = ")?.trim().parse().ok())
-        })
-        .unwrap_or(1)
+impl TemplateSchema for Template {
+    fn template(&self) -> &'static str {
+        self.name
+    }
+    fn args(&self) -> &'static [ArgSpec] {
+        self.args
+    }
+    fn fields(&self) -> &'static [ArgSpec] {
+        self.fields
+    }
+    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
+        super::validate(ctx, v, args);
+    }
+}
+
+/// Several job steps of a generated script: Slurm only, as CloudAI.
+impl Workload for Template {
+    fn needs(&self) -> Needs {
+        Needs::Srun
+    }
+
+    fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
+        let s = self.serving(test, at);
+        let out = s.check();
+        if out.is_empty() {
+            (self.check)(&s)
+        } else {
+            out
+        }
+    }
+
+    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
+        super::launch(&self.serving(test, at))
+    }
+
+    fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
+        self.grade_in(test, dir)
+    }
+
+    fn metric(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
+        self.metric_in(test, dir, name)
+    }
+
+    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
+        self.report_in(test, dir, title)
+    }
 }

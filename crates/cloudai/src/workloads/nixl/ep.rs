@@ -365,15 +365,16 @@ impl Workload for NixlEp {
     }
 
     fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
-        let plan =
-            match test.cmd_args.str("plan").map(parse_plan) {
-                Some(Ok(p)) => p,
-                Some(Err(e)) => return vec![format!("cmd_args.plan: {e}")],
-                None => return vec![
+        let plan = match test.cmd_args.str("plan").map(parse_plan) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return vec![format!("cmd_args.plan: {e}")],
+            None => {
+                return vec![
                     "cmd_args.plan is one plan when the job is written (a sweep is resolved first)"
                         .into(),
-                ],
-            };
+                ]
+            }
+        };
         let Some(per_node) = int(test, "num_processes_per_node") else {
             return vec![
                 "cmd_args.num_processes_per_node is one integer when the job is written".into(),

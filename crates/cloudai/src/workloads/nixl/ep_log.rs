@@ -186,17 +186,6 @@ fn log_path(dir: &Path, node: usize) -> PathBuf {
     dir.join(format!("nixl-ep-node-{node}.log"))
 }
 
-/// The node count of the iteration, from its `test-run.toml` (1 when unreadable).
-fn nodes_of(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join("test-run.toml"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("nnodes = ")?.trim().parse().ok())
-        })
-        .unwrap_or(1)
-}
-
 /// The plan the job ran: its file in the iteration, else the test's.
 fn plan(test: &TestDefinition, dir: &Path) -> Vec<Vec<i64>> {
     std::fs::read_to_string(dir.join(PLAN))
@@ -208,7 +197,7 @@ fn plan(test: &TestDefinition, dir: &Path) -> Vec<Vec<i64>> {
 
 /// Every node log the job wrote, by node.
 fn logs(test: &TestDefinition, dir: &Path) -> Vec<(usize, Option<NodeLog>)> {
-    launched_nodes(test, nodes_of(dir))
+    launched_nodes(test, kit::iteration_nodes(dir))
         .into_iter()
         .map(|n| {
             let log = std::fs::read_to_string(log_path(dir, n))

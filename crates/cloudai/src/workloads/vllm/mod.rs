@@ -1,21 +1,15 @@
 //! vLLM serving (CloudAI's `vllm`): `vllm serve` on one node, on a Ray cluster of several, or as a prefill/decode
 //! pair joined by NIXL behind vLLM's toy proxy; `vllm bench serve` against it; optionally the GSM8K evaluation.
-//! Graded from `vllm-bench.json` ([`llm_serving::result`]): every request asked completed, none failed, the model,
-//! prompt count and concurrency asked, output throughput above 0; CloudAI passes on one successful request.
+//! Graded from `vllm-bench.json` ([`super::llm_serving::result`]): every request asked completed, none failed,
+//! the model, prompt count and concurrency asked, output throughput above 0; CloudAI passes on one successful
+//! request.
 
-use std::path::Path;
-
-use super::llm_serving::{self, Args, Template};
-use super::{IterationReport, JobOutcome, Launch, Placement, Verdict, Workload};
-use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue, CmdArgs};
-use crate::config::decode::{Ctx, View};
-use crate::config::test::{TemplateSchema, TestDefinition};
+use super::llm_serving::{Args, Serving, Template};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 
 mod flavor;
 
 use flavor::VllmFlavor;
-
-pub(crate) struct Vllm;
 
 static RAY: &[ArgSpec] = &[
     ArgSpec::new("head", T::Bool, D::Unset),
@@ -102,7 +96,11 @@ static FIELDS: &[ArgSpec] = &[
 const HEALTHCHECK: &str = "/healthcheck";
 const BENCH_JSON: &str = "vllm-bench.json";
 
-static TEMPLATE: Template = Template {
+pub(crate) static VLLM: Template = Template {
+    name: "vllm",
+    args: ARGS,
+    fields: FIELDS,
+    check,
     flavor: &VllmFlavor,
     slug: "vllm",
     result: BENCH_JSON,
@@ -111,21 +109,6 @@ static TEMPLATE: Template = Template {
     throughput_key: "output_throughput",
     client: "vllm bench serve",
 };
-
-impl TemplateSchema for Vllm {
-    fn template(&self) -> &'static str {
-        "vllm"
-    }
-    fn args(&self) -> &'static [ArgSpec] {
-        ARGS
-    }
-    fn fields(&self) -> &'static [ArgSpec] {
-        FIELDS
-    }
-    fn validate(&self, ctx: &mut Ctx, v: &View, args: &CmdArgs) {
-        llm_serving::validate(ctx, v, args);
-    }
-}
 
 fn int(v: Option<&ArgValue>, default: i64) -> i64 {
     v.and_then(ArgValue::as_int).unwrap_or(default)
@@ -165,55 +148,28 @@ fn parallelism(role: &str, args: &Args, gpus: u64) -> Option<String> {
     }
     None
 }
-impl Workload for Vllm {
-    fn needs(&self) -> super::Needs {
-        super::Needs::Srun
+/// vLLM's own rules: its parallelism on each role's GPUs; `proxy_script_repo` is not installed by this version.
+fn check(s: &Serving) -> Vec<String> {
+    if s.test.template_fields.contains_key("proxy_script_repo") {
+        return vec![
+            "proxy_script_repo is not installed by this version: list the repository in git_repos with a \
+             mount_as and point cmd_args.proxy_script into it"
+                .into(),
+        ];
     }
-
-    fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
-        let s = TEMPLATE.serving(test, at);
-        let mut out = s.check();
-        if test.template_fields.contains_key("proxy_script_repo") {
-            out.push(
-                "proxy_script_repo is not installed by this version: list the repository in git_repos with a \
-                 mount_as and point cmd_args.proxy_script into it"
-                    .into(),
-            );
+    let per_node = s.gpu_ids().len() as u64;
+    let problem = match s.prefill() {
+        None => parallelism("decode", s.decode(), per_node * s.nodes),
+        Some(p) => {
+            let (pn, dn) = s.role_nodes().unwrap_or((1, 1));
+            parallelism("prefill", p, s.role_gpus("prefill").len() as u64 * pn).or_else(|| {
+                parallelism(
+                    "decode",
+                    s.decode(),
+                    s.role_gpus("decode").len() as u64 * dn,
+                )
+            })
         }
-        if !out.is_empty() {
-            return out;
-        }
-        let per_node = s.gpu_ids().len() as u64;
-        let problems = match s.prefill() {
-            None => parallelism("decode", s.decode(), per_node * s.nodes),
-            Some(p) => {
-                let (pn, dn) = s.role_nodes().unwrap_or((1, 1));
-                parallelism("prefill", p, s.role_gpus("prefill").len() as u64 * pn).or_else(|| {
-                    parallelism(
-                        "decode",
-                        s.decode(),
-                        s.role_gpus("decode").len() as u64 * dn,
-                    )
-                })
-            }
-        };
-        out.extend(problems);
-        out
-    }
-
-    fn launch(&self, test: &TestDefinition, at: &Placement) -> Launch {
-        llm_serving::launch(&TEMPLATE.serving(test, at))
-    }
-
-    fn grade(&self, test: &TestDefinition, dir: &Path, _outcome: &JobOutcome) -> Verdict {
-        TEMPLATE.grade(test, dir)
-    }
-
-    fn metric(&self, test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
-        TEMPLATE.metric(test, dir, name)
-    }
-
-    fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
-        TEMPLATE.report(test, dir, title)
-    }
+    };
+    problem.into_iter().collect()
 }
