@@ -188,12 +188,7 @@ impl Flavor for SglangFlavor {
             format!("--random-range-ratio {}", v("random_range_ratio")),
             format!("--output-file {RUN_DIR}/{BENCH_JSONL}"),
         ];
-        let declared: Vec<&str> = BENCH.iter().map(|a| a.name).collect();
-        cmd.extend(
-            b.iter()
-                .filter(|(k, _)| !declared.contains(&k.as_str()))
-                .map(|(k, v)| format!("--{} {}", k.replace('_', "-"), v.py_str())),
-        );
+        cmd.extend(llm_serving::bench_extras(s.test, BENCH));
         if b.get("output_details") == Some(&ArgValue::Bool(true)) {
             cmd.push("--output-details".into());
         }
@@ -204,8 +199,10 @@ impl Flavor for SglangFlavor {
     }
 
     fn aggregated_env(&self, s: &Serving) -> Vec<(String, String)> {
-        let ids: Vec<String> = s.gpu_ids().iter().map(i64::to_string).collect();
-        vec![("CUDA_VISIBLE_DEVICES".into(), ids.join(","))]
+        vec![(
+            "CUDA_VISIBLE_DEVICES".into(),
+            llm_serving::ids(&s.gpu_ids()),
+        )]
     }
 
     fn aggregated_preamble(&self, s: &Serving) -> String {

@@ -45,6 +45,16 @@ pub(crate) fn bench_args(test: &TestDefinition) -> &Args {
     }
 }
 
+/// The client's options the template does not declare (`bench_cmd_args` keys beyond `declared`), as CloudAI
+/// appends them: `--key value`, in the table's order.
+pub(crate) fn bench_extras(test: &TestDefinition, declared: &[ArgSpec]) -> Vec<String> {
+    bench_args(test)
+        .iter()
+        .filter(|(k, _)| !declared.iter().any(|d| d.name == k.as_str()))
+        .map(|(k, v)| format!("--{} {}", k.replace('_', "-"), v.py_str()))
+        .collect()
+}
+
 impl Template {
     pub(crate) fn serving<'a>(&self, test: &'a TestDefinition, at: &Placement) -> Serving<'a> {
         Serving::new(self.flavor, self.slug, test, at)

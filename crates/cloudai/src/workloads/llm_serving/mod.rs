@@ -18,7 +18,7 @@ mod grade;
 pub(crate) mod result;
 mod script;
 
-pub(crate) use grade::{bench_args, Template};
+pub(crate) use grade::{bench_args, bench_extras, Template};
 pub(crate) use script::py_quote;
 
 /// A role's table (`cmd_args.decode`, `cmd_args.prefill`): its declared fields and the server options.
@@ -119,7 +119,7 @@ pub(crate) struct Serving<'a> {
 static EMPTY: std::sync::LazyLock<Args> = std::sync::LazyLock::new(Args::new);
 
 /// GPU ids as CUDA_VISIBLE_DEVICES lists them.
-fn ids(gpus: &[i64]) -> String {
+pub(crate) fn ids(gpus: &[i64]) -> String {
     gpus.iter()
         .map(i64::to_string)
         .collect::<Vec<_>>()

@@ -179,12 +179,7 @@ impl Flavor for VllmFlavor {
             format!("--result-filename {BENCH_JSON}"),
             "--save-result".into(),
         ];
-        let declared: Vec<&str> = BENCH.iter().map(|a| a.name).collect();
-        cmd.extend(
-            b.iter()
-                .filter(|(k, _)| !declared.contains(&k.as_str()))
-                .map(|(k, v)| format!("--{} {}", k.replace('_', "-"), v.py_str())),
-        );
+        cmd.extend(llm_serving::bench_extras(s.test, BENCH));
         cmd
     }
 
@@ -304,14 +299,13 @@ impl Flavor for VllmFlavor {
     }
 
     fn role_env(&self, _s: &Serving, role: &str, gpus: &[i64]) -> Vec<(String, String)> {
-        let ids: Vec<String> = gpus.iter().map(i64::to_string).collect();
         let (host, port) = if role == "prefill" {
             ("${PREFILL_NODE}", "$PREFILL_NIXL_PORT")
         } else {
             ("${DECODE_NODE}", "$DECODE_NIXL_PORT")
         };
         vec![
-            ("CUDA_VISIBLE_DEVICES".into(), ids.join(",")),
+            ("CUDA_VISIBLE_DEVICES".into(), llm_serving::ids(gpus)),
             ("VLLM_NIXL_SIDE_CHANNEL_HOST".into(), host.into()),
             ("VLLM_NIXL_SIDE_CHANNEL_PORT".into(), port.into()),
         ]
