@@ -23,6 +23,12 @@ pub enum Installable {
         url: String,
         path: PathBuf,
     },
+    /// A Python environment for a launcher run from its clone (`project`): `python3 -m venv`, then the project's
+    /// dependencies (its `pyproject.toml`, else its `requirements.txt`), as CloudAI makes it.
+    Venv {
+        project: PathBuf,
+        path: PathBuf,
+    },
     /// A launcher file of CloudAI's, copied from the user's CloudAI (`src`) into the install directory.
     File {
         src: PathBuf,
@@ -37,6 +43,7 @@ impl Installable {
         match self {
             Installable::Repo { path, .. }
             | Installable::Image { path, .. }
+            | Installable::Venv { path, .. }
             | Installable::File { path, .. } => path,
         }
     }
@@ -45,6 +52,10 @@ impl Installable {
         match self {
             Installable::Repo { url, commit, .. } => format!("git repository {url} at {commit}"),
             Installable::Image { url, .. } => format!("container image {url}"),
+            Installable::Venv { project, .. } => format!(
+                "Python environment of {}",
+                project.file_name().unwrap_or_default().to_string_lossy()
+            ),
             Installable::File { src, .. } => format!(
                 "CloudAI's launcher {} (from {})",
                 src.file_name().unwrap_or_default().to_string_lossy(),
@@ -63,10 +74,15 @@ impl Installable {
                     _ => false,
                 }
             }
+            // one being made (or left half made by a crash) carries the mark
+            Installable::Venv { path, .. } => path.exists() && !path.join(VENV_PARTIAL).exists(),
             _ => self.path().exists(),
         }
     }
 }
+
+/// Inside a Python environment while it is being made: it is not installed until the mark is gone.
+const VENV_PARTIAL: &str = ".cloudai-partial";
 
 /// `nvcr.io#nvidia/pytorch:24.02-py3` → `nvcr.io_nvidia__pytorch__24.02-py3.sqsh`: CloudAI's cache file name, by its
 /// rules (the tag is what follows the last `:`; the path's parts joined by `_` before `__<last part>`; `#` and `/`
@@ -101,11 +117,14 @@ fn absolute(p: &Path) -> PathBuf {
 
 /// The cached image of a test on this system, when images are cached.
 pub(crate) fn cached_image(sys: &SystemConfig, run: &TestRun) -> Option<PathBuf> {
-    if !sys.kind.caches_images() {
-        return None;
-    }
-    let url = run.launch().image?;
-    Some(absolute(&sys.install_path).join(sqsh_name(&url)))
+    cached_image_of(sys, &run.launch().image?)
+}
+
+/// Where this system caches the image `url`, when it caches images.
+pub(crate) fn cached_image_of(sys: &SystemConfig, url: &str) -> Option<PathBuf> {
+    sys.kind
+        .caches_images()
+        .then(|| absolute(&sys.install_path).join(sqsh_name(url)))
 }
 
 /// Every installable of the scenario's tests and hooks, once each.
@@ -130,6 +149,18 @@ pub(crate) fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Insta
         }
         if let (Some(path), Some(url)) = (cached_image(sys, &r), r.launch().image) {
             out.push(Installable::Image { url, path });
+        }
+        if let Some(l) = r.workload.python_launcher(&r.test) {
+            out.push(Installable::Repo {
+                url: l.url.clone(),
+                commit: l.commit.clone(),
+                submodules: false,
+                path: l.repo(&install),
+            });
+            out.push(Installable::Venv {
+                project: l.repo(&install),
+                path: l.venv(&install),
+            });
         }
         if let (Some(f), Some(spec)) = (&r.test.script, r.workload.script()) {
             out.push(Installable::File {
@@ -158,6 +189,42 @@ fn run(cmd: &mut std::process::Command) -> Result<(), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
+}
+
+/// A Python environment is made where it stays (its scripts name their own path), marked until it is complete; a
+/// failure removes it.
+fn make_venv(project: &Path, path: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(path);
+    let python = path.join("bin").join("python");
+    let r = run(std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(path))
+    .and_then(|_| {
+        std::fs::write(path.join(VENV_PARTIAL), b"").map_err(|e| format!("{}: {e}", path.display()))
+    })
+    .and_then(|_| {
+        let mut pip = std::process::Command::new(&python);
+        pip.args(["-m", "pip", "install", "--quiet"]);
+        if project.join("pyproject.toml").is_file() {
+            pip.arg(project);
+        } else if project.join("requirements.txt").is_file() {
+            pip.arg("-r").arg(project.join("requirements.txt"));
+        } else {
+            return Err(format!(
+                "{} has neither pyproject.toml nor requirements.txt to install from",
+                project.display()
+            ));
+        }
+        run(&mut pip)
+    })
+    .and_then(|_| {
+        std::fs::remove_file(path.join(VENV_PARTIAL))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    if r.is_err() {
+        let _ = std::fs::remove_dir_all(path);
+    }
+    r
 }
 
 fn install_one(i: &Installable) -> Result<(), String> {
@@ -213,6 +280,7 @@ fn install_one(i: &Installable) -> Result<(), String> {
                 ))
             }
         }
+        Installable::Venv { project, path } => return make_venv(project, path),
         Installable::Image { url, .. } => run(std::process::Command::new("enroot")
             .arg("import")
             .arg("-o")

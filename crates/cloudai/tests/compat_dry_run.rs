@@ -281,3 +281,10 @@ fn slurm_sglang_matches_cloudai() {
 fn slurm_nixl_ep_matches_cloudai() {
     check_case("slurm-nixl-ep");
 }
+
+/// The NeMo launcher: no batch script of ours — the launcher's command with CloudAI's Hydra overrides in
+/// generated_command.sh, the srun line CloudAI records in test-run.toml and slurm-job.toml.
+#[test]
+fn slurm_nemo_launcher_matches_cloudai() {
+    check_case("slurm-nemo-launcher-gpt3");
+}

@@ -223,3 +223,59 @@ fn a_failed_install_is_named_and_leaves_nothing_that_looks_installed() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A launcher run from its own Python environment (the NeMo launcher's `launcher_repo`): install clones it and
+/// makes `<repo>__<commit>-venv` from its requirements (an empty list here: no package index needed); a failed
+/// environment leaves nothing that looks installed; uninstall removes both.
+#[test]
+fn a_launchers_python_environment_is_made_beside_its_clone() {
+    let w = Work::new();
+    let first = setup(&w);
+    let src = w.path().join("src");
+    std::fs::write(src.join("requirements.txt"), "# nothing to install\n").unwrap();
+    git(&src, &["add", "."]);
+    git(&src, &["commit", "--quiet", "-m", "requirements"]);
+    let with_reqs = git(&src, &["rev-parse", "HEAD"]);
+    git(
+        w.path(),
+        &[
+            "--git-dir",
+            "src.git",
+            "fetch",
+            "--quiet",
+            &src.display().to_string(),
+            "main:main",
+        ],
+    );
+    for (commit, ok) in [(first.as_str(), false), (with_reqs.as_str(), true)] {
+        w.file(
+            "tests/nccl.toml",
+            &format!(
+                "name = \"nccl\"\ndescription = \"d\"\ntest_template_name = \"NeMoLauncher\"\n\
+                 [cmd_args]\ndocker_image_url = \"{IMAGE}\"\n[launcher_repo]\nurl = \"{}\"\ncommit = \"{commit}\"\n",
+                w.path().join("src.git").display()
+            ),
+        );
+        let venv = w.path().join(format!("install/src__{commit}-venv"));
+        let (code, text) = cloudai(&w, "install");
+        if !ok {
+            // the first commit has neither pyproject.toml nor requirements.txt
+            assert_ne!(code, Some(0), "{text}");
+            assert!(
+                text.contains("has neither pyproject.toml nor requirements.txt"),
+                "{text}"
+            );
+            assert!(!venv.exists(), "a failed environment is removed");
+            continue;
+        }
+        assert_eq!(code, Some(0), "{text}");
+        assert!(venv.join("bin/python").exists(), "{text}");
+        assert!(!venv.join(".cloudai-partial").exists());
+        let (code, text) = cloudai(&w, "install");
+        assert_eq!(code, Some(0), "{text}");
+        assert!(text.contains("is already installed"), "{text}");
+        let (code, text) = cloudai(&w, "uninstall");
+        assert_eq!(code, Some(0), "{text}");
+        assert!(!venv.exists() && !w.path().join(format!("install/src__{commit}")).exists());
+    }
+}

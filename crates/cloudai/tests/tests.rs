@@ -46,6 +46,7 @@ mod megatron_run;
 mod moe_benchmark;
 mod nccl_launchers;
 mod nccl_parse;
+mod nemo_launcher;
 mod nixl;
 mod nixl_ep;
 mod node_health;

@@ -52,6 +52,7 @@ fn prepared_from(sys: &dyn System, dir: &Path) -> Prepared {
         full_cmd: field("full_cmd"),
         files,
         env: Vec::new(),
+        submit_cmd: None,
     }
 }
 
@@ -120,7 +121,7 @@ async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
         return SlotPlan {
             iteration: i,
             started: started || rec.started_at.is_some(),
-            state: PlanState::Attached(Attached {
+            state: PlanState::Attached(Box::new(Attached {
                 id,
                 dir,
                 prepared,
@@ -128,7 +129,7 @@ async fn plan_for(sys: &dyn System, run: &TestRun, root: &Path) -> SlotPlan {
                     .unwrap_or_else(Local::now),
                 started_at: crate::results::record::local_time(&rec.started_at),
                 queue: rec.queue_states.clone(),
-            }),
+            })),
         };
     }
     SlotPlan {

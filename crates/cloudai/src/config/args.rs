@@ -534,3 +534,23 @@ fn decode_table(
         fixed_lists,
     }
 }
+
+/// Every leaf of a table as `a.b.c` → value, depth first in field order (CloudAI's `flatten_dict`).
+pub(crate) fn leaves(t: &IndexMap<String, ArgValue>) -> Vec<(String, ArgValue)> {
+    fn walk(t: &IndexMap<String, ArgValue>, prefix: &str, out: &mut Vec<(String, ArgValue)>) {
+        for (k, v) in t {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                ArgValue::Table(sub) => walk(sub, &key, out),
+                v => out.push((key, v.clone())),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(t, "", &mut out);
+    out
+}

@@ -25,7 +25,7 @@ pub(crate) enum PlanState {
     /// Every iteration has ended.
     Done,
     /// `iteration`'s job, taken over from the journal.
-    Attached(Attached),
+    Attached(Box<Attached>),
 }
 
 pub(crate) struct Attached {

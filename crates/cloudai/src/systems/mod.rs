@@ -40,6 +40,9 @@ pub struct Prepared {
     pub files: Vec<(String, String)>,
     /// Environment of the job: system `global_env_vars`, then the test's `extra_env_vars`.
     pub env: Vec<(String, String)>,
+    /// The workload's own launcher submits the job: this shell text, run on the login node in the iteration's
+    /// directory, prints the id of the job it submitted (no batch script of ours).
+    pub submit_cmd: Option<String>,
 }
 
 #[derive(Clone, Debug)]

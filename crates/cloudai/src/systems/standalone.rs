@@ -146,6 +146,7 @@ impl System for Standalone {
             full_cmd: full,
             files: Vec::new(),
             env,
+            submit_cmd: None,
         })
     }
 

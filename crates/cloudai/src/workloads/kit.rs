@@ -16,6 +16,21 @@ pub(crate) fn iteration_nodes(dir: &std::path::Path) -> u64 {
         .unwrap_or(1)
 }
 
+/// A training's step times (step, seconds) as a line chart's spec.
+pub(crate) fn step_time_chart(pts: &[(u64, f64)], xlabel: &str) -> serde_json::Value {
+    use crate::html::{chart_spec, series};
+    let mut spec = chart_spec(
+        "Train step timing",
+        "step time (s)",
+        "s",
+        false,
+        vec![series("step time", pts, false)],
+    );
+    spec["xlabel"] = xlabel.into();
+    spec["linearX"] = true.into();
+    spec
+}
+
 /// One cell of a results table: text (escaped) or markup of ours (a bar).
 pub enum Cell {
     Text(String),

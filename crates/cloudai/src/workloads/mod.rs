@@ -14,6 +14,7 @@ pub mod llm_serving;
 pub mod megatron_run;
 pub mod moe_benchmark;
 pub mod nccl;
+pub mod nemo_launcher;
 pub mod nemo_run;
 pub mod nixl;
 pub mod node_health;
@@ -22,6 +23,7 @@ pub mod serving;
 pub mod sglang;
 mod sleep;
 pub mod slurm_container;
+pub mod submit;
 pub mod triton_inference;
 pub mod ucc;
 pub mod vllm;
@@ -243,6 +245,19 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn script(&self) -> Option<Script> {
         None
     }
+    /// A launcher the workload runs from a Python environment of its own, installed with the test.
+    fn python_launcher(&self, _test: &TestDefinition) -> Option<submit::PythonLauncher> {
+        None
+    }
+    /// The login-node command of an iteration, for a workload whose own launcher submits its job
+    /// ([`Needs::Submit`]); `None` for every other.
+    fn submission(
+        &self,
+        _test: &TestDefinition,
+        _at: &submit::SubmitAt,
+    ) -> Option<submit::Submission> {
+        None
+    }
     /// Values CloudAI computes from others before the test runs (NeMo-Run's `data.num_train_samples`, NIXL's buffer
     /// size in bytes), some from the system's tasks per node; they show in `test-run.toml` too. Applied when the
     /// test is resolved and to every step of a sweep.
@@ -346,6 +361,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &nixl::NIXL_KVBENCH,
     &nixl::NixlPerftest,
     &nixl::NixlEp,
+    &nemo_launcher::NeMoLauncher,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::{IterationReport, JobOutcome, Launch, Placement, Script, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
-use crate::html::{chart, chart_spec, esc, page, series};
+use crate::html::{chart, esc, page};
 use crate::util::pytoml::py_float;
 use crate::util::shell::quote;
 
@@ -139,21 +139,6 @@ fn put_declared(
     t.shift_insert(at, key.to_string(), v);
 }
 
-/// `prefix.key=value` for every set leaf, depth first in field order (CloudAI's flattening of the model).
-fn flatten(t: &indexmap::IndexMap<String, ArgValue>, prefix: &str, out: &mut Vec<String>) {
-    for (k, v) in t {
-        let key = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        match v {
-            ArgValue::Table(sub) => flatten(sub, &key, out),
-            v => out.push(quote(&format!("{key}={}", v.py_str())).into_owned()),
-        }
-    }
-}
-
 fn env_is(test: &TestDefinition, name: &str, value: &str) -> bool {
     test.extra_env_vars
         .get(name)
@@ -216,7 +201,11 @@ impl Workload for NeMoRun {
             quote(recipe).into_owned(),
             "-y".into(),
         ];
-        flatten(&values, "", &mut args);
+        args.extend(
+            crate::config::args::leaves(&values)
+                .into_iter()
+                .map(|(k, v)| quote(&format!("{k}={}", v.py_str())).into_owned()),
+        );
         for (k, v) in &test.extra_cmd_args {
             args.push(if v.is_empty() {
                 k.clone()
@@ -458,15 +447,7 @@ fn html(title: &str, log: &Log, verdict: &str, passed: bool, avg: f64, median: f
         .enumerate()
         .map(|(i, s)| (s.global_step.unwrap_or(i as u64), s.time_s))
         .collect();
-    let mut spec = chart_spec(
-        "Train step timing",
-        "step time (s)",
-        "s",
-        false,
-        vec![series("step time", &pts, false)],
-    );
-    spec["xlabel"] = "global step".into();
-    spec["linearX"] = true.into();
+    let spec = super::kit::step_time_chart(&pts, "global step");
     let tflops = mean(
         &log.steps
             .iter()

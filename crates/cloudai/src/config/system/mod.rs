@@ -47,6 +47,9 @@ pub enum Needs {
     Hosts,
     /// Tasks started by `srun` in a batch allocation.
     Srun,
+    /// A login node from which the workload's own launcher submits its batch job (NeMo launcher): the scheduler
+    /// runs the launcher, reads the job id it prints and watches that job.
+    Submit,
 }
 
 /// Every scheduler, in the order messages list them.

@@ -10,7 +10,7 @@ pub(super) const SCHEDULER: Scheduler = Scheduler {
     name: "slurm",
     fields: SLURM_FIELDS,
     default_monitor_interval: 60,
-    gives: &[Needs::Launch, Needs::Hosts, Needs::Srun],
+    gives: &[Needs::Launch, Needs::Hosts, Needs::Srun, Needs::Submit],
     pods: false,
     decode: |ctx, v| decode_slurm(ctx, v).map(|s| SystemKind::Slurm(Box::new(s))),
 };

@@ -428,6 +428,7 @@ impl<B: Backend> System for Stepped<B> {
             full_cmd,
             files,
             env: super::job_env(self.backend.config(), run),
+            submit_cmd: None,
         })
     }
 

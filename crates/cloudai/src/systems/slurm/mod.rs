@@ -8,6 +8,7 @@ pub mod quarantine;
 pub mod script;
 mod single;
 mod state;
+mod submit;
 pub use foreign::foreign_job;
 mod watch;
 
@@ -205,6 +206,14 @@ impl System for Slurm {
     /// A process that drives more GPUs than a node has (the workload's GPUs per process above `gpus_per_node`) is refused
     /// before anything is submitted; `gpus_per_node` unset or 0 manages no GPUs.
     fn check(&self, run: &TestRun) -> Vec<String> {
+        if run.workload.needs() == crate::workloads::Needs::Submit
+            && (run.pre_test.is_some() || run.post_test.is_some())
+        {
+            return vec![format!(
+                "test '{}': its own launcher submits the job, so there is no batch script of ours to run                  pre_test/post_test hooks in; run the hooks as tests of their own",
+                run.id
+            )];
+        }
         let launch = run.launch();
         match self.slurm().gpus_per_node {
             Some(g) if g > 0 && launch.gpus_per_rank > g => vec![format!(
@@ -235,6 +244,7 @@ impl System for Slurm {
             full_cmd: g.full_cmd,
             files: g.files,
             env: super::job_env(&self.cfg, run),
+            submit_cmd: g.submit_cmd,
         })
     }
 
@@ -265,11 +275,17 @@ impl System for Slurm {
         Ok(())
     }
 
-    fn would_submit(&self, _run: &TestRun, dir: &Path, _job: &Prepared) -> JobId {
-        info!(
-            "Dry-run: would submit {} with sbatch",
-            dir.join(script::SCRIPT).display()
-        );
+    fn would_submit(&self, _run: &TestRun, dir: &Path, job: &Prepared) -> JobId {
+        match &job.submit_cmd {
+            Some(_) => info!(
+                "Dry-run: would run the test's own launcher on this node ({})",
+                dir.display()
+            ),
+            None => info!(
+                "Dry-run: would submit {} with sbatch",
+                dir.join(script::SCRIPT).display()
+            ),
+        }
         "0".into()
     }
 
@@ -279,6 +295,12 @@ impl System for Slurm {
         dir: &Path,
         job: &Prepared,
     ) -> Result<JobId, SystemError> {
+        if let Some(cmd) = &job.submit_cmd {
+            let id = submit::by_launcher(cmd, dir).await?;
+            info!("Submitted slurm job: {id}");
+            self.track(&id, dir, job);
+            return Ok(id);
+        }
         self.install_metadata_script()
             .and_then(|_| std::fs::create_dir_all(dir.join("metadata")))
             .map_err(|e| format!("cannot prepare {}: {e}", dir.display()))?;
@@ -332,17 +354,18 @@ impl System for Slurm {
         Ok(())
     }
 
-    /// A job whose batch script is this iteration's (`squeue -o %o` shows the script path), still queued or
-    /// running.
+    /// A job whose batch script lies in this iteration's directory (`squeue -o %o` shows the script path: ours,
+    /// or the one a test's own launcher wrote under it), still queued or running.
     async fn find_submitted(&self, _run: &TestRun, dir: &Path) -> Option<JobId> {
-        let script = dir.join(script::SCRIPT);
         let out = run_cmd("squeue", &["-h", "--me", "-o", "%i|%o"]).await;
         if !out.ok {
             return None;
         }
         out.stdout.lines().find_map(|l| {
             let (id, cmd) = l.split_once('|')?;
-            (Path::new(cmd.trim()) == script).then(|| id.trim().to_string())
+            Path::new(cmd.trim())
+                .starts_with(dir)
+                .then(|| id.trim().to_string())
         })
     }
 

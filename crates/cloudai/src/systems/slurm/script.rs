@@ -13,6 +13,8 @@ use crate::util::shell::{in_double_quotes, quote, quote_path};
 use crate::workloads::launch::{EnvFile, Step, Steps, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES};
 use crate::workloads::{Launch, Procs};
 
+mod submitted;
+
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
 /// split on; then double-quoted, the form sbatch's option-line parser takes.
 pub(crate) fn sbatch_value(p: &Path) -> String {
@@ -64,6 +66,8 @@ pub struct Generated {
     /// The job's steps, when it is a job of several: what it mounts from the iteration directory is made before it
     /// is submitted ([`make_mount_sources`]).
     pub steps: Option<Steps>,
+    /// The login-node command that submits the job, for a workload whose own launcher does (no batch script).
+    pub submit_cmd: Option<String>,
 }
 
 /// The image a task launch runs in.
@@ -109,9 +113,11 @@ impl Ctx<'_> {
 
     /// The image to run: its cached `.sqsh` under install_path with `cache_docker_images_locally`, else the URL.
     fn image(&self, t: &Target) -> Option<String> {
-        crate::install::cached_image(self.sys, t.run)
-            .map(|p| p.display().to_string())
-            .or_else(|| t.launch.image.clone())
+        let url = t.launch.image.as_deref()?;
+        Some(
+            crate::install::cached_image_of(self.sys, url)
+                .map_or_else(|| url.to_string(), |p| p.display().to_string()),
+        )
     }
 
     fn mounts(&self, t: &Target) -> Vec<String> {
@@ -374,6 +380,9 @@ impl Ctx<'_> {
             nodes,
             iteration,
         };
+        if run.workload.needs() == crate::workloads::Needs::Submit {
+            return self.submitted(t, files);
+        }
         let srun = self.srun_command(&t, &mut files);
         let test_cmd = Self::test_cmd(&t);
 
@@ -548,6 +557,7 @@ impl Ctx<'_> {
             full_cmd: srun,
             files,
             steps: t.launch.steps,
+            submit_cmd: None,
         }
     }
 }

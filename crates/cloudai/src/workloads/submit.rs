@@ -1,0 +1,64 @@
+//! Workloads whose own launcher submits their batch job from the login node (NeMo launcher): the scheduler tells
+//! the workload what it knows of the cluster ([`SubmitAt`]), the workload answers with the command to run there
+//! ([`Submission`]); the scheduler runs it, reads the job id it prints and watches that job like its own.
+
+use std::path::{Path, PathBuf};
+
+/// What the scheduler knows that a launcher's command states (its partition, account, nodes, paths).
+#[derive(Clone, Debug)]
+pub struct SubmitAt<'a> {
+    pub partition: &'a str,
+    pub account: Option<&'a str>,
+    /// The system's GPUs per node, when it states them.
+    pub gpus_per_node: Option<u64>,
+    /// A reservation the system's task-launcher arguments name (`--reservation X`).
+    pub reservation: Option<&'a str>,
+    /// The explicit node list, empty when only a count was asked for.
+    pub nodes: &'a [String],
+    /// Nodes of the run (the node list's length when one is given).
+    pub num_nodes: u64,
+    /// Absolute install path (repositories, their Python environments, cached images).
+    pub install: &'a Path,
+    /// The test's image as the job runs it: its cached `.sqsh` or its URL.
+    pub image: Option<String>,
+    /// The iteration's directory (absolute): the launcher writes its job's output under it.
+    pub dir: &'a Path,
+    /// The job's environment: the system's variables, then the test's.
+    pub env: &'a [(String, String)],
+    /// `%Y%m%d_%H%M%S` at preparation: part of the job's name.
+    pub timestamp: &'a str,
+}
+
+/// The login-node command of one iteration and what it leaves beside its output.
+#[derive(Clone, Debug, Default)]
+pub struct Submission {
+    /// Shell text run by `bash -c` in the iteration's directory; it prints the job id it submitted.
+    pub command: String,
+    /// Files written into the iteration's directory before it runs (name, text).
+    pub files: Vec<(String, String)>,
+    /// What `test-run.toml` records as the test's command, when the workload records this command there
+    /// (empty: the job's `srun` line, as CloudAI records it for the NeMo launcher).
+    pub recorded: Option<String>,
+}
+
+/// A launcher that runs from a Python environment of its own, made from a git repository at install time:
+/// `<install>/<name>__<commit>` and `<install>/<name>__<commit>-venv`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PythonLauncher {
+    pub url: String,
+    pub commit: String,
+}
+
+impl PythonLauncher {
+    /// The repository's clone.
+    pub fn repo(&self, install: &Path) -> PathBuf {
+        crate::config::test::repo_dir(install, &self.url, &self.commit)
+    }
+    /// Its Python environment, beside the clone (CloudAI's `<repo name>-venv`).
+    pub fn venv(&self, install: &Path) -> PathBuf {
+        let repo = self.repo(install);
+        let mut name = repo.file_name().unwrap_or_default().to_os_string();
+        name.push("-venv");
+        repo.with_file_name(name)
+    }
+}
