@@ -209,6 +209,7 @@ echo "[NeMo I 2026-12-07 10:15:02 perf_metrics_utils:56] train_step_timing in s:
 echo '\`Trainer.fit\` stopped: \`max_steps=$steps\` reached.' >&2
 EOS
 id=$(sbatch --parsable "$base/$run/nemo-submission.sh") || exit 1
+sleep ${LAUNCHER_DELAY:-0}
 echo "[NeMo I launcher] Job ${prefix}${run} submitted with Job ID ${id}"
 "#;
 
@@ -286,4 +287,70 @@ fn a_launcher_that_submits_nothing_fails_the_iteration_with_what_it_said() {
         "{}",
         r.message
     );
+}
+
+/// `cloudai run` killed with SIGKILL while the launcher is between its `sbatch` and the id it prints: the launcher
+/// lives on (its output goes to files, not to the dead process), and `resume` waits for it, takes the job it
+/// submitted and watches it — the job is submitted once.
+#[test]
+fn kill_9_while_the_launcher_submits_then_resume_takes_its_job_once() {
+    let Some(w) = launcher_work("") else {
+        return;
+    };
+    let (count, path) = common::slurm::counting_sbatch(&w);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(common::slurm::RUN_ARGS)
+        .env("PATH", &path)
+        .env("LAUNCHER_DELAY", "4")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let submitted = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while submitted() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the launcher never called sbatch"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let root = w.results_root();
+    assert!(
+        root.join("t/0/launcher.pid").exists(),
+        "the launcher's pid is kept while it runs"
+    );
+    assert_eq!(
+        record(&root, "t", 0).job_id,
+        None,
+        "killed before the id was printed"
+    );
+    let out = w
+        .cloudai()
+        .arg("resume")
+        .arg(&root)
+        .env("PATH", &path)
+        .timeout(std::time::Duration::from_secs(180))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let r = record(&root, "t", 0);
+    let said = std::fs::read_to_string(root.join("t/0/launcher-stdout.txt")).unwrap();
+    let id = r.job_id.clone().expect("the launcher's job is taken over");
+    assert!(
+        said.contains(&format!("submitted with Job ID {id}")),
+        "{said}"
+    );
+    assert_eq!(r.status, cloudai::results::Status::Passed, "{text}");
+    assert_eq!(submitted(), 1, "sbatch was called again: {text}");
+    assert!(!root.join("t/0/launcher.pid").exists());
 }

@@ -354,9 +354,13 @@ impl System for Slurm {
         Ok(())
     }
 
-    /// A job whose batch script lies in this iteration's directory (`squeue -o %o` shows the script path: ours,
-    /// or the one a test's own launcher wrote under it), still queued or running.
+    /// The job a test's own launcher said it submitted here (after waiting for a launcher still running from
+    /// before); else a job whose batch script lies in this iteration's directory (`squeue -o %o` shows the script
+    /// path: ours, or the one a launcher wrote under it), still queued or running.
     async fn find_submitted(&self, _run: &TestRun, dir: &Path) -> Option<JobId> {
+        if let Some(id) = submit::recovered(dir).await {
+            return Some(id);
+        }
         let out = run_cmd("squeue", &["-h", "--me", "-o", "%i|%o"]).await;
         if !out.ok {
             return None;
