@@ -354,3 +354,52 @@ fn kill_9_while_the_launcher_submits_then_resume_takes_its_job_once() {
     assert_eq!(submitted(), 1, "sbatch was called again: {text}");
     assert!(!root.join("t/0/launcher.pid").exists());
 }
+
+/// Ctrl-C at the terminal (SIGINT to the whole foreground process group) while the launcher is between its
+/// `sbatch` and the id it prints: the launcher, in a process group of its own, finishes; cloudai then cancels the
+/// job it submitted — nothing is left in the queue.
+#[test]
+fn ctrl_c_while_the_launcher_submits_leaves_no_job_behind() {
+    use std::os::unix::process::CommandExt;
+    let Some(w) = launcher_work("") else {
+        return;
+    };
+    let (count, path) = common::slurm::counting_sbatch(&w);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(common::slurm::RUN_ARGS)
+        .env("PATH", &path)
+        .env("LAUNCHER_DELAY", "3")
+        .env("JOB_SECONDS", "120")
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&count)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the launcher never called sbatch"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    common::signal(-(child.id() as i32), libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let root = w.results_root();
+    let said = std::fs::read_to_string(root.join("t/0/launcher-stdout.txt")).unwrap();
+    let id = said
+        .split("submitted with Job ID ")
+        .nth(1)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| panic!("the launcher finished its submission: {said}"));
+    assert!(
+        !common::slurm::squeue_ids().contains(&id),
+        "job {id} survived the interrupt: {text}"
+    );
+    assert_eq!(record(&root, "t", 0).job_id.as_deref(), Some(id.as_str()));
+}
