@@ -233,6 +233,21 @@ fn launcher_work(scenario_env: &str) -> Option<Work> {
     Some(w)
 }
 
+/// Waits (at most a minute) until the counting sbatch wrapper has been called: the launcher is submitting.
+fn wait_for_sbatch(count: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(count)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the launcher never called sbatch"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn the_launchers_own_job_is_watched_to_its_end_on_slurm() {
     let Some(w) = launcher_work("") else {
@@ -313,14 +328,7 @@ fn kill_9_while_the_launcher_submits_then_resume_takes_its_job_once() {
             .lines()
             .count()
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while submitted() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the launcher never called sbatch"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_sbatch(&count);
     child.kill().unwrap();
     child.wait().unwrap();
     let root = w.results_root();
@@ -375,17 +383,7 @@ fn ctrl_c_while_the_launcher_submits_leaves_no_job_behind() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::fs::read_to_string(&count)
-        .unwrap_or_default()
-        .is_empty()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the launcher never called sbatch"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_sbatch(&count);
     common::signal(-(child.id() as i32), libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

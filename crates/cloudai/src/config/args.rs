@@ -226,32 +226,20 @@ impl CmdArgs {
     /// The lists (DSE sweeps) under their dotted paths (`data.micro_batch_size`), in field order, leaving out those a
     /// `dse_excluded_args` entry covers (`cmd_args.<path>` itself or a table above it), as CloudAI flattens them.
     pub fn sweeps(&self, excluded: &[String]) -> Vec<(String, Vec<ArgValue>)> {
-        fn walk(
-            t: &IndexMap<String, ArgValue>,
-            prefix: &str,
-            excluded: &[String],
-            out: &mut Vec<(String, Vec<ArgValue>)>,
-        ) {
-            for (k, v) in t {
-                let path = format!("{prefix}{k}");
+        leaves(&self.values)
+            .into_iter()
+            .filter_map(|(path, v)| match v {
+                ArgValue::List(l) => Some((path, l)),
+                _ => None,
+            })
+            .filter(|(path, _)| {
                 let full = format!("cmd_args.{path}");
-                if excluded
+                !excluded
                     .iter()
                     .any(|e| full == *e || full.starts_with(&format!("{e}.")))
-                {
-                    continue;
-                }
-                match v {
-                    ArgValue::List(l) => out.push((path, l.clone())),
-                    ArgValue::Table(sub) => walk(sub, &format!("{path}."), excluded, out),
-                    _ => {}
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.values, "", excluded, &mut out);
-        out.retain(|(path, _)| !self.fixed_lists.contains(path));
-        out
+                    && !self.fixed_lists.contains(path)
+            })
+            .collect()
     }
 
     /// A value by its dotted path (`trainer.strategy.tensor_model_parallel_size`).

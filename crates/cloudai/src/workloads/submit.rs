@@ -36,9 +36,6 @@ pub struct Submission {
     pub command: String,
     /// Files written into the iteration's directory before it runs (name, text).
     pub files: Vec<(String, String)>,
-    /// What `test-run.toml` records as the test's command, when the workload records this command there
-    /// (empty: the job's `srun` line, as CloudAI records it for the NeMo launcher).
-    pub recorded: Option<String>,
 }
 
 /// A launcher that runs from a Python environment of its own, made from a git repository at install time:

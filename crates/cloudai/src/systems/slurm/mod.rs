@@ -210,7 +210,8 @@ impl System for Slurm {
             && (run.pre_test.is_some() || run.post_test.is_some())
         {
             return vec![format!(
-                "test '{}': its own launcher submits the job, so there is no batch script of ours to run                  pre_test/post_test hooks in; run the hooks as tests of their own",
+                "test '{}': its own launcher submits the job, so there is no batch script of ours to run \
+                 pre_test/post_test hooks in; run the hooks as tests of their own",
                 run.id
             )];
         }

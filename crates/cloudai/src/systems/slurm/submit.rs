@@ -13,8 +13,8 @@ use crate::warn;
 /// submitted within this time is stuck.
 const LAUNCHER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Where the launcher's own output is kept, in the iteration's directory.
-pub(super) const LAUNCHER_STDOUT: &str = "launcher-stdout.txt";
-pub(super) const LAUNCHER_STDERR: &str = "launcher-stderr.txt";
+const LAUNCHER_STDOUT: &str = "launcher-stdout.txt";
+const LAUNCHER_STDERR: &str = "launcher-stderr.txt";
 /// The launcher's process id while it runs.
 const LAUNCHER_PID: &str = "launcher.pid";
 
@@ -91,10 +91,7 @@ pub(super) async fn by_launcher(cmd: &str, dir: &Path) -> Result<JobId, SystemEr
     };
     let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
     let (stdout, stderr) = said(dir);
-    let mut ids = job_ids(&stdout);
-    if ids.is_empty() {
-        ids = job_ids(&stderr);
-    }
+    let ids = printed_ids(&stdout, &stderr);
     let Some(id) = ids.first().cloned() else {
         let status = status.code().map_or("was killed".to_string(), |c| {
             format!("exited with status {c}")
@@ -126,6 +123,16 @@ pub(super) async fn by_launcher(cmd: &str, dir: &Path) -> Result<JobId, SystemEr
         );
     }
     Ok(id)
+}
+
+/// The job ids the launcher announced on its stdout, else on its stderr.
+fn printed_ids(stdout: &str, stderr: &str) -> Vec<String> {
+    let ids = job_ids(stdout);
+    if ids.is_empty() {
+        job_ids(stderr)
+    } else {
+        ids
+    }
 }
 
 /// What the launcher printed (stdout, stderr), as far as it was kept.
@@ -167,7 +174,7 @@ pub(super) async fn recovered(dir: &Path) -> Option<JobId> {
         let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
     }
     let (stdout, stderr) = said(dir);
-    job_ids(&stdout).into_iter().chain(job_ids(&stderr)).next()
+    printed_ids(&stdout, &stderr).into_iter().next()
 }
 
 #[cfg(test)]

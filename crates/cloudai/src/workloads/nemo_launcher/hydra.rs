@@ -149,6 +149,5 @@ pub(super) fn submission(
     Submission {
         files: vec![(COMMAND_FILE.into(), format!("{cmd}\n\n"))],
         command: cmd.trim().to_string(),
-        recorded: None,
     }
 }

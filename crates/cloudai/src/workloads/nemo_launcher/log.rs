@@ -270,9 +270,10 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<I
     };
     let v = grade(test, dir, &log, &JobOutcome::default());
     let window = log.window();
+    let median_s = log.median_step_time();
     let mut files = Vec::new();
     let mut metrics = serde_json::Map::new();
-    if let Some(median) = median(window) {
+    if let Some(median) = median_s {
         let avg = window.iter().sum::<f64>() / window.len() as f64;
         let min = window.iter().copied().fold(f64::INFINITY, f64::min);
         let max = window.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -301,9 +302,7 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<I
         .map(|(i, t)| (i as u64 + 1, *t))
         .collect();
     let spec = kit::step_time_chart(&pts, "step");
-    let median = log
-        .median_step_time()
-        .map_or("-".into(), |m| format!("{m:.3} s"));
+    let median = median_s.map_or("-".into(), |m| format!("{m:.3} s"));
     let page = TablePage {
         title,
         verdict: &v.status_line(),

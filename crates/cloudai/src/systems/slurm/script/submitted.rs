@@ -43,8 +43,8 @@ impl Ctx<'_> {
             job_toml(&JobFacts::default(), &srun, &test_cmd, t.dir),
         ));
         Generated {
-            test_cmd: sub.recorded.clone().unwrap_or(test_cmd),
-            full_cmd: sub.recorded.unwrap_or(srun),
+            test_cmd,
+            full_cmd: srun,
             files,
             steps: None,
             submit_cmd: Some(sub.command),
