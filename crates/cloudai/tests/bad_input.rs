@@ -288,7 +288,7 @@ test_template_name = "Slep"
 fn unsupported_template_cannot_run() {
     let t = r#"name = "mr"
 description = "d"
-test_template_name = "MegatronBridge"
+test_template_name = "AIDynamo"
 "#;
     let s = r#"name = "s"
 [[Tests]]
@@ -300,7 +300,7 @@ test_name = "mr"
         &[("mr.toml", t)],
         s,
         &[
-            "scenario.toml:4:13: field 'Tests.0': test 't' uses an unsupported test template MegatronBridge",
+            "scenario.toml:4:13: field 'Tests.0': test 't' uses an unsupported test template AIDynamo",
             "[ERROR]",
         ],
     );
@@ -907,7 +907,7 @@ test_name = "sleep"
             &format!(
                 r#"name = "mr{i}"
 description = "d"
-test_template_name = "MegatronBridge"
+test_template_name = "AIDynamo"
 "#
             ),
         );
@@ -920,12 +920,12 @@ test_template_name = "MegatronBridge"
     let text = stdout_of(&verify);
     assert_eq!(verify.status.code(), Some(0), "{text}");
     assert_eq!(
-        text.matches("MegatronBridge").count(),
+        text.matches("AIDynamo").count(),
         1,
         "one line for the template:\n{text}"
     );
     assert!(
-        text.contains("unsupported test template MegatronBridge: 3 file(s) use it"),
+        text.contains("unsupported test template AIDynamo: 3 file(s) use it"),
         "{text}"
     );
 

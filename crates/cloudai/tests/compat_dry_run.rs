@@ -288,3 +288,18 @@ fn slurm_nixl_ep_matches_cloudai() {
 fn slurm_nemo_launcher_matches_cloudai() {
     check_case("slurm-nemo-launcher-gpt3");
 }
+
+/// Megatron-Bridge: CloudAI's wrapper around the launcher (job-id parsing, the container runtime's variables, the
+/// launcher's flags as the test's values give them), `bash <wrapper>` recorded as the test's command. The one
+/// difference is documented (docs/configs.md): CloudAI passes an image that is not cached as `$PWD/<url>`, a path
+/// that does not exist; we pass the URL, which the launcher's job runs.
+#[test]
+fn slurm_megatron_bridge_matches_cloudai_but_for_the_image_url() {
+    check_case_except(
+        "slurm-megatron-bridge",
+        &[(
+            "-i nvcr.io#nvidia/nemo:26.02.00 ",
+            "-i __CONF_ROOT__/nvcr.io#nvidia/nemo:26.02.00 ",
+        )],
+    );
+}

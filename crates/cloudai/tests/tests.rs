@@ -42,6 +42,7 @@ mod kubernetes_faults;
 mod launch_seam;
 mod ledger;
 mod limits;
+mod megatron_bridge;
 mod megatron_run;
 mod moe_benchmark;
 mod nccl_launchers;

@@ -38,6 +38,15 @@ pub fn run(d: Dse, rt: &tokio::runtime::Runtime) -> (Runner, RunOutcome) {
                 dse::action_repr(action)
             );
             let applied = dse::apply(run, action, step);
+            let broken = applied.workload.constraints(&applied.test);
+            if !broken.is_empty() {
+                // CloudAI's agent skips such a step: nothing runs, no trajectory row
+                info!(
+                    "Constraint check failed. Skipping step {step}: {}",
+                    broken.join("; ")
+                );
+                continue;
+            }
             let scenario = Scenario {
                 test_runs: vec![Arc::new(applied.clone())],
                 ..d.scenario.clone()

@@ -52,7 +52,7 @@ fn prepared_from(sys: &dyn System, dir: &Path) -> Prepared {
         full_cmd: field("full_cmd"),
         files,
         env: Vec::new(),
-        submit_cmd: None,
+        submit: None,
     }
 }
 

@@ -57,21 +57,31 @@ fn entry(
         .unwrap_or_else(|_| dir.to_path_buf())
         .display()
         .to_string();
-    let Some(Stored {
+    let Stored {
         id,
         iteration,
         iterations,
         def,
         nodes: stored_nodes,
-    }) = stored_test(dir)
-    else {
-        // an iteration whose files could not be written (a full disk when it was submitted): its record alone
-        let mut record = known.or_else(|| IterationRecord::read(dir).ok())?;
-        record.output_path = here;
-        return Some(Entry {
-            record,
-            ..Default::default()
-        });
+    } = match stored_test(dir) {
+        Ok(s) => s,
+        Err(why) => {
+            // an iteration whose files could not be written (a full disk when it was submitted): its record alone
+            let Some(mut record) = known.or_else(|| IterationRecord::read(dir).ok()) else {
+                if dir.join("test-run.toml").is_file() {
+                    crate::warn!(
+                        "{} is left out of the report: its test-run.toml cannot be read: {why}",
+                        dir.display()
+                    );
+                }
+                return None;
+            };
+            record.output_path = here;
+            return Some(Entry {
+                record,
+                ..Default::default()
+            });
+        }
     };
     let workload = workloads::find(&def.test_template_name)?;
     let title = format!("{id} — iteration {iteration}");

@@ -319,6 +319,7 @@ fn resolve_entry(
                 &g.commit,
             ));
         }
+        workload.record_installed(&mut def, &sys.install_path);
         let sched = sys.kind.scheduler();
         if !workload.schedulers().contains(&sched) {
             return Err(ConfigError::new(

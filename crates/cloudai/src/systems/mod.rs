@@ -42,7 +42,7 @@ pub struct Prepared {
     pub env: Vec<(String, String)>,
     /// The workload's own launcher submits the job: this shell text, run on the login node in the iteration's
     /// directory, prints the id of the job it submitted (no batch script of ours).
-    pub submit_cmd: Option<String>,
+    pub submit: Option<crate::workloads::submit::Login>,
 }
 
 #[derive(Clone, Debug)]

@@ -146,7 +146,7 @@ impl System for Standalone {
             full_cmd: full,
             files: Vec::new(),
             env,
-            submit_cmd: None,
+            submit: None,
         })
     }
 

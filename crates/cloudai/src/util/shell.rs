@@ -93,13 +93,89 @@ pub fn quote(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A path as one shell word (see `quote`).
+/// Python's `shlex.quote`, for text CloudAI quotes with it: the word as is when it holds only safe characters,
+/// else single-quoted whole (`$x` included: it is expanded later, by the shell that runs the text).
+pub(crate) fn py_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if s.is_empty() {
+        "''".into()
+    } else if s.chars().all(safe) {
+        s.into()
+    } else {
+        format!("'{}'", s.replace('\'', r#"'"'"'"#))
+    }
+}
+
+/// Shell words as a POSIX shell (and Python's `shlex.split`) splits them: blanks separate words; `'…'` keeps its
+/// text as is; `"…"` too but for `\` before `\`, `"`, `$`, `` ` `` or a newline; `\` outside quotes takes the next
+/// character as is. `Err` on an unclosed quote or a trailing `\`.
+pub(crate) fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("no closing quotation in {s:?}")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(n @ ('\\' | '"' | '$' | '`' | '\n')) => cur.push(n),
+                            Some(n) => {
+                                cur.push('\\');
+                                cur.push(n);
+                            }
+                            None => return Err(format!("no closing quotation in {s:?}")),
+                        },
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("no closing quotation in {s:?}")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(n) => cur.push(n),
+                    None => return Err(format!("no escaped character at the end of {s:?}")),
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
 /// `s` as one single-quoted word, whatever it holds: nothing in it is expanded (`$x` stays `$x`), for a script
 /// that another shell runs (`bash -c <script>`).
 pub(crate) fn single_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// A path as one shell word (see `quote`).
 pub(crate) fn quote_path(p: &std::path::Path) -> String {
     quote(&p.display().to_string()).into_owned()
 }
@@ -131,6 +207,27 @@ pub(crate) fn is_env_name(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_split_as_a_posix_shell_splits_them() {
+        let w = |s: &str| split_words(s).unwrap();
+        assert_eq!(
+            w("--reservation r1  --exclusive"),
+            ["--reservation", "r1", "--exclusive"]
+        );
+        assert_eq!(w("--comment 'a b' x\\ y"), ["--comment", "a b", "x y"]);
+        assert_eq!(w(r#"--c="a \"q\" $x" ''"#), [r#"--c=a "q" $x"#, ""]);
+        assert_eq!(w(r#""\n""#), ["\\n"]);
+        assert!(split_words("--comment 'open").is_err());
+        assert!(split_words("x\\").is_err());
+        assert_eq!(py_quote("export A=1,2"), "'export A=1,2'");
+        assert_eq!(
+            py_quote("gpus-per-node=8;gres=gpu:8"),
+            "'gpus-per-node=8;gres=gpu:8'"
+        );
+        assert_eq!(py_quote("it's"), r#"'it'"'"'s'"#);
+        assert_eq!(py_quote("/a/b:c,d=e"), "/a/b:c,d=e");
+    }
 
     #[test]
     fn safe_words_stay_and_others_are_quoted() {

@@ -11,6 +11,7 @@ pub mod judge;
 pub mod kit;
 pub mod launch;
 pub mod llm_serving;
+pub mod megatron_bridge;
 pub mod megatron_run;
 pub mod moe_benchmark;
 pub mod nccl;
@@ -241,6 +242,14 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn check(&self, _test: &TestDefinition, _at: &Placement) -> Vec<String> {
         Vec::new()
     }
+    /// Rules between the values of one run (CloudAI's `constraint_check`), one sentence per rule broken: a sweep
+    /// skips the steps that break one; [`Workload::check`] refuses a single run that does.
+    fn constraints(&self, _test: &TestDefinition) -> Vec<String> {
+        Vec::new()
+    }
+    /// Records where the test's own installables go on the system (`installed_path` in `test-run.toml`), once the
+    /// test is placed on one with install path `install` as configured.
+    fn record_installed(&self, _test: &mut TestDefinition, _install: &Path) {}
     /// A launcher file the workload runs from the install directory, which CloudAI ships in its package.
     fn script(&self) -> Option<Script> {
         None
@@ -362,6 +371,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &nixl::NixlPerftest,
     &nixl::NixlEp,
     &nemo_launcher::NeMoLauncher,
+    &megatron_bridge::MegatronBridge,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -1,6 +1,7 @@
-//! Workloads whose own launcher submits their batch job from the login node (NeMo launcher): the scheduler tells
-//! the workload what it knows of the cluster ([`SubmitAt`]), the workload answers with the command to run there
-//! ([`Submission`]); the scheduler runs it, reads the job id it prints and watches that job like its own.
+//! Workloads whose own launcher submits their batch job from the login node (NeMo launcher, Megatron-Bridge): the
+//! scheduler tells the workload what it knows of the cluster ([`SubmitAt`]), the workload answers with the command
+//! to run there ([`Submission`]); the scheduler runs it, reads the job id it prints and watches that job like its
+//! own — and, for a launcher that stays with its job and submits it again after a failure, the job it runs now.
 
 use std::path::{Path, PathBuf};
 
@@ -27,15 +28,34 @@ pub struct SubmitAt<'a> {
     pub env: &'a [(String, String)],
     /// `%Y%m%d_%H%M%S` at preparation: part of the job's name.
     pub timestamp: &'a str,
+    /// The run's time limit as a batch script states it (`01:30:00`), when it has one.
+    pub time_limit: Option<String>,
+    /// Nodes the run must not use (the scenario's `exclude_nodes`), when no node list is given.
+    pub exclude: &'a [String],
+    /// The task launcher's extra arguments as written: the system's, then the test's (`--reservation r --exclusive`).
+    pub srun_args: Vec<String>,
+    /// Whether the cluster takes `--gpus-per-node` / `--gres=gpu:N` directives.
+    pub gpu_directives: bool,
 }
 
 /// The login-node command of one iteration and what it leaves beside its output.
 #[derive(Clone, Debug, Default)]
 pub struct Submission {
-    /// Shell text run by `bash -c` in the iteration's directory; it prints the job id it submitted.
-    pub command: String,
+    pub login: Login,
     /// Files written into the iteration's directory before it runs (name, text).
     pub files: Vec<(String, String)>,
+    /// The command `test-run.toml` records as the test's (`test_cmd`, `full_cmd`), when not the job's `srun` line.
+    pub recorded: Option<String>,
+}
+
+/// What runs on the login node, and where the job ids it submits show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Login {
+    /// Shell text run by `bash -c` in the iteration's directory; it prints the id of the job it submitted.
+    pub command: String,
+    /// Files of the iteration's directory where the launcher's own output goes (its log), read for job ids while
+    /// it runs, beside what the command prints.
+    pub ids_in: Vec<String>,
 }
 
 /// A launcher that runs from a Python environment of its own, made from a git repository at install time:

@@ -96,21 +96,24 @@ pub(super) struct Stored {
     pub(super) nodes: Option<u64>,
 }
 
-/// The test stored in an iteration's test-run.toml.
-pub(super) fn stored_test(dir: &Path) -> Option<Stored> {
+/// The test stored in an iteration's test-run.toml; `Err` says why it cannot be read.
+pub(super) fn stored_test(dir: &Path) -> Result<Stored, String> {
     let path = dir.join("test-run.toml");
-    let root = node::load(&path, "test-run.toml").ok()?;
-    let t = root.as_table()?;
-    let id = match &t.get("name")?.kind {
-        node::Kind::Str(s) => s.clone(),
-        _ => return None,
+    let root = node::load(&path, "test-run.toml").map_err(|e| e.to_string())?;
+    let t = root.as_table().ok_or("it is not a table")?;
+    let id = match t.get("name").map(|n| &n.kind) {
+        Some(node::Kind::Str(s)) => s.clone(),
+        _ => return Err("it has no name".into()),
     };
     let int = |k: &str| match t.get(k).map(|n| &n.kind) {
         Some(node::Kind::Int(i)) => *i as u64,
         _ => 0,
     };
-    let def = crate::workloads::decode_test(t.get("test_definition")?, "test_definition").ok()?;
-    Some(Stored {
+    let node = t
+        .get("test_definition")
+        .ok_or("it has no test_definition")?;
+    let def = crate::workloads::decode_test(node, "test_definition").map_err(|e| e.to_string())?;
+    Ok(Stored {
         id,
         iteration: int("current_iteration"),
         iterations: int("iterations").max(1),

@@ -428,7 +428,7 @@ impl<B: Backend> System for Stepped<B> {
             full_cmd,
             files,
             env: super::job_env(self.backend.config(), run),
-            submit_cmd: None,
+            submit: None,
         })
     }
 

@@ -1,7 +1,9 @@
 //! Slurm: sbatch scripts as CloudAI writes them, submitted with `sbatch --parsable`, watched with one `squeue`
 //! call per poll for all our jobs (then `sacct` for the final state), cancelled with `scancel`.
 
+mod collect;
 pub mod fleet;
+mod follow;
 mod foreign;
 pub mod nodes;
 pub mod quarantine;
@@ -46,8 +48,11 @@ pub struct Slurm {
     connected: AtomicBool,
     gpu_directives: OnceLock<bool>,
     jobs: Mutex<HashMap<JobId, Tracked>>,
+    /// The runner's id of a job → the job its launcher submitted in its place (`follow.rs`).
+    aliases: Mutex<HashMap<JobId, JobId>>,
 }
 
+#[derive(Default)]
 struct Tracked {
     dir: PathBuf,
     /// `#SBATCH --job-name`: sacct rows must carry it (ids get reused, and slurmdbd briefly holds a placeholder
@@ -64,6 +69,12 @@ struct Tracked {
     restarts: u32,
     /// Every run of the job, from `sacct --duplicates` once it ended.
     attempts: Vec<Attempt>,
+    /// Runs of the jobs this one replaced (its launcher submitted it again after they ended).
+    earlier: Vec<Attempt>,
+    /// When the job was first seen ended while its launcher still ran.
+    ended_at: Option<std::time::Instant>,
+    /// cloudai cancelled it: a job its launcher submits again is cancelled too.
+    cancelled: bool,
 }
 
 /// The job name written into the batch script.
@@ -76,11 +87,7 @@ impl Slurm {
                 job_name: job_name_of(job),
                 full_cmd: job.full_cmd.clone(),
                 test_cmd: job.test_cmd.clone(),
-                misses: 0,
-                nodes: Vec::new(),
-                running_on: None,
-                restarts: 0,
-                attempts: Vec::new(),
+                ..Tracked::default()
             },
         );
     }
@@ -110,6 +117,7 @@ impl Slurm {
             connected: AtomicBool::new(false),
             gpu_directives: OnceLock::new(),
             jobs: Mutex::default(),
+            aliases: Mutex::default(),
         }
     }
 
@@ -245,7 +253,7 @@ impl System for Slurm {
             full_cmd: g.full_cmd,
             files: g.files,
             env: super::job_env(&self.cfg, run),
-            submit_cmd: g.submit_cmd,
+            submit: g.submit,
         })
     }
 
@@ -277,7 +285,7 @@ impl System for Slurm {
     }
 
     fn would_submit(&self, _run: &TestRun, dir: &Path, job: &Prepared) -> JobId {
-        match &job.submit_cmd {
+        match &job.submit {
             Some(_) => info!(
                 "Dry-run: would run the test's own launcher on this node ({})",
                 dir.display()
@@ -296,7 +304,7 @@ impl System for Slurm {
         dir: &Path,
         job: &Prepared,
     ) -> Result<JobId, SystemError> {
-        if let Some(cmd) = &job.submit_cmd {
+        if let Some(cmd) = &job.submit {
             let id = submit::by_launcher(cmd, dir).await?;
             info!("Submitted slurm job: {id}");
             self.track(&id, dir, job);
@@ -374,7 +382,98 @@ impl System for Slurm {
         })
     }
 
-    async fn poll(&self, ids: &[JobId]) -> Vec<JobState> {
+    async fn poll(&self, runner_ids: &[JobId]) -> Vec<JobState> {
+        // a launcher's later job stands in for the one the runner knows
+        let actual: Vec<JobId> = runner_ids.iter().map(|id| self.actual(id)).collect();
+        let mut states = self.poll_jobs(&actual).await;
+        for ((st, runner_id), id) in states.iter_mut().zip(runner_ids).zip(&actual) {
+            if let JobState::Finished(outcome) = st {
+                if let Some(now) = self.launcher_after(runner_id, id, outcome).await {
+                    *st = now;
+                }
+            }
+        }
+        states
+    }
+
+    async fn cancel(&self, id: &JobId) -> Result<(), SystemError> {
+        let id = self.actual(id);
+        let dir = self.jobs.lock().unwrap().get_mut(&id).map(|t| {
+            t.cancelled = true;
+            t.dir.clone()
+        });
+        if let Some(dir) = dir.filter(|d| submit::launcher_running(d)) {
+            // a launcher that stays with its job is stopped first, so that it submits nothing more; a job it
+            // submitted in the meantime is cancelled with this one
+            for later in submit::later(&submit::launcher_done(&dir, Duration::ZERO).await, &id) {
+                warn!("The test's launcher had submitted job {later}: cancelling it too");
+                let _ = run_cmd("scancel", &[&later]).await;
+            }
+        }
+        let out = run_cmd("scancel", &[&id]).await;
+        if out.ok {
+            Ok(())
+        } else if out.stderr.contains("Invalid job id")
+            || out.stderr.contains("already completing or completed")
+        {
+            Err(SystemError::gone(out.stderr))
+        } else {
+            Err(out.stderr.into())
+        }
+    }
+
+    async fn collect(&self, id: &JobId) {
+        let id = &self.actual(id);
+        let Some((dir, full, test, name, cancelled)) = self.jobs.lock().unwrap().get(id).map(|t| {
+            (
+                t.dir.clone(),
+                t.full_cmd.clone(),
+                t.test_cmd.clone(),
+                t.job_name.clone(),
+                t.cancelled,
+            )
+        }) else {
+            return;
+        };
+        // a launcher that stayed with its job writes the rest of its log as it ends
+        let _ = submit::launcher_done(
+            &dir,
+            if cancelled {
+                Duration::from_secs(30)
+            } else {
+                Duration::from_secs(60)
+            },
+        )
+        .await;
+        self.collect_job(id, &dir, &full, &test, &name).await;
+    }
+
+    fn nodes(&self, id: &JobId) -> Vec<String> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .get(&self.actual(id))
+            .map(|t| t.nodes.clone())
+            .unwrap_or_default()
+    }
+
+    fn attempts(&self, id: &JobId) -> Vec<Attempt> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .get(&self.actual(id))
+            .map(|t| t.earlier.iter().chain(&t.attempts).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn time_limit_grace(&self) -> Duration {
+        // Slurm enforces --time itself (rounded up to whole minutes); we step in only if it did not.
+        Duration::from_secs(5)
+    }
+}
+
+impl Slurm {
+    async fn poll_jobs(&self, ids: &[JobId]) -> Vec<JobState> {
         let joined = ids.join(",");
         let out = run_cmd(
             "squeue",
@@ -480,127 +579,6 @@ impl System for Slurm {
                 },
             })
             .collect()
-    }
-
-    async fn cancel(&self, id: &JobId) -> Result<(), SystemError> {
-        let out = run_cmd("scancel", &[id]).await;
-        if out.ok {
-            Ok(())
-        } else if out.stderr.contains("Invalid job id")
-            || out.stderr.contains("already completing or completed")
-        {
-            Err(SystemError::gone(out.stderr))
-        } else {
-            Err(out.stderr.into())
-        }
-    }
-
-    async fn collect(&self, id: &JobId) {
-        let Some((dir, full, test, name)) = self.jobs.lock().unwrap().get(id).map(|t| {
-            (
-                t.dir.clone(),
-                t.full_cmd.clone(),
-                t.test_cmd.clone(),
-                t.job_name.clone(),
-            )
-        }) else {
-            return;
-        };
-        // slurmdbd may still be writing the job's final record: give it a moment.
-        let mut rows = Vec::new();
-        for attempt in 0..5 {
-            rows = self.sacct(&[id], &[]).await.unwrap_or_default();
-            if rows
-                .iter()
-                .any(|r| r.job_id == *id && (name.is_empty() || r.name == name))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200 * (attempt + 1))).await;
-        }
-        let Some(alloc) = rows
-            .iter()
-            .find(|r| r.job_id == *id && (name.is_empty() || r.name == name))
-        else {
-            warn!(
-                "sacct has no record of job {id}; {} keeps the submission-time values",
-                script::JOB_FILE
-            );
-            return;
-        };
-        // Every run of the job (Slurm keeps one id across requeues; --duplicates lists each run).
-        let runs: Vec<Attempt> = self
-            .sacct(&[id], &["-X", "-D"])
-            .await
-            .unwrap_or_default()
-            .iter()
-            .filter(|r| r.job_id == *id && (name.is_empty() || r.name == name))
-            .map(state::attempt)
-            .collect();
-        if let Some(t) = self.jobs.lock().unwrap().get_mut(id) {
-            if runs.len() >= t.attempts.len() {
-                t.attempts = runs;
-            }
-        }
-        // The allocation's final node list (the one seen at poll time can be partial right at completion).
-        if let (Some(nodes), Some(t)) = (
-            crate::util::nodelist::expand(&alloc.nodes),
-            self.jobs.lock().unwrap().get_mut(id),
-        ) {
-            if nodes.len() >= t.nodes.len() {
-                t.nodes = nodes;
-            }
-        }
-        let facts = script::JobFacts {
-            job_id: id.parse().unwrap_or(0),
-            name: Some(alloc.name.clone()),
-            state: Some(alloc.state.clone()),
-            start_time: alloc.start.clone(),
-            end_time: alloc.end.clone(),
-            elapsed_time_sec: alloc.elapsed,
-            exit_code: Some(alloc.exit_code.clone()),
-            steps: rows
-                .iter()
-                .filter(|r| r.job_id != *id)
-                .map(|r| script::StepFacts {
-                    job_id: r.job_id.clone(),
-                    name: r.name.clone(),
-                    state: r.state.clone(),
-                    exit_code: r.exit_code.clone(),
-                    start_time: r.start.clone(),
-                    end_time: r.end.clone(),
-                    elapsed_time_sec: r.elapsed,
-                })
-                .collect(),
-        };
-        let toml = script::job_toml(&facts, &full, &test, &dir);
-        if let Err(e) = crate::util::fsx::write_atomic(&dir.join(script::JOB_FILE), toml.as_bytes())
-        {
-            warn!("Cannot write {}: {e}", dir.join(script::JOB_FILE).display());
-        }
-    }
-
-    fn nodes(&self, id: &JobId) -> Vec<String> {
-        self.jobs
-            .lock()
-            .unwrap()
-            .get(id)
-            .map(|t| t.nodes.clone())
-            .unwrap_or_default()
-    }
-
-    fn attempts(&self, id: &JobId) -> Vec<Attempt> {
-        self.jobs
-            .lock()
-            .unwrap()
-            .get(id)
-            .map(|t| t.attempts.clone())
-            .unwrap_or_default()
-    }
-
-    fn time_limit_grace(&self) -> Duration {
-        // Slurm enforces --time itself (rounded up to whole minutes); we step in only if it did not.
-        Duration::from_secs(5)
     }
 }
 

@@ -67,7 +67,7 @@ pub struct Generated {
     /// is submitted ([`make_mount_sources`]).
     pub steps: Option<Steps>,
     /// The login-node command that submits the job, for a workload whose own launcher does (no batch script).
-    pub submit_cmd: Option<String>,
+    pub submit: Option<crate::workloads::submit::Login>,
 }
 
 /// The image a task launch runs in.
@@ -557,7 +557,7 @@ impl Ctx<'_> {
             full_cmd: srun,
             files,
             steps: t.launch.steps,
-            submit_cmd: None,
+            submit: None,
         }
     }
 }

@@ -1,42 +1,64 @@
-//! A job submitted by the test's own launcher (NeMo launcher): its command runs here, on the login node, in the
-//! iteration's directory; the job id it prints (sbatch's `Submitted batch job N`, or the NeMo launcher's
-//! `submitted with Job ID N`) is the job cloudai then watches, cancels and collects like one of its own.
+//! A job submitted by the test's own launcher (NeMo launcher, Megatron-Bridge): its command runs here, on the login
+//! node, in the iteration's directory; the job id it prints (sbatch's `Submitted batch job N`, the NeMo launcher's
+//! `submitted with Job ID N`, NeMo-Run's `Job id: N`), on its output or in the log it names, is the job cloudai then
+//! watches, cancels and collects like one of its own. A launcher may stay with its job (Megatron-Bridge waits for
+//! it and submits it again after a failure): it keeps running, its later job is followed ([`next_job`]), and the
+//! iteration ends when the launcher has ([`launcher_done`]).
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::super::{JobId, SystemError};
-use crate::warn;
+use crate::workloads::submit::Login;
+use crate::{info, warn};
 
 /// The launcher may install its runtime's packages first (Megatron-Bridge's pip), but a command that has not
 /// submitted within this time is stuck.
 const LAUNCHER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long a launcher that stays with its job may take, once the job ended, to submit it again or end.
+pub(super) const AFTER_JOB: Duration = Duration::from_secs(5 * 60);
 /// Where the launcher's own output is kept, in the iteration's directory.
 const LAUNCHER_STDOUT: &str = "launcher-stdout.txt";
 const LAUNCHER_STDERR: &str = "launcher-stderr.txt";
-/// The launcher's process id while it runs.
+/// The launcher's process id while it runs, then the files where its job ids show (one per line).
 const LAUNCHER_PID: &str = "launcher.pid";
+const POLL: Duration = Duration::from_millis(500);
 
-/// The phrases before a job id in what launchers print.
-const ID_MARKS: &[&str] = &["Submitted batch job ", "submitted with Job ID "];
-
-/// The job ids `text` announces, in order, each once.
+/// The job ids `text` announces, in order, each once: after `Submitted batch job` or `Job id` (either case, then
+/// blanks or a colon).
 pub(super) fn job_ids(text: &str) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for line in text.lines() {
-        for mark in ID_MARKS {
-            let mut rest = line;
-            while let Some(at) = rest.find(mark) {
-                rest = &rest[at + mark.len()..];
-                let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                if !id.is_empty() && !ids.contains(&id) {
-                    ids.push(id);
+        let lower = line.to_ascii_lowercase();
+        let mut found: Vec<(usize, String)> = Vec::new();
+        for (mark, seps) in [("submitted batch job", " "), ("job id", ": ")] {
+            for (at, _) in lower.match_indices(mark) {
+                let rest = lower[at + mark.len()..].trim_start_matches(|c| seps.contains(c));
+                if rest.len() == lower.len() - at - mark.len() {
+                    continue; // no separator: `job ids`, `Submitted batch job123`
                 }
+                let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                if !id.is_empty() {
+                    found.push((at, id));
+                }
+            }
+        }
+        found.sort();
+        for (_, id) in found {
+            if !ids.contains(&id) {
+                ids.push(id);
             }
         }
     }
     ids
+}
+
+/// The latest of the ids (Slurm numbers jobs upwards).
+fn latest(ids: &[String]) -> Option<String> {
+    ids.iter()
+        .max_by_key(|id| id.parse::<u64>().unwrap_or(0))
+        .cloned()
 }
 
 /// The last `n` non-blank lines of `text`, for an error message.
@@ -45,11 +67,11 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
-/// Runs the launcher's command and returns the id of the job it submitted. The launcher writes its output into
-/// the iteration's directory (not into pipes of ours) and runs in its own process group: a Ctrl-C at the terminal
-/// or the death of cloudai never cuts it off between its `sbatch` and the id it prints; its pid file lets a
-/// `resume` wait for it ([`recovered`]).
-pub(super) async fn by_launcher(cmd: &str, dir: &Path) -> Result<JobId, SystemError> {
+/// Runs the launcher's command and returns the id of the job it submitted, as soon as one shows (a launcher that
+/// stays with its job keeps running). The launcher writes its output into the iteration's directory (not into
+/// pipes of ours) and runs in its own process group: a Ctrl-C at the terminal or the death of cloudai never cuts
+/// it off between its `sbatch` and the id it prints; its pid file lets a `resume` wait for it ([`recovered`]).
+pub(super) async fn by_launcher(login: &Login, dir: &Path) -> Result<JobId, SystemError> {
     let file = |name: &str| {
         std::fs::File::create(dir.join(name)).map_err(|e| {
             SystemError::refused(format!("cannot write {}: {e}", dir.join(name).display()))
@@ -57,7 +79,7 @@ pub(super) async fn by_launcher(cmd: &str, dir: &Path) -> Result<JobId, SystemEr
     };
     let mut child = tokio::process::Command::new("bash")
         .arg("-c")
-        .arg(cmd)
+        .arg(&login.command)
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(file(LAUNCHER_STDOUT)?)
@@ -66,33 +88,43 @@ pub(super) async fn by_launcher(cmd: &str, dir: &Path) -> Result<JobId, SystemEr
         .spawn()
         .map_err(|e| SystemError::refused(format!("cannot run the test's launcher: {e}")))?;
     if let Some(pid) = child.id() {
-        if let Err(e) =
-            crate::util::fsx::write_atomic(&dir.join(LAUNCHER_PID), pid.to_string().as_bytes())
-        {
+        let text: String = std::iter::once(pid.to_string())
+            .chain(login.ids_in.iter().cloned())
+            .map(|l| l + "\n")
+            .collect();
+        if let Err(e) = crate::util::fsx::write_atomic(&dir.join(LAUNCHER_PID), text.as_bytes()) {
             warn!("Cannot write {}: {e}", dir.join(LAUNCHER_PID).display());
         }
     }
-    let status = match tokio::time::timeout(LAUNCHER_TIMEOUT, child.wait()).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            return Err(SystemError::refused(format!(
-                "the test's launcher failed to run: {e}"
-            )))
+    let started = Instant::now();
+    let status = loop {
+        if let Some(id) = latest(&printed(dir, &login.ids_in)) {
+            info!("The test's launcher submitted job {id}; it stays with it (pid file {LAUNCHER_PID})");
+            return Ok(id);
         }
-        Err(_) => {
-            let _ = child.kill().await;
-            let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
-            return Err(SystemError::refused(format!(
-                "the test's launcher printed no job id within {} minutes (it was stopped); see {}",
-                LAUNCHER_TIMEOUT.as_secs() / 60,
-                dir.join(LAUNCHER_STDERR).display()
-            )));
+        match tokio::time::timeout(POLL, child.wait()).await {
+            Ok(Ok(s)) => break s,
+            Ok(Err(e)) => {
+                return Err(SystemError::refused(format!(
+                    "the test's launcher failed to run: {e}"
+                )))
+            }
+            Err(_) if started.elapsed() < LAUNCHER_TIMEOUT => {}
+            Err(_) => {
+                let _ = child.kill().await;
+                let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
+                return Err(SystemError::refused(format!(
+                    "the test's launcher printed no job id within {} minutes (it was stopped); see {}",
+                    LAUNCHER_TIMEOUT.as_secs() / 60,
+                    dir.join(LAUNCHER_STDERR).display()
+                )));
+            }
         }
     };
+    let ids = printed(dir, &login.ids_in);
     let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
-    let (stdout, stderr) = said(dir);
-    let ids = printed_ids(&stdout, &stderr);
-    let Some(id) = ids.first().cloned() else {
+    let Some(id) = latest(&ids) else {
+        let (stdout, stderr) = said(dir);
         let status = status.code().map_or("was killed".to_string(), |c| {
             format!("exited with status {c}")
         });
@@ -118,63 +150,131 @@ pub(super) async fn by_launcher(cmd: &str, dir: &Path) -> Result<JobId, SystemEr
     }
     if ids.len() > 1 {
         warn!(
-            "The test's launcher submitted jobs {}: watching {id}, the first",
+            "The test's launcher submitted jobs {}: watching {id}, the latest",
             ids.join(", ")
         );
     }
     Ok(id)
 }
 
-/// The job ids the launcher announced on its stdout, else on its stderr.
-fn printed_ids(stdout: &str, stderr: &str) -> Vec<String> {
-    let ids = job_ids(stdout);
-    if ids.is_empty() {
-        job_ids(stderr)
-    } else {
-        ids
-    }
-}
-
 /// What the launcher printed (stdout, stderr), as far as it was kept.
 fn said(dir: &Path) -> (String, String) {
-    let read = |name: &str| {
-        std::fs::read(dir.join(name))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
-    (read(LAUNCHER_STDOUT), read(LAUNCHER_STDERR))
+    (read(dir, LAUNCHER_STDOUT), read(dir, LAUNCHER_STDERR))
 }
 
-/// Whether the launcher an earlier cloudai started here still runs (its pid, working in this directory).
-fn launcher_running(dir: &Path) -> bool {
-    let Some(pid) = std::fs::read_to_string(dir.join(LAUNCHER_PID))
-        .ok()
-        .and_then(|p| p.trim().parse::<u32>().ok())
-    else {
-        return false;
-    };
-    let here = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == here)
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read(dir.join(name))
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
-/// After a crash: the job a launcher of this iteration submitted, from what it printed — once a launcher still
-/// running from before has ended (it may be between its `sbatch` and its output).
-pub(super) async fn recovered(dir: &Path) -> Option<JobId> {
-    if launcher_running(dir) {
-        crate::info!(
-            "The test's launcher started before the crash still runs in {}: waiting for it",
-            dir.display()
-        );
-        let deadline = tokio::time::Instant::now() + LAUNCHER_TIMEOUT;
-        while launcher_running(dir) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+/// Every job id the launcher announced: on its stdout, its stderr, and in the files it writes its output to.
+fn printed(dir: &Path, ids_in: &[String]) -> Vec<String> {
+    let mut ids = Vec::new();
+    let names = [LAUNCHER_STDOUT, LAUNCHER_STDERR];
+    for name in names
+        .iter()
+        .copied()
+        .chain(ids_in.iter().map(String::as_str))
+    {
+        for id in job_ids(&read(dir, name)) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
         }
+    }
+    ids
+}
+
+/// The launcher an earlier call started here, while it runs: its pid (working in this directory) and the files
+/// where its job ids show.
+fn running_launcher(dir: &Path) -> Option<(u32, Vec<String>)> {
+    let text = std::fs::read_to_string(dir.join(LAUNCHER_PID)).ok()?;
+    let mut lines = text.lines();
+    let pid: u32 = lines.next()?.trim().parse().ok()?;
+    let here = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let alive = std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == here);
+    alive.then(|| (pid, lines.map(str::to_string).collect()))
+}
+
+/// Whether the test's launcher still runs in this iteration's directory.
+pub(super) fn launcher_running(dir: &Path) -> bool {
+    running_launcher(dir).is_some()
+}
+
+/// After a crash: the job a launcher of this iteration submitted (its latest), from what it printed — once a
+/// launcher still running from before has shown one or ended (it may be between its `sbatch` and its output).
+pub(super) async fn recovered(dir: &Path) -> Option<JobId> {
+    let ids_in = running_launcher(dir).map(|(_, f)| f).unwrap_or_default();
+    let deadline = Instant::now() + LAUNCHER_TIMEOUT;
+    let mut said_so = false;
+    while launcher_running(dir)
+        && latest(&printed(dir, &ids_in)).is_none()
+        && Instant::now() < deadline
+    {
+        if !said_so {
+            info!(
+                "The test's launcher started before the crash still runs in {}: waiting for its job id",
+                dir.display()
+            );
+            said_so = true;
+        }
+        tokio::time::sleep(POLL).await;
     }
     if !launcher_running(dir) {
         let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
     }
-    let (stdout, stderr) = said(dir);
-    printed_ids(&stdout, &stderr).into_iter().next()
+    latest(&printed(dir, &ids_in))
+}
+
+/// A job the iteration's launcher submitted after `current` (its retry), while the launcher still runs.
+pub(super) fn next_job(dir: &Path, current: &str) -> Option<JobId> {
+    let (_, ids_in) = running_launcher(dir)?;
+    latest(&later(&printed(dir, &ids_in), current))
+}
+
+/// At the end of an iteration (or when it is cancelled, with no grace): waits up to `grace` for a launcher still
+/// running here to end, then stops its process group (TERM, then KILL), so that nothing of the iteration is left
+/// running and it submits nothing more. Returns every job id it announced.
+pub(super) async fn launcher_done(dir: &Path, grace: Duration) -> Vec<JobId> {
+    let Some((pid, ids_in)) = running_launcher(dir) else {
+        let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
+        return printed(dir, &[]);
+    };
+    let deadline = Instant::now() + grace;
+    while launcher_running(dir) && Instant::now() < deadline {
+        tokio::time::sleep(POLL).await;
+    }
+    for (sig, wait) in [
+        (libc::SIGTERM, Duration::from_secs(10)),
+        (libc::SIGKILL, Duration::from_secs(2)),
+    ] {
+        if !launcher_running(dir) {
+            break;
+        }
+        crate::debug!(
+            "Stopping the test's launcher (pid {pid}, its process group) with signal {sig}"
+        );
+        // its own process group: the launcher and what it started
+        unsafe {
+            libc::kill(-(pid as i32), sig);
+        }
+        let until = Instant::now() + wait;
+        while launcher_running(dir) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
+    printed(dir, &ids_in)
+}
+
+/// The ids in `ids` above `current` (jobs submitted after it).
+pub(super) fn later(ids: &[JobId], current: &str) -> Vec<JobId> {
+    let now: u64 = current.parse().unwrap_or(u64::MAX);
+    ids.iter()
+        .filter(|id| id.parse::<u64>().is_ok_and(|n| n > now))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
@@ -182,7 +282,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn job_ids_from_sbatch_and_the_nemo_launcher() {
+    fn job_ids_from_sbatch_nemo_run_and_the_nemo_launcher() {
+        assert_eq!(job_ids("- Job id: 694112\n"), vec!["694112"]);
+        assert_eq!(job_ids("Launched: Job ID 7 and job id:8"), vec!["7", "8"]);
+        assert!(job_ids("job ids 5\nSubmitted batch job42").is_empty());
+        assert_eq!(
+            latest(&["9".into(), "12".into(), "10".into()]),
+            Some("12".into())
+        );
         assert_eq!(job_ids("Submitted batch job 4711\n"), vec!["4711"]);
         assert_eq!(
             job_ids(

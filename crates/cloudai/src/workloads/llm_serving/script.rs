@@ -9,17 +9,7 @@ use crate::workloads::launch::{RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES};
 /// Seconds the cleanup waits for a step to end before it kills it.
 const CLEANUP_TIMEOUT: u32 = 60;
 
-/// Python's `shlex.quote`: the word as is when it holds only safe characters, else single-quoted.
-pub(crate) fn py_quote(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
-    if s.is_empty() {
-        "''".into()
-    } else if s.chars().all(safe) {
-        s.into()
-    } else {
-        format!("'{}'", s.replace('\'', r#"'"'"'"#))
-    }
-}
+pub(crate) use crate::util::shell::py_quote;
 
 impl Serving<'_> {
     pub(crate) fn step_name(&self, role: &str) -> String {

@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 
 use super::{tokenizer, TestDefinition};
 use crate::config::args::ArgValue;
-use crate::workloads::submit::{PythonLauncher, Submission, SubmitAt};
+use crate::workloads::submit::{Login, PythonLauncher, Submission, SubmitAt};
 
 /// The file the command is written to, in the iteration's directory.
 pub(super) const COMMAND_FILE: &str = "generated_command.sh";
@@ -148,6 +148,10 @@ pub(super) fn submission(
     let cmd = format!("{env}{cmd}");
     Submission {
         files: vec![(COMMAND_FILE.into(), format!("{cmd}\n\n"))],
-        command: cmd.trim().to_string(),
+        login: Login {
+            command: cmd.trim().to_string(),
+            ids_in: Vec::new(),
+        },
+        recorded: None,
     }
 }

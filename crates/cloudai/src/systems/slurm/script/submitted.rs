@@ -1,6 +1,6 @@
-//! An iteration whose workload's own launcher submits the job from the login node (NeMo launcher): no batch script
-//! of ours; `env_vars.sh`, the job's `srun` line as CloudAI records it (`test-run.toml`, `slurm-job.toml`), and what
-//! the workload writes beside its command.
+//! An iteration whose workload's own launcher submits the job from the login node (NeMo launcher, Megatron-Bridge):
+//! no batch script of ours; `env_vars.sh`, the job's `srun` line as CloudAI records it (`slurm-job.toml`, and
+//! `test-run.toml` unless the workload records its own command there), and what the workload writes beside it.
 
 use super::*;
 use crate::workloads::submit::SubmitAt;
@@ -19,6 +19,14 @@ impl Ctx<'_> {
         let srun = self.srun_command(&t, &mut files);
         let test_cmd = Self::test_cmd(&t);
         let env: Vec<(String, String)> = self.env(t.run).into_iter().collect();
+        let srun_args: Vec<String> = self
+            .slurm
+            .extra_srun_args
+            .iter()
+            .chain(&t.run.extra_srun_args)
+            .filter(|a| !a.trim().is_empty())
+            .cloned()
+            .collect();
         let at = SubmitAt {
             partition: &self.slurm.default_partition,
             account: self.slurm.account.as_deref(),
@@ -31,6 +39,14 @@ impl Ctx<'_> {
             dir: t.dir,
             env: &env,
             timestamp: self.timestamp,
+            time_limit: t.run.effective_time_limit().map(time_limit::format),
+            exclude: if t.nodes.is_empty() {
+                &t.run.exclude_nodes
+            } else {
+                &[]
+            },
+            srun_args,
+            gpu_directives: self.gpu_directives,
         };
         let sub = t
             .run
@@ -42,12 +58,16 @@ impl Ctx<'_> {
             JOB_FILE.into(),
             job_toml(&JobFacts::default(), &srun, &test_cmd, t.dir),
         ));
+        let (test_cmd, full_cmd) = match sub.recorded {
+            Some(cmd) => (cmd.clone(), cmd),
+            None => (test_cmd, srun),
+        };
         Generated {
             test_cmd,
-            full_cmd: srun,
+            full_cmd,
             files,
             steps: None,
-            submit_cmd: Some(sub.command),
+            submit: Some(sub.login),
         }
     }
 }
