@@ -194,6 +194,12 @@ fn run(cmd: &mut std::process::Command) -> Result<(), String> {
 /// A Python environment is made where it stays (its scripts name their own path), marked until it is complete; a
 /// failure removes it.
 fn make_venv(project: &Path, path: &Path) -> Result<(), String> {
+    if !project.is_dir() {
+        return Err(format!(
+            "its repository {} is not installed (see above), so there is nothing to build it from",
+            project.display()
+        ));
+    }
     let _ = std::fs::remove_dir_all(path);
     let python = path.join("bin").join("python");
     let r = run(std::process::Command::new("python3")
@@ -228,7 +234,10 @@ fn make_venv(project: &Path, path: &Path) -> Result<(), String> {
 }
 
 fn install_one(i: &Installable) -> Result<(), String> {
-    let tmp = i.path().with_extension("partial");
+    // beside it, named after all of it (`with_extension` would make `x__v0.3.0` and `x__v0.3.1` share one)
+    let mut tmp = i.path().as_os_str().to_os_string();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     let _ = std::fs::remove_file(&tmp);
     if let Some(parent) = i.path().parent() {

@@ -247,7 +247,19 @@ fn a_launchers_python_environment_is_made_beside_its_clone() {
             "main:main",
         ],
     );
-    for (commit, ok) in [(first.as_str(), false), (with_reqs.as_str(), true)] {
+    for (commit, fails) in [
+        // the first commit has neither pyproject.toml nor requirements.txt
+        (
+            first.as_str(),
+            Some("has neither pyproject.toml nor requirements.txt"),
+        ),
+        // no such commit: the clone fails, and the environment says why it cannot be made
+        (
+            "0123456789abcdef0123456789abcdef01234567",
+            Some("its repository"),
+        ),
+        (with_reqs.as_str(), None),
+    ] {
         w.file(
             "tests/nccl.toml",
             &format!(
@@ -258,13 +270,9 @@ fn a_launchers_python_environment_is_made_beside_its_clone() {
         );
         let venv = w.path().join(format!("install/src__{commit}-venv"));
         let (code, text) = cloudai(&w, "install");
-        if !ok {
-            // the first commit has neither pyproject.toml nor requirements.txt
+        if let Some(says) = fails {
             assert_ne!(code, Some(0), "{text}");
-            assert!(
-                text.contains("has neither pyproject.toml nor requirements.txt"),
-                "{text}"
-            );
+            assert!(text.contains(says), "{says}: {text}");
             assert!(!venv.exists(), "a failed environment is removed");
             continue;
         }

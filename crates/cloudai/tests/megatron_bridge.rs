@@ -223,6 +223,29 @@ fn what_cannot_work_is_refused_before_anything_is_written() {
     }
 }
 
+/// One batch script for the whole scenario cannot hold a job the test's own launcher submits.
+#[test]
+fn single_sbatch_refuses_a_launcher_that_submits_its_own_job() {
+    let w = Work::new();
+    w.file("system.toml", SYSTEM);
+    w.file("tests/t.toml", &format!("{TEST}{ARGS}"));
+    w.file("s.toml", SCENARIO);
+    let out = w
+        .cloudai()
+        .env("HF_TOKEN", "t")
+        .args(common::DRY_RUN_S_TOML)
+        .arg("--single-sbatch")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("--single-sbatch cannot run test 't' (MegatronBridge): its own launcher submits its job"),
+        "{text}"
+    );
+    assert!(!w.path().join("out").exists());
+}
+
 /// A token from the environment reaches the launcher by name: no file cloudai writes holds it.
 #[test]
 fn the_hugging_face_token_from_the_environment_is_written_nowhere() {

@@ -30,6 +30,19 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
     if args.single_sbatch && scenario.test_runs.iter().any(|r| r.is_dse()) {
         return Err(Failure::Error("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.".into()));
     }
+    if args.single_sbatch {
+        if let Some(r) = scenario
+            .test_runs
+            .iter()
+            .find(|r| r.workload.needs() == crate::workloads::Needs::Submit)
+        {
+            return Err(Failure::Error(format!(
+                "--single-sbatch cannot run test '{}' ({}): its own launcher submits its job; run the scenario \
+                 without --single-sbatch",
+                r.id, r.test.test_template_name
+            )));
+        }
+    }
     let grading = args.baseline.load()?;
     let system = Arc::new(system);
     if !dry_run && !args.enable_cache_without_check {
