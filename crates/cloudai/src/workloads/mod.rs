@@ -197,6 +197,16 @@ pub struct IterationReport {
     pub points: Vec<Point>,
 }
 
+impl IterationReport {
+    /// Nothing to report but a failed grade (the output is missing or unreadable).
+    pub fn failed(why: impl Into<String>) -> Self {
+        Self {
+            verdict: Some(Verdict::fail(why.into())),
+            ..Self::default()
+        }
+    }
+}
+
 /// One measured row of a benchmark, with what identifies it across runs (collective, data type, shape, size).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Point {

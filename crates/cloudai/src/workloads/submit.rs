@@ -67,6 +67,24 @@ pub struct PythonLauncher {
 }
 
 impl PythonLauncher {
+    /// The launcher a template field names (`[launcher_repo]`, `[nemo_run_repo]`: url, commit), else the default.
+    pub fn from_field(
+        test: &crate::config::test::TestDefinition,
+        field: &str,
+        url: &str,
+        commit: &str,
+    ) -> Self {
+        use crate::config::args::ArgValue;
+        let get = |k: &str, default: &str| match test.template_fields.get(field) {
+            Some(ArgValue::Table(t)) => t.get(k).map_or(default.to_string(), ArgValue::py_str),
+            _ => default.to_string(),
+        };
+        Self {
+            url: get("url", url),
+            commit: get("commit", commit),
+        }
+    }
+
     /// The repository's clone.
     pub fn repo(&self, install: &Path) -> PathBuf {
         crate::config::test::repo_dir(install, &self.url, &self.commit)

@@ -5,24 +5,13 @@
 
 use crate::config::args::{ArgValue, CmdArgs};
 
-/// A comma list as the launcher reads it (`"[attn, 'mlp']"`, `attn,mlp`): lower case, without quotes or brackets.
+/// A comma list's items, lower case.
 fn items(v: Option<&ArgValue>) -> Vec<String> {
-    let one = |s: &str| -> Vec<String> {
-        let s = s.trim().trim_matches(['"', '\'']);
-        let s = s
-            .strip_prefix('[')
-            .and_then(|r| r.strip_suffix(']'))
-            .unwrap_or(s);
-        s.split(',')
-            .map(|p| p.trim().trim_matches(['"', '\'']).to_lowercase())
-            .filter(|p| !p.is_empty())
-            .collect()
-    };
-    match v {
-        None => Vec::new(),
-        Some(ArgValue::List(l)) => l.iter().flat_map(|x| one(&x.py_str())).collect(),
-        Some(x) => one(&x.py_str()),
-    }
+    v.map(super::comma_items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.to_lowercase())
+        .collect()
 }
 
 /// Scopes a transformer_engine CUDA graph may capture.

@@ -56,17 +56,7 @@ fn slurm_params(args: &str) -> Vec<String> {
 
 /// A comma list written as the launcher reads it: items without quotes or brackets, joined by commas.
 fn comma_list(v: &ArgValue) -> String {
-    let s = v.py_str();
-    let s = s.trim().trim_matches(['"', '\'']);
-    let s = s
-        .strip_prefix('[')
-        .and_then(|r| r.strip_suffix(']'))
-        .unwrap_or(s);
-    s.split(',')
-        .map(|p| p.trim().trim_matches(['"', '\'']))
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(",")
+    super::comma_items(v).join(",")
 }
 
 struct Flags<'a> {

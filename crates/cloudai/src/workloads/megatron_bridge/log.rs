@@ -291,12 +291,7 @@ fn stats(v: &[f64]) -> [(&'static str, f64); 5] {
 pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
     let log = match read(dir) {
         Ok(l) => l,
-        Err(why) => {
-            return Some(IterationReport {
-                verdict: Some(Verdict::fail(why)),
-                ..IterationReport::default()
-            })
-        }
+        Err(why) => return Some(IterationReport::failed(why)),
     };
     let v = grade(test, &log, &JobOutcome::default());
     let (times, tflops) = log.window();

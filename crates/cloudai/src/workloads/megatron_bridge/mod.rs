@@ -149,6 +149,25 @@ pub(super) fn bridge_repo(test: &TestDefinition) -> Option<&crate::config::test:
         .find(|g| is_bridge_repo(&g.url, g.mount_as.as_deref()))
 }
 
+/// A comma list as the launcher reads it (`"[attn, 'mlp']"`, `attn,mlp`): its items without quotes or brackets.
+pub(super) fn comma_items(v: &ArgValue) -> Vec<String> {
+    let one = |s: &str| -> Vec<String> {
+        let s = s.trim().trim_matches(['"', '\'']);
+        let s = s
+            .strip_prefix('[')
+            .and_then(|r| r.strip_suffix(']'))
+            .unwrap_or(s);
+        s.split(',')
+            .map(|p| p.trim().trim_matches(['"', '\'']).to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    };
+    match v {
+        ArgValue::List(l) => l.iter().flat_map(|x| one(&x.py_str())).collect(),
+        x => one(&x.py_str()),
+    }
+}
+
 fn text<'a>(args: &'a CmdArgs, key: &str) -> &'a str {
     args.str(key).unwrap_or("")
 }
@@ -240,15 +259,12 @@ impl Workload for MegatronBridge {
     }
 
     fn python_launcher(&self, test: &TestDefinition) -> Option<PythonLauncher> {
-        let repo = test.template_fields.get("nemo_run_repo");
-        let get = |k: &str, default: &str| match repo {
-            Some(ArgValue::Table(t)) => t.get(k).map_or(default.to_string(), ArgValue::py_str),
-            _ => default.to_string(),
-        };
-        Some(PythonLauncher {
-            url: get("url", RUN_URL),
-            commit: get("commit", RUN_COMMIT),
-        })
+        Some(PythonLauncher::from_field(
+            test,
+            "nemo_run_repo",
+            RUN_URL,
+            RUN_COMMIT,
+        ))
     }
 
     /// `installed_path` of NeMo-Run's clone, as `test-run.toml` records it.

@@ -261,12 +261,7 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<I
     let log = match read(test, dir) {
         Ok(l) => l,
         // nothing to chart, but a grade all the same
-        Err(why) => {
-            return Some(IterationReport {
-                verdict: Some(Verdict::fail(why)),
-                ..IterationReport::default()
-            })
-        }
+        Err(why) => return Some(IterationReport::failed(why)),
     };
     let v = grade(test, dir, &log, &JobOutcome::default());
     let window = log.window();

@@ -179,15 +179,12 @@ impl Workload for NeMoLauncher {
     }
 
     fn python_launcher(&self, test: &TestDefinition) -> Option<PythonLauncher> {
-        let repo = test.template_fields.get("launcher_repo");
-        let get = |k: &str, default: &str| match repo {
-            Some(ArgValue::Table(t)) => t.get(k).map_or(default.to_string(), ArgValue::py_str),
-            _ => default.to_string(),
-        };
-        Some(PythonLauncher {
-            url: get("url", LAUNCHER_URL),
-            commit: get("commit", LAUNCHER_COMMIT),
-        })
+        Some(PythonLauncher::from_field(
+            test,
+            "launcher_repo",
+            LAUNCHER_URL,
+            LAUNCHER_COMMIT,
+        ))
     }
 
     /// The job's `srun` line CloudAI records (no program of its own: the launcher writes the job).
