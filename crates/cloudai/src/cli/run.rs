@@ -27,10 +27,10 @@ pub fn run(args: &RunArgs, dry_run: bool) -> Result<(), Failure> {
     };
     let (system, scenario) = scenario::load_all(&inputs)?;
 
-    if args.single_sbatch && scenario.test_runs.iter().any(|r| r.is_dse()) {
-        return Err(Failure::Error("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.".into()));
-    }
     if args.single_sbatch {
+        if scenario.test_runs.iter().any(|r| r.is_dse()) {
+            return Err(Failure::Error("--single-sbatch with a design-space exploration is not supported by this version: run the sweep without it.".into()));
+        }
         if let Some(r) = scenario
             .test_runs
             .iter()

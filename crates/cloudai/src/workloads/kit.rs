@@ -16,6 +16,28 @@ pub(crate) fn iteration_nodes(dir: &std::path::Path) -> u64 {
         .unwrap_or(1)
 }
 
+/// A line of a training log that says something failed (an exception's name, `error:`, a traceback's start): the
+/// last such line is quoted when a run fails.
+pub(crate) fn error_line(line: &str) -> bool {
+    line.contains("Error") || line.contains("error:") || line.contains("Traceback")
+}
+
+/// The mean of the numbers, `None` when there are none.
+pub(crate) fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The median of the numbers (the mean of the middle two when their count is even), `None` when there are none.
+pub(crate) fn median(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(s[n / 2]),
+        n => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
+    }
+}
+
 /// A training's step times (step, seconds) as a line chart's spec.
 pub(crate) fn step_time_chart(pts: &[(u64, f64)], xlabel: &str) -> serde_json::Value {
     use crate::html::{chart_spec, series};

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use super::kit::mean;
 use super::{IterationReport, JobOutcome, Launch, Placement, Script, Success, Verdict, Workload};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
@@ -368,10 +369,6 @@ impl Log {
             self.steps.iter().skip(1).map(|s| s.time_s).collect()
         }
     }
-}
-
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// The number after `key` (`key 12.64 …`, `key: 12.64`), up to the next blank or `|`.

@@ -58,6 +58,35 @@ pub struct Login {
     pub ids_in: Vec<String>,
 }
 
+/// The job ids `text` announces, in order, each once: after `Submitted batch job` or `Job id` (either case, then
+/// blanks or a colon).
+pub(crate) fn job_ids(text: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let lower = line.to_ascii_lowercase();
+        let mut found: Vec<(usize, String)> = Vec::new();
+        for (mark, seps) in [("submitted batch job", " "), ("job id", ": ")] {
+            for (at, _) in lower.match_indices(mark) {
+                let rest = lower[at + mark.len()..].trim_start_matches(|c| seps.contains(c));
+                if rest.len() == lower.len() - at - mark.len() {
+                    continue; // no separator: `job ids`, `Submitted batch job123`
+                }
+                let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                if !id.is_empty() {
+                    found.push((at, id));
+                }
+            }
+        }
+        found.sort();
+        for (_, id) in found {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
+}
+
 /// A launcher that runs from a Python environment of its own, made from a git repository at install time:
 /// `<install>/<name>__<commit>` and `<install>/<name>__<commit>-venv`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,11 +118,41 @@ impl PythonLauncher {
     pub fn repo(&self, install: &Path) -> PathBuf {
         crate::config::test::repo_dir(install, &self.url, &self.commit)
     }
+    /// The Python of its environment.
+    pub fn python(&self, install: &Path) -> PathBuf {
+        self.venv(install).join("bin").join("python")
+    }
     /// Its Python environment, beside the clone (CloudAI's `<repo name>-venv`).
     pub fn venv(&self, install: &Path) -> PathBuf {
         let repo = self.repo(install);
         let mut name = repo.file_name().unwrap_or_default().to_os_string();
         name.push("-venv");
         repo.with_file_name(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_from_sbatch_nemo_run_and_the_nemo_launcher() {
+        assert_eq!(job_ids("- Job id: 694112\n"), vec!["694112"]);
+        assert_eq!(job_ids("Launched: Job ID 7 and job id:8"), vec!["7", "8"]);
+        assert!(job_ids("job ids 5\nSubmitted batch job42").is_empty());
+        assert_eq!(job_ids("Submitted batch job 4711\n"), vec!["4711"]);
+        assert_eq!(
+            job_ids(
+                "[NeMo I] Job nemo-megatron-run submitted with Job ID 12\nSubmitted batch job 12\n"
+            ),
+            vec!["12"]
+        );
+        assert_eq!(
+            job_ids("Submitted batch job 3\nSubmitted batch job 4\n"),
+            vec!["3", "4"]
+        );
+        assert!(
+            job_ids("Submitted batch job \nsbatch: error: Batch job submission failed").is_empty()
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::super::{JobId, SystemError};
-use crate::workloads::submit::Login;
+use crate::workloads::submit::{job_ids, Login};
 use crate::{info, warn};
 
 /// The launcher may install its runtime's packages first (Megatron-Bridge's pip), but a command that has not
@@ -24,35 +24,6 @@ const LAUNCHER_STDERR: &str = "launcher-stderr.txt";
 /// The launcher's process id while it runs, then the files where its job ids show (one per line).
 const LAUNCHER_PID: &str = "launcher.pid";
 const POLL: Duration = Duration::from_millis(500);
-
-/// The job ids `text` announces, in order, each once: after `Submitted batch job` or `Job id` (either case, then
-/// blanks or a colon).
-pub(super) fn job_ids(text: &str) -> Vec<String> {
-    let mut ids: Vec<String> = Vec::new();
-    for line in text.lines() {
-        let lower = line.to_ascii_lowercase();
-        let mut found: Vec<(usize, String)> = Vec::new();
-        for (mark, seps) in [("submitted batch job", " "), ("job id", ": ")] {
-            for (at, _) in lower.match_indices(mark) {
-                let rest = lower[at + mark.len()..].trim_start_matches(|c| seps.contains(c));
-                if rest.len() == lower.len() - at - mark.len() {
-                    continue; // no separator: `job ids`, `Submitted batch job123`
-                }
-                let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                if !id.is_empty() {
-                    found.push((at, id));
-                }
-            }
-        }
-        found.sort();
-        for (_, id) in found {
-            if !ids.contains(&id) {
-                ids.push(id);
-            }
-        }
-    }
-    ids
-}
 
 /// The latest of the ids (Slurm numbers jobs upwards).
 fn latest(ids: &[String]) -> Option<String> {
@@ -282,27 +253,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn job_ids_from_sbatch_nemo_run_and_the_nemo_launcher() {
-        assert_eq!(job_ids("- Job id: 694112\n"), vec!["694112"]);
-        assert_eq!(job_ids("Launched: Job ID 7 and job id:8"), vec!["7", "8"]);
-        assert!(job_ids("job ids 5\nSubmitted batch job42").is_empty());
+    fn the_latest_job_is_the_highest_id() {
         assert_eq!(
             latest(&["9".into(), "12".into(), "10".into()]),
             Some("12".into())
         );
-        assert_eq!(job_ids("Submitted batch job 4711\n"), vec!["4711"]);
         assert_eq!(
-            job_ids(
-                "[NeMo I] Job nemo-megatron-run submitted with Job ID 12\nSubmitted batch job 12\n"
-            ),
-            vec!["12"]
-        );
-        assert_eq!(
-            job_ids("Submitted batch job 3\nSubmitted batch job 4\n"),
-            vec!["3", "4"]
-        );
-        assert!(
-            job_ids("Submitted batch job \nsbatch: error: Batch job submission failed").is_empty()
+            later(&["9".into(), "12".into(), "10".into()], "9"),
+            ["12", "10"]
         );
     }
 }

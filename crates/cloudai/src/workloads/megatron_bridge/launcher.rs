@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use super::{bridge_repo, TestDefinition, HF_TOKEN_ENV};
+use super::{bridge_repo, Image, TestDefinition, HF_TOKEN_ENV};
 use crate::config::args::ArgValue;
 use crate::util::shell::{py_quote, quote, split_words};
 use crate::workloads::submit::{Login, PythonLauncher, Submission, SubmitAt};
@@ -99,17 +99,12 @@ impl Flags<'_> {
 /// The launcher's `-i`: a local image file as its absolute path, else the image as the job runs it (its cached
 /// `.sqsh`, or its URL — CloudAI writes `$PWD/<url>` there, a path that does not exist; documented).
 fn image(test: &TestDefinition, at: &SubmitAt) -> Option<String> {
-    let given = test.cmd_args.str("container_image")?.trim();
-    if given.is_empty() {
-        return None;
+    match super::image(test)? {
+        Image::File(f) => {
+            Some(std::path::absolute(f).map_or_else(|_| f.to_string(), |p| p.display().to_string()))
+        }
+        Image::Url(url) => at.image.clone().or_else(|| Some(url.to_string())),
     }
-    if given.starts_with(['/', '.']) {
-        return Some(
-            std::path::absolute(given)
-                .map_or_else(|_| given.to_string(), |p| p.display().to_string()),
-        );
-    }
-    at.image.clone().or_else(|| Some(given.to_string()))
 }
 
 fn launcher_parts(
@@ -118,7 +113,7 @@ fn launcher_parts(
     launcher: &PythonLauncher,
     bridge: &Path,
 ) -> Vec<String> {
-    let python = launcher.venv(at.install).join("bin").join("python");
+    let python = launcher.python(at.install);
     let script = bridge.join("scripts/performance/setup_experiment.py");
     let mut f = Flags {
         test,
@@ -335,7 +330,7 @@ pub(super) fn submission(
         |g| crate::config::test::repo_dir(at.install, &g.url, &g.commit),
     );
     let launch = launcher_parts(test, at, launcher, &bridge).join(" ");
-    let python = launcher.venv(at.install).join("bin").join("python");
+    let python = launcher.python(at.install);
     let dir = at.dir.display();
     let mut runtime: Vec<&(String, String)> = at
         .env

@@ -14,6 +14,7 @@ use crate::config::args::ArgValue;
 use crate::results::checks::{Check, CheckKind};
 use crate::util::pytoml::py_float;
 use crate::workloads::kit::{self, TablePage};
+use crate::workloads::submit::job_ids;
 use crate::workloads::{IterationReport, JobOutcome, Verdict};
 
 pub(super) const SUMMARY_FILE: &str = "report.txt";
@@ -46,10 +47,6 @@ impl Log {
             .copied()
             .unzip()
     }
-}
-
-pub(super) fn mean(v: Vec<f64>) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// A number at the start of `s` (`9.09`, `663`), and what follows it.
@@ -98,22 +95,6 @@ fn count_after(line: &str, label: &str) -> Option<u64> {
         .ok()
 }
 
-/// A line announcing a submitted job (`Job id: 4712`, `Submitted batch job 4712`).
-fn new_job(line: &str) -> bool {
-    let lower = line.to_ascii_lowercase();
-    ["job id:", "job id ", "submitted batch job "]
-        .iter()
-        .any(|m| {
-            lower.split_once(m).is_some_and(|(_, rest)| {
-                rest.trim_start().starts_with(|c: char| c.is_ascii_digit())
-            })
-        })
-}
-
-fn is_error(line: &str) -> bool {
-    line.contains("Error") || line.contains("error:") || line.contains("Traceback")
-}
-
 /// Reads the launcher log in one pass; `Err` says why there is none.
 pub(super) fn read(dir: &Path) -> Result<Log, String> {
     let file = dir.join(LOG);
@@ -132,7 +113,7 @@ pub(super) fn read(dir: &Path) -> Result<Log, String> {
     for line in std::io::BufReader::new(f).lines() {
         let Ok(line) = line else { break };
         // the launcher submitted the job again (NeMo-Run's `Job id: N`): what follows is a new run
-        if log.iteration.is_some() && new_job(&line) {
+        if log.iteration.is_some() && !job_ids(&line).is_empty() {
             log = Log {
                 file: log.file,
                 world: log.world,
@@ -156,7 +137,7 @@ pub(super) fn read(dir: &Path) -> Result<Log, String> {
         if let Some(w) = count_after(&line, "using world size:") {
             log.world = Some(w);
         }
-        if is_error(&line) {
+        if kit::error_line(&line) {
             log.error = Some(line.trim().chars().take(300).collect());
         }
     }
@@ -255,8 +236,8 @@ fn grade(test: &TestDefinition, log: &Log, outcome: &JobOutcome) -> Verdict {
         "{} step(s); last {}: mean {:.3} s, {:.1} TFLOP/s/GPU",
         log.steps.len(),
         times.len(),
-        mean(times.clone()).unwrap_or(f64::NAN),
-        mean(tflops).unwrap_or(f64::NAN)
+        kit::mean(&times).unwrap_or(f64::NAN),
+        kit::mean(&tflops).unwrap_or(f64::NAN)
     ));
     v.checks.extend(checks);
     v
@@ -265,14 +246,10 @@ fn grade(test: &TestDefinition, log: &Log, outcome: &JobOutcome) -> Verdict {
 /// Python's `statistics` summary of the numbers, as CloudAI's report writes it.
 fn stats(v: &[f64]) -> [(&'static str, f64); 5] {
     let n = v.len() as f64;
-    let avg = v.iter().sum::<f64>() / n;
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let median = if s.len() % 2 == 1 {
-        s[s.len() / 2]
-    } else {
-        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
-    };
+    let avg = kit::mean(v).unwrap_or(f64::NAN);
+    let median = kit::median(v).unwrap_or(f64::NAN);
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let std = if v.len() > 1 {
         (v.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n).sqrt()
     } else {
@@ -281,8 +258,8 @@ fn stats(v: &[f64]) -> [(&'static str, f64); 5] {
     [
         ("avg", avg),
         ("median", median),
-        ("min", s[0]),
-        ("max", s[s.len() - 1]),
+        ("min", min),
+        ("max", max),
         ("std", std),
     ]
 }
@@ -317,7 +294,7 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<I
     };
     let mut files = vec![(SUMMARY_FILE.to_string(), summary)];
     let mut metrics = serde_json::Map::new();
-    if let (Some(t), Some(f)) = (mean(times.clone()), mean(tflops.clone())) {
+    if let (Some(t), Some(f)) = (kit::mean(&times), kit::mean(&tflops)) {
         metrics.insert("step_time_mean_s".into(), t.into());
         metrics.insert("tflops_per_gpu_mean".into(), f.into());
     }
@@ -345,11 +322,11 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<I
         cards: vec![
             (
                 "mean step time (last 10)".into(),
-                mean(times).map_or("-".into(), |m| format!("{m:.3} s")),
+                kit::mean(&times).map_or("-".into(), |m| format!("{m:.3} s")),
             ),
             (
                 "TFLOP/s/GPU (last 10)".into(),
-                mean(tflops).map_or("-".into(), |m| format!("{m:.1}")),
+                kit::mean(&tflops).map_or("-".into(), |m| format!("{m:.1}")),
             ),
             (
                 "iterations".into(),

@@ -168,6 +168,22 @@ pub(super) fn comma_items(v: &ArgValue) -> Vec<String> {
     }
 }
 
+/// The image a test names (`container_image`), as CloudAI tells them apart: a local file (`/…`, `./…`), or a URL
+/// the job's image is pulled or cached from.
+pub(super) enum Image<'a> {
+    File(&'a str),
+    Url(&'a str),
+}
+
+pub(super) fn image(test: &TestDefinition) -> Option<Image<'_>> {
+    let given = test.cmd_args.str("container_image")?.trim();
+    match given {
+        "" => None,
+        f if f.starts_with(['/', '.']) => Some(Image::File(f)),
+        url => Some(Image::Url(url)),
+    }
+}
+
 fn text<'a>(args: &'a CmdArgs, key: &str) -> &'a str {
     args.str(key).unwrap_or("")
 }
@@ -287,11 +303,10 @@ impl Workload for MegatronBridge {
     /// The job's `srun` line CloudAI records (the launcher writes the job), in the image the test names.
     fn launch(&self, test: &TestDefinition, _at: &Placement) -> Launch {
         let mut l = Launch::process("", Vec::new()).judged_by(Success::ExitStatus);
-        l.image = test
-            .cmd_args
-            .str("container_image")
-            .filter(|s| !s.is_empty() && !s.starts_with(['/', '.']))
-            .map(str::to_string);
+        l.image = match image(test) {
+            Some(Image::Url(url)) => Some(url.to_string()),
+            _ => None,
+        };
         l
     }
 
@@ -301,13 +316,14 @@ impl Workload for MegatronBridge {
             .into_iter()
             .map(|c| format!("test '{}': {c}", test.name))
             .collect();
-        let image = text(&test.cmd_args, "container_image");
-        if image.starts_with(['/', '.']) && !Path::new(image).exists() {
-            problems.push(format!(
-                "test '{}': the image file {image:?} (cmd_args.container_image) does not exist; give a .sqsh \
-                 that does, or the image's URL",
-                test.name
-            ));
+        if let Some(Image::File(file)) = image(test) {
+            if !Path::new(file).exists() {
+                problems.push(format!(
+                    "test '{}': the image file {file:?} (cmd_args.container_image) does not exist; give a .sqsh \
+                     that does, or the image's URL",
+                    test.name
+                ));
+            }
         }
         let token = std::env::var(HF_TOKEN_ENV).unwrap_or_default();
         if text(&test.cmd_args, "hf_token").trim().is_empty() && token.trim().is_empty() {
@@ -334,8 +350,8 @@ impl Workload for MegatronBridge {
     fn metric(&self, _test: &TestDefinition, dir: &Path, name: &str) -> Option<f64> {
         let log = log::read(dir).ok()?;
         match name {
-            "default" | "step-time" => log::mean(log.window().0),
-            "tflops-per-gpu" => log::mean(log.window().1),
+            "default" | "step-time" => super::kit::mean(&log.window().0),
+            "tflops-per-gpu" => super::kit::mean(&log.window().1),
             _ => None,
         }
     }

@@ -107,7 +107,7 @@ pub(super) fn submission(
         overrides.push(format!("+cluster.nodelist=\\'{}\\'", at.nodes.join(",")));
     }
     overrides.extend(env_overrides);
-    let python = launcher.venv(at.install).join("bin").join("python");
+    let python = launcher.python(at.install);
     let mut cmd = format!(
         "{} \\\n {} \\\n {}",
         python.display(),

@@ -48,17 +48,7 @@ impl Log {
     }
 
     pub fn median_step_time(&self) -> Option<f64> {
-        median(self.window())
-    }
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(s[n / 2]),
-        n => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
+        kit::median(self.window())
     }
 }
 
@@ -90,10 +80,6 @@ fn max_steps_reached(line: &str) -> Option<u64> {
         .collect::<String>()
         .parse()
         .ok()
-}
-
-fn is_error(line: &str) -> bool {
-    line.contains("Error") || line.contains("error:") || line.contains("Traceback")
 }
 
 /// The log the job wrote last under `<dir>/<run name>/` (a requeued job writes one per run).
@@ -152,7 +138,7 @@ fn scan(line: &str, log: &mut Log) {
     if let Some(n) = max_steps_reached(line) {
         log.reached = Some(n);
     }
-    if is_error(line) {
+    if kit::error_line(line) {
         log.error = Some(line.trim().chars().take(300).collect());
     }
 }
@@ -269,7 +255,7 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Option<I
     let mut files = Vec::new();
     let mut metrics = serde_json::Map::new();
     if let Some(median) = median_s {
-        let avg = window.iter().sum::<f64>() / window.len() as f64;
+        let avg = kit::mean(window).unwrap_or(f64::NAN);
         let min = window.iter().copied().fold(f64::INFINITY, f64::min);
         let max = window.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         files.push((
