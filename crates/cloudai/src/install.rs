@@ -29,6 +29,11 @@ pub enum Installable {
         project: PathBuf,
         path: PathBuf,
     },
+    /// A Python environment made from package requirements with `uv` (CloudAI's `PythonEnvironment`).
+    PythonEnv {
+        env: crate::workloads::local::PythonEnv,
+        path: PathBuf,
+    },
     /// A launcher file of CloudAI's, copied from the user's CloudAI (`src`) into the install directory.
     File {
         src: PathBuf,
@@ -44,6 +49,7 @@ impl Installable {
             Installable::Repo { path, .. }
             | Installable::Image { path, .. }
             | Installable::Venv { path, .. }
+            | Installable::PythonEnv { path, .. }
             | Installable::File { path, .. } => path,
         }
     }
@@ -56,12 +62,28 @@ impl Installable {
                 "Python environment of {}",
                 project.file_name().unwrap_or_default().to_string_lossy()
             ),
+            Installable::PythonEnv { env, .. } => format!(
+                "Python {} environment {} ({})",
+                env.python,
+                env.name,
+                env.requirements.join(", ")
+            ),
+            Installable::File { src, path, .. } if src == path => format!(
+                "CloudAI's {} (run from {})",
+                src.file_name().unwrap_or_default().to_string_lossy(),
+                src.display()
+            ),
             Installable::File { src, .. } => format!(
                 "CloudAI's launcher {} (from {})",
                 src.file_name().unwrap_or_default().to_string_lossy(),
                 src.display()
             ),
         }
+    }
+
+    /// Made by `install` (and so removed by `uninstall`): all but a file of CloudAI's run where it is.
+    fn ours(&self) -> bool {
+        !matches!(self, Installable::File { src, path, .. } if src == path)
     }
 
     /// Installed: present, and for a copied file the same bytes as its source (as CloudAI checks it).
@@ -76,6 +98,9 @@ impl Installable {
             }
             // one being made (or left half made by a crash) carries the mark
             Installable::Venv { path, .. } => path.exists() && !path.join(VENV_PARTIAL).exists(),
+            Installable::PythonEnv { path, .. } => {
+                path.join("bin").join("python").is_file() && !path.join(VENV_PARTIAL).exists()
+            }
             _ => self.path().exists(),
         }
     }
@@ -165,8 +190,18 @@ pub(crate) fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Insta
         if let (Some(f), Some(spec)) = (&r.test.script, r.workload.script()) {
             out.push(Installable::File {
                 src: f.src.clone(),
-                path: install.join(spec.name),
+                path: if spec.in_place {
+                    f.src.clone()
+                } else {
+                    install.join(spec.name)
+                },
                 env: spec.env,
+            });
+        }
+        if let Some(e) = r.workload.python_env(&r.test) {
+            out.push(Installable::PythonEnv {
+                path: e.path(&install),
+                env: e,
             });
         }
     }
@@ -233,6 +268,69 @@ fn make_venv(project: &Path, path: &Path) -> Result<(), String> {
     r
 }
 
+/// A program on `PATH`.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}
+
+/// CloudAI's steps with `uv`: the Python version (fetched only when this machine has none: a login node without
+/// internet still works with its own), `uv venv`, then `uv pip install` of the requirements. Marked until
+/// complete; a failure removes it.
+fn make_python_env(env: &crate::workloads::local::PythonEnv, path: &Path) -> Result<(), String> {
+    let uv = which("uv").ok_or_else(|| {
+        format!(
+            "`uv` is not installed here, and this environment is made with it as CloudAI makes it: install uv \
+             (`pip install --user uv` or `pipx install uv`), or make {} yourself with Python {} and {}",
+            path.display(),
+            env.python,
+            env.requirements.join(" ")
+        )
+    })?;
+    let have = std::process::Command::new(&uv)
+        .args(["python", "find", env.python])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        run(std::process::Command::new(&uv).args(["python", "install", env.python])).map_err(
+            |e| {
+                format!(
+                    "Python {} is not on this machine and uv could not fetch it: {e}",
+                    env.python
+                )
+            },
+        )?;
+    }
+    let _ = std::fs::remove_dir_all(path);
+    let python = path.join("bin").join("python");
+    let r = run(std::process::Command::new(&uv)
+        .args(["venv", "--python", env.python])
+        .arg(path))
+    .and_then(|_| {
+        std::fs::write(path.join(VENV_PARTIAL), b"").map_err(|e| format!("{}: {e}", path.display()))
+    })
+    .and_then(|_| {
+        if env.requirements.is_empty() {
+            return Ok(());
+        }
+        run(std::process::Command::new(&uv)
+            .args(["pip", "install", "--python"])
+            .arg(&python)
+            .args(env.requirements))
+    })
+    .and_then(|_| {
+        std::fs::remove_file(path.join(VENV_PARTIAL))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    if r.is_err() {
+        let _ = std::fs::remove_dir_all(path);
+    }
+    r
+}
+
 fn install_one(i: &Installable) -> Result<(), String> {
     // beside it, named after all of it (`with_extension` would make `x__v0.3.0` and `x__v0.3.1` share one)
     let mut tmp = i.path().as_os_str().to_os_string();
@@ -272,8 +370,10 @@ fn install_one(i: &Installable) -> Result<(), String> {
                 Ok(())
             }
         }),
-        Installable::File { src, env, .. } => {
-            if src.is_file() {
+        Installable::File { src, env, path } => {
+            if src.is_file() && src == path {
+                return Ok(());
+            } else if src.is_file() {
                 std::fs::copy(src, &tmp)
                     .map(|_| ())
                     .map_err(|e| format!("cannot copy {}: {e}", src.display()))
@@ -290,6 +390,7 @@ fn install_one(i: &Installable) -> Result<(), String> {
             }
         }
         Installable::Venv { project, path } => return make_venv(project, path),
+        Installable::PythonEnv { env, path } => return make_python_env(env, path),
         Installable::Image { url, .. } => run(std::process::Command::new("enroot")
             .arg("import")
             .arg("-o")
@@ -355,7 +456,8 @@ pub fn install(sys: &SystemConfig, items: &[Installable]) -> Vec<String> {
             i.path().display()
         );
         match install_one(i) {
-            Ok(()) => made.push(i.path().to_path_buf()),
+            Ok(()) if i.ours() => made.push(i.path().to_path_buf()),
+            Ok(()) => {}
             Err(e) => failures.push(format!("{}: {e}", i.describe())),
         }
     }

@@ -153,6 +153,16 @@ fn standalone_sleep_matches_cloudai() {
 }
 
 #[test]
+fn standalone_aiconfigurator_matches_cloudai() {
+    check_case("standalone-aiconfigurator");
+}
+
+#[test]
+fn standalone_dynamo_mocker_matches_cloudai() {
+    check_case("standalone-dynamo-mocker");
+}
+
+#[test]
 fn slurm_sleep_matches_cloudai() {
     check_case("slurm-sleep");
 }

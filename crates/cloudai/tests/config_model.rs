@@ -192,11 +192,18 @@ fn verify_configs_passes_cloudai_examples() {
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("[INFO] Checked systems: 4, all passed"),
+        text.contains("[INFO] Checked systems: 5, all passed"),
         "{text}"
     );
     // every template of CloudAI's common suite runs now: its scenarios resolve without a warning
-    for t in ["UCCTest", "Fio", "NeMoRun", "SlurmContainer"] {
+    for t in [
+        "UCCTest",
+        "Fio",
+        "NeMoRun",
+        "SlurmContainer",
+        "Aiconfigurator",
+        "DynamoMocker",
+    ] {
         assert!(
             !text.contains(&format!("unsupported test template {t}")),
             "{text}"

@@ -17,6 +17,7 @@ extern "C" fn isolate_ledger() {
     );
 }
 
+mod aiconfigurator;
 mod architecture;
 mod bad_input;
 mod baseline;
@@ -31,6 +32,7 @@ mod deepep;
 mod disk_full;
 mod dist;
 mod dse;
+mod dynamo_mocker;
 mod exit_codes;
 mod field_trials;
 mod injection;

@@ -53,6 +53,7 @@ fn prepared_from(sys: &dyn System, dir: &Path) -> Prepared {
         files,
         env: Vec::new(),
         submit: None,
+        runs: None,
     }
 }
 

@@ -483,7 +483,7 @@ fn decode_table(
         if names.contains(&k.as_str()) {
             continue;
         }
-        let typo = did_you_mean(k, names.iter().copied());
+        let typo = super::error::misspelling_of(k, names.iter().copied());
         if !extras || typo.is_some() {
             let hint = super::decode::unknown_hint(k, &names);
             ctx.err(&e.key_loc, &join(path, k), "unknown field", hint);

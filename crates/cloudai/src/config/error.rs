@@ -165,6 +165,23 @@ pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    closest(word, candidates, true)
+}
+
+/// A candidate a few edits from `word` (a misspelling), prefixes aside: a key that extends a declared name
+/// (`output_tokens_stddev` beside `output_tokens`) is a name of its own.
+pub(crate) fn misspelling_of<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    closest(word, candidates, false)
+}
+
+fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    prefixes: bool,
+) -> Option<&'a str> {
     let w = word.to_ascii_lowercase();
     let limit = (w.chars().count() / 3).clamp(1, 3);
     candidates
@@ -172,8 +189,10 @@ pub(crate) fn did_you_mean<'a>(
         .filter_map(|c| {
             let lc = c.to_ascii_lowercase();
             let d = distance(&w, &lc);
-            let prefix =
-                lc.len() >= 4 && w.len() >= 4 && (w.starts_with(&lc) || lc.starts_with(&w));
+            let prefix = prefixes
+                && lc.len() >= 4
+                && w.len() >= 4
+                && (w.starts_with(&lc) || lc.starts_with(&w));
             (d <= limit || prefix).then_some((d, c))
         })
         .min_by_key(|(d, _)| *d)

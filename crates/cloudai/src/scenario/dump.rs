@@ -117,12 +117,16 @@ pub fn definition(t: &TestDefinition) -> PyVal {
         ),
         kv(
             "script",
-            t.script.as_ref().map_or(PyVal::None, |f| {
-                PyVal::Table(vec![
-                    kv("src", PyVal::str(posix_path(&f.src))),
-                    kv("_installed_path", PyVal::str(posix_path(&f.installed))),
-                ])
-            }),
+            // a file of CloudAI's run where it is (installed = src) is no field of CloudAI's test definition
+            t.script
+                .as_ref()
+                .filter(|f| f.src != f.installed)
+                .map_or(PyVal::None, |f| {
+                    PyVal::Table(vec![
+                        kv("src", PyVal::str(posix_path(&f.src))),
+                        kv("_installed_path", PyVal::str(posix_path(&f.installed))),
+                    ])
+                }),
         ),
     ];
     fields.extend(t.template_fields.iter().map(|(k, v)| (k.clone(), arg(v))));

@@ -303,13 +303,13 @@ fn resolve_entry(
     let mut def = def;
     workload.derive(&mut def, system.and_then(|s| s.kind.tasks_per_node()));
     if let Some(spec) = workload.script() {
-        def.script = Some(test::ScriptFile {
-            src: script::locate(&spec, origins),
-            installed: system.map_or_else(
-                || PathBuf::from(spec.name),
-                |s| s.install_path.join(spec.name),
-            ),
-        });
+        let src = script::locate(&spec, origins);
+        let installed = match system {
+            _ if spec.in_place => src.clone(),
+            Some(s) => s.install_path.join(spec.name),
+            None => PathBuf::from(spec.name),
+        };
+        def.script = Some(test::ScriptFile { src, installed });
     }
     if let Some(sys) = system {
         for g in &mut def.git_repos {

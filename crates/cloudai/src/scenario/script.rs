@@ -66,6 +66,7 @@ mod tests {
         name: "launcher.py",
         in_cloudai: "src/cloudai/workloads/x/launcher.py",
         env: "CLOUDAI_TEST_SCRIPT_THAT_IS_NEVER_SET",
+        in_place: false,
     };
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Prepared {
     /// The workload's own launcher submits the job: this shell text, run on the login node in the iteration's
     /// directory, prints the id of the job it submitted (no batch script of ours).
     pub submit: Option<crate::workloads::submit::Login>,
+    /// What the scheduler runs when `full_cmd` records something else (`"n/a"` for a predictor).
+    pub runs: Option<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -67,6 +67,11 @@ fn local_command(run: &TestRun, launch: &crate::workloads::Launch, gpus: u64) ->
     }
 }
 
+/// What runs: the workload's own script when it wrote one, else `full_cmd`.
+fn runs(job: &Prepared) -> &str {
+    job.runs.as_deref().unwrap_or(&job.full_cmd)
+}
+
 /// The job's pid, written by its wrapper first thing (for `resume` after a kill between spawn and journal).
 const PID_FILE: &str = ".cloudai-job";
 /// The job's exit status, written by its wrapper last: read by `resume` when nobody was waiting for it.
@@ -123,8 +128,30 @@ impl System for Standalone {
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
         let gpus = self.gpus();
-        let launch = run.launch();
         let env = super::job_env(&self.cfg, run);
+        if run.workload.needs() == crate::workloads::Needs::Local {
+            let at = crate::workloads::local::LocalAt {
+                install: &self.cfg.install_path,
+                dir,
+            };
+            let job = run.workload.local_job(&run.test, &at).ok_or_else(|| {
+                SystemError::refused(format!("test {} writes no script to run", run.id))
+            })?;
+            let runs = if run.pre_test.is_some() || run.post_test.is_some() {
+                with_hooks(run, dir, &job.runs, gpus)
+            } else {
+                job.runs
+            };
+            return Ok(Prepared {
+                test_cmd: job.test_cmd,
+                full_cmd: job.full_cmd,
+                files: job.files,
+                env,
+                submit: None,
+                runs: Some(runs),
+            });
+        }
+        let launch = run.launch();
         // the workload's own command; full_cmd is how this machine runs it
         let mut test_cmd = crate::workloads::full_command(&launch, &run.test);
         let mut cmd = local_command(run, &launch, gpus);
@@ -147,6 +174,7 @@ impl System for Standalone {
             files: Vec::new(),
             env,
             submit: None,
+            runs: None,
         })
     }
 
@@ -155,7 +183,7 @@ impl System for Standalone {
     }
 
     fn would_submit(&self, run: &TestRun, _dir: &Path, job: &Prepared) -> JobId {
-        crate::info!("Executing command for test {}: {}", run.id, job.full_cmd);
+        crate::info!("Executing command for test {}: {}", run.id, runs(job));
         "0".into()
     }
 
@@ -165,14 +193,14 @@ impl System for Standalone {
         dir: &Path,
         job: &Prepared,
     ) -> Result<JobId, SystemError> {
-        crate::info!("Executing command for test {}: {}", run.id, job.full_cmd);
+        crate::info!("Executing command for test {}: {}", run.id, runs(job));
         let open = |name: &str| {
             std::fs::File::create(dir.join(name))
                 .map_err(|e| format!("cannot create {}: {e}", dir.join(name).display()))
         };
         let mut cmd = tokio::process::Command::new("bash");
         cmd.arg("-c")
-            .arg(wrapped(&job.full_cmd, dir))
+            .arg(wrapped(runs(job), dir))
             .envs(job.env.iter().map(|(k, v)| (k, v)))
             .env("CLOUDAI_OUTPUT_DIR", dir)
             // our own secrets are for the schedulers' APIs, never for the tests' processes

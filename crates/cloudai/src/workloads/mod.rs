@@ -1,16 +1,19 @@
 //! One module per test template. A workload knows its `cmd_args` schema, the command it runs, and how to grade a
 //! finished iteration; systems wrap that command for their scheduler.
 
+pub mod aiconfigurator;
 mod bash_cmd;
 pub mod chakra_replay;
 pub mod ddlb;
 pub mod deepep;
+pub mod dynamo_mocker;
 mod etcd;
 pub mod fio;
 pub mod judge;
 pub mod kit;
 pub mod launch;
 pub mod llm_serving;
+pub mod local;
 pub mod megatron_bridge;
 pub mod megatron_run;
 pub mod moe_benchmark;
@@ -20,6 +23,7 @@ pub mod nemo_run;
 pub mod nixl;
 pub mod node_health;
 pub mod osu;
+pub mod perf_csv;
 pub mod serving;
 pub mod sglang;
 mod sleep;
@@ -152,6 +156,9 @@ pub struct Script {
     pub in_cloudai: &'static str,
     /// The environment variable that names the file when it is elsewhere.
     pub env: &'static str,
+    /// Run where it is found (CloudAI runs it from its own tree, beside the files it calls), not copied into the
+    /// install directory.
+    pub in_place: bool,
 }
 
 /// Where a test runs, for workloads whose command states it (NeMo-Run's `trainer.num_nodes` / `trainer.devices`).
@@ -268,6 +275,15 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn python_launcher(&self, _test: &TestDefinition) -> Option<submit::PythonLauncher> {
         None
     }
+    /// A Python environment made from package requirements that the workload runs from, installed with the test.
+    fn python_env(&self, _test: &TestDefinition) -> Option<local::PythonEnv> {
+        None
+    }
+    /// The script of an iteration that runs on this machine, for a workload that writes its own
+    /// ([`Needs::Local`]); `None` for every other.
+    fn local_job(&self, _test: &TestDefinition, _at: &local::LocalAt) -> Option<local::LocalJob> {
+        None
+    }
     /// The login-node command of an iteration, for a workload whose own launcher submits its job
     /// ([`Needs::Submit`]); `None` for every other.
     fn submission(
@@ -382,6 +398,8 @@ static REGISTRY: &[&dyn Workload] = &[
     &nixl::NixlEp,
     &nemo_launcher::NeMoLauncher,
     &megatron_bridge::MegatronBridge,
+    &aiconfigurator::Aiconfigurator,
+    &dynamo_mocker::DynamoMocker,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -95,6 +95,7 @@ pub(crate) const SCRIPT: Script = Script {
     name: "cloudai_nemorun.py",
     in_cloudai: "src/cloudai/workloads/nemo_run/cloudai_nemorun.py",
     env: crate::config::test::NEMORUN_SCRIPT_ENV,
+    in_place: false,
 };
 pub(crate) const CSV_FILE: &str = "cloudai_nemorun_step_timing.csv";
 pub(crate) const HTML_FILE: &str = "cloudai_nemorun_bokeh_report.html";

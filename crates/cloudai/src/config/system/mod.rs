@@ -50,6 +50,9 @@ pub enum Needs {
     /// A login node from which the workload's own launcher submits its batch job (NeMo launcher): the scheduler
     /// runs the launcher, reads the job id it prints and watches that job.
     Submit,
+    /// This machine: the workload writes its own script into the iteration's directory and runs it here, with a
+    /// Python environment of its own (Aiconfigurator's predictor).
+    Local,
 }
 
 /// Every scheduler, in the order messages list them.

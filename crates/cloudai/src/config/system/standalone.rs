@@ -8,7 +8,7 @@ pub(super) const SCHEDULER: Scheduler = Scheduler {
     name: "standalone",
     fields: &["gpus_per_node"],
     default_monitor_interval: 1,
-    gives: &[Needs::Launch, Needs::Hosts],
+    gives: &[Needs::Launch, Needs::Hosts, Needs::Local],
     pods: false,
     decode,
 };

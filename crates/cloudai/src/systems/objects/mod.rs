@@ -429,6 +429,7 @@ impl<B: Backend> System for Stepped<B> {
             files,
             env: super::job_env(self.backend.config(), run),
             submit: None,
+            runs: None,
         })
     }
 

@@ -254,6 +254,7 @@ impl System for Slurm {
             files: g.files,
             env: super::job_env(&self.cfg, run),
             submit: g.submit,
+            runs: None,
         })
     }
 
