@@ -38,6 +38,7 @@ mod field_trials;
 mod injection;
 mod install;
 mod interrupted;
+mod jax_toolbox;
 mod k8s_recipes;
 mod kubernetes;
 mod kubernetes_faults;

@@ -259,7 +259,10 @@ impl Workload for Aiconfigurator {
     }
 
     fn report(&self, test: &TestDefinition, dir: &Path, title: &str) -> Option<IterationReport> {
-        let r = load(dir).ok()?;
+        let r = match load(dir) {
+            Ok(r) => r,
+            Err(why) => return Some(IterationReport::failed(why)),
+        };
         let v = verdict(&test.cmd_args, &r);
         let mut metrics = Map::new();
         for k in NUMBERS {

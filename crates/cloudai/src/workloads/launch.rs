@@ -103,7 +103,7 @@ pub struct Steps {
     pub setup_in_image: bool,
     /// Variables the batch script exports after the job's environment, written as given (`$(uuidgen)` expands
     /// there), and not into `env_vars.sh`.
-    pub job_env: Vec<(&'static str, &'static str)>,
+    pub job_env: Vec<(String, String)>,
     /// How the steps' `env_vars.sh` is written, as CloudAI writes it for the workload.
     pub env_file: EnvFile,
     /// Paths under the iteration's directory mounted into every step's container; the scheduler creates them
@@ -167,6 +167,12 @@ pub enum Step {
 
 /// Stands for the iteration's directory in a [`Step`]'s text (a character no configuration value holds).
 pub const RUN_DIR: &str = "\u{E000}run_dir\u{E000}";
+/// Stands for the image the job's tasks run in (its cached `.sqsh`, else its URL), in [`Step::Shell`] text.
+pub const IMAGE: &str = "\u{E000}image\u{E000}";
+/// Stands for the job's container mounts, comma-separated, in [`Step::Shell`] text.
+pub const MOUNTS: &str = "\u{E000}mounts\u{E000}";
+/// Stands for the system's extra task-launcher arguments as written (empty when none), in [`Step::Shell`] text.
+pub const SYSTEM_SRUN_ARGS: &str = "\u{E000}system_srun_args\u{E000}";
 /// Stands for the job's task-launcher prefix without a node count in [`Step::Shell`] text (a step launched with
 /// its own `--nodelist`/`--nodes`).
 pub const SRUN: &str = "\u{E000}srun\u{E000}";

@@ -9,6 +9,7 @@ pub mod deepep;
 pub mod dynamo_mocker;
 mod etcd;
 pub mod fio;
+pub mod jax_toolbox;
 pub mod judge;
 pub mod kit;
 pub mod launch;
@@ -400,6 +401,9 @@ static REGISTRY: &[&dyn Workload] = &[
     &megatron_bridge::MegatronBridge,
     &aiconfigurator::Aiconfigurator,
     &dynamo_mocker::DynamoMocker,
+    &jax_toolbox::GPT,
+    &jax_toolbox::GROK,
+    &jax_toolbox::NEMOTRON,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

@@ -204,6 +204,10 @@ impl Workload for MoeBenchmark {
         if hybrid {
             job_env.push(("NIXL_ETCD_ENDPOINTS", "\"$SLURM_JOB_MASTER_NODE:2379\""));
         }
+        let job_env = job_env
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Launch {
             has_profiler: true,
             steps: Some(Steps {

@@ -10,7 +10,9 @@ use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{in_double_quotes, quote, quote_path};
-use crate::workloads::launch::{EnvFile, Step, Steps, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES};
+use crate::workloads::launch::{
+    EnvFile, Step, Steps, IMAGE, MOUNTS, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES, SYSTEM_SRUN_ARGS,
+};
 use crate::workloads::{Launch, Procs};
 
 mod submitted;
@@ -311,7 +313,7 @@ impl Ctx<'_> {
     }
 
     /// A step's or a job file's text with the job's placeholders filled: [`RUN_DIR`], [`SRUN`],
-    /// [`SRUN_ALL_NODES`], [`RUN_TAG`].
+    /// [`SRUN_ALL_NODES`], [`RUN_TAG`], [`IMAGE`], [`MOUNTS`], [`SYSTEM_SRUN_ARGS`].
     fn fill(&self, t: &Target, text: &str) -> String {
         if !text.contains('\u{E000}') {
             return text.to_string();
@@ -321,6 +323,12 @@ impl Ctx<'_> {
             .replace(SRUN_ALL_NODES, &prefix(true))
             .replace(SRUN, &prefix(false))
             .replace(RUN_TAG, &run_tag(&t.run.id, t.iteration))
+            .replace(IMAGE, &self.image(t).unwrap_or_default())
+            .replace(MOUNTS, &self.mounts(t).join(","))
+            .replace(
+                SYSTEM_SRUN_ARGS,
+                self.slurm.extra_srun_args.as_deref().unwrap_or(""),
+            )
     }
 
     fn hook_sruns(

@@ -285,14 +285,17 @@ fn with_etcd(test: &TestDefinition, middle: Vec<Step>, wait: i64) -> Steps {
     Steps {
         steps,
         setup_in_image: true,
-        job_env: vec![
+        job_env: [
             ("NIXL_ETCD_NAMESPACE", "/nixl/kvbench/$(uuidgen)"),
             ("NIXL_ETCD_ENDPOINTS", "\"$SLURM_JOB_MASTER_NODE:2379\""),
             (
                 "SLURM_JOB_MASTER_NODE",
                 "$(scontrol show hostname $SLURM_JOB_NODELIST | head -n 1)",
             ),
-        ],
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
         env_file: EnvFile::Bare,
         other_image: test.cmd_args.str("etcd_image_url").map(str::to_string),
         ..Default::default()
