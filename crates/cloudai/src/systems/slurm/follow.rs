@@ -29,15 +29,23 @@ impl Slurm {
         actual: &str,
         outcome: &JobOutcome,
     ) -> Option<JobState> {
-        let (dir, cancelled) = {
-            let jobs = self.jobs.lock().unwrap();
-            let t = jobs.get(actual)?;
-            (t.dir.clone(), t.cancelled)
+        let (dir, cancelled, mut seen) = {
+            let mut jobs = self.jobs.lock().unwrap();
+            let t = jobs.get_mut(actual)?;
+            (
+                t.dir.clone(),
+                t.cancelled,
+                std::mem::take(&mut t.launcher_ids),
+            )
         };
         if !submit::launcher_running(&dir) {
             return None;
         }
-        if let Some(next) = submit::next_job(&dir, actual) {
+        let next = submit::next_job(&dir, actual, &mut seen);
+        if let Some(t) = self.jobs.lock().unwrap().get_mut(actual) {
+            t.launcher_ids = seen.clone();
+        }
+        if let Some(next) = next {
             if cancelled {
                 warn!(
                     "The test's launcher submitted job {next} after job {actual} was cancelled: cancelling it too"
@@ -79,6 +87,7 @@ impl Slurm {
                 full_cmd: old.full_cmd.clone(),
                 test_cmd: old.test_cmd.clone(),
                 earlier,
+                launcher_ids: seen,
                 ..Tracked::default()
             };
             jobs.insert(next.clone(), followed);

@@ -75,6 +75,8 @@ struct Tracked {
     ended_at: Option<std::time::Instant>,
     /// cloudai cancelled it: a job its launcher submits again is cancelled too.
     cancelled: bool,
+    /// What was read of its launcher's files for the job ids it announced.
+    launcher_ids: submit::IdScan,
 }
 
 /// The job name written into the batch script.

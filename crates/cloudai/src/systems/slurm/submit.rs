@@ -198,10 +198,56 @@ pub(super) async fn recovered(dir: &Path) -> Option<JobId> {
     latest(&printed(dir, &ids_in))
 }
 
-/// A job the iteration's launcher submitted after `current` (its retry), while the launcher still runs.
-pub(super) fn next_job(dir: &Path, current: &str) -> Option<JobId> {
+/// A job the iteration's launcher submitted after `current` (its retry), while the launcher still runs; `seen`
+/// keeps what was read of its files, so each poll reads only what they gained.
+pub(super) fn next_job(dir: &Path, current: &str, seen: &mut IdScan) -> Option<JobId> {
     let (_, ids_in) = running_launcher(dir)?;
-    latest(&later(&printed(dir, &ids_in), current))
+    let names: Vec<&str> = [LAUNCHER_STDOUT, LAUNCHER_STDERR]
+        .into_iter()
+        .chain(ids_in.iter().map(String::as_str))
+        .collect();
+    latest(&later(seen.update(dir, &names), current))
+}
+
+/// The job ids a launcher's files announced so far, read incrementally: a long training's log is read once, not
+/// at every poll.
+#[derive(Clone, Debug, Default)]
+pub(super) struct IdScan {
+    /// Bytes of each file read so far (up to its last complete line).
+    read: std::collections::HashMap<String, u64>,
+    ids: Vec<String>,
+}
+
+impl IdScan {
+    /// Reads what each file gained since the last call (its complete lines; a file that shrank is read again from
+    /// its start) and returns every id announced so far.
+    pub(super) fn update(&mut self, dir: &Path, names: &[&str]) -> &[String] {
+        use std::io::{Read, Seek, SeekFrom};
+        for name in names {
+            let Ok(mut f) = std::fs::File::open(dir.join(name)) else {
+                continue;
+            };
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            let mut at = self.read.get(*name).copied().unwrap_or(0);
+            if len < at {
+                at = 0;
+            }
+            let mut buf = Vec::new();
+            if f.seek(SeekFrom::Start(at)).is_err() || f.read_to_end(&mut buf).is_err() {
+                continue;
+            }
+            let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
+                continue;
+            };
+            for id in job_ids(&String::from_utf8_lossy(&buf[..=end])) {
+                if !self.ids.contains(&id) {
+                    self.ids.push(id);
+                }
+            }
+            self.read.insert(name.to_string(), at + end as u64 + 1);
+        }
+        &self.ids
+    }
 }
 
 /// At the end of an iteration (or when it is cancelled, with no grace): waits up to `grace` for a launcher still
@@ -251,6 +297,22 @@ pub(super) fn later(ids: &[JobId], current: &str) -> Vec<JobId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_read_once_and_a_line_only_when_complete() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log.txt");
+        let mut scan = IdScan::default();
+        std::fs::write(&log, "- Job id: 7\n- Job id: 8").unwrap();
+        assert_eq!(scan.update(d.path(), &["log.txt", "missing.txt"]), ["7"]);
+        let read = scan.read["log.txt"];
+        std::fs::write(&log, "- Job id: 7\n- Job id: 8\nstep 1\n").unwrap();
+        assert_eq!(scan.update(d.path(), &["log.txt"]), ["7", "8"]);
+        assert!(scan.read["log.txt"] > read);
+        // a file written anew (shorter) is read from its start
+        std::fs::write(&log, "Job id: 9\n").unwrap();
+        assert_eq!(scan.update(d.path(), &["log.txt"]), ["7", "8", "9"]);
+    }
 
     #[test]
     fn the_latest_job_is_the_highest_id() {
