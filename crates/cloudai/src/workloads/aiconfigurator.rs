@@ -205,10 +205,7 @@ impl Workload for Aiconfigurator {
 
     /// CloudAI's `run_simple_predictor.sh`; `test-run.toml` records `test_cmd = ""`, `full_cmd = "n/a"` as CloudAI's.
     fn local_job(&self, test: &TestDefinition, at: &LocalAt) -> Option<LocalJob> {
-        let script = test
-            .script
-            .as_ref()
-            .map_or_else(|| SCRIPT.in_cloudai.into(), |s| s.src.clone());
+        let script = super::local::script_path(test, &SCRIPT);
         let q = |p: &Path| py_quote(&p.display().to_string());
         let mut words = vec![py_quote(&ENV.python_in(at.install)), q(&script)];
         words.extend(flags(&test.cmd_args).iter().map(|w| py_quote(w)));
@@ -441,17 +438,7 @@ fn verdict(args: &CmdArgs, r: &Map<String, Value>) -> Verdict {
     } else {
         Check::pass(CheckKind::Shape, shown.join(", "))
     });
-    let failed: Vec<String> = checks
-        .iter()
-        .filter(|c| c.status == crate::workloads::judge::CheckStatus::Fail)
-        .map(|c| c.detail.clone())
-        .collect();
-    Verdict {
-        passed: failed.is_empty(),
-        message: failed.join("; "),
-        checks,
-        shown: None,
-    }
+    Verdict::from_checks(checks)
 }
 
 /// The configuration and its prediction, one row.

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::judge::{Check, CheckKind, CheckStatus};
+use super::judge::{Check, CheckKind};
 use super::kit::{self, TablePage};
 use super::local::{LocalAt, LocalJob, PythonEnv};
 use super::perf_csv::{self, PerfCsv};
@@ -323,10 +323,7 @@ impl Workload for DynamoMocker {
 
     /// CloudAI's `dynamo_mocker_run.sh` (no newline at its end, as CloudAI writes it).
     fn local_job(&self, test: &TestDefinition, at: &LocalAt) -> Option<LocalJob> {
-        let script = test
-            .script
-            .as_ref()
-            .map_or_else(|| SCRIPT.in_cloudai.into(), |s| s.src.clone());
+        let script = super::local::script_path(test, &SCRIPT);
         let q = |p: &Path| py_quote(&p.display().to_string());
         let words: Vec<String> = script_args(&test.cmd_args, &ENV.python_in(at.install), at.dir)
             .iter()
@@ -489,17 +486,7 @@ fn verdict(args: &CmdArgs, csv: &PerfCsv) -> Verdict {
         (Some(n), _) => Check::pass(CheckKind::Table, format!("{n} requests completed")),
         (None, _) => Check::not_shown(CheckKind::Table, "the report does not count its requests"),
     });
-    let failed: Vec<String> = checks
-        .iter()
-        .filter(|c| c.status == CheckStatus::Fail)
-        .map(|c| c.detail.clone())
-        .collect();
-    Verdict {
-        passed: failed.is_empty(),
-        message: failed.join("; "),
-        checks,
-        shown: None,
-    }
+    Verdict::from_checks(checks)
 }
 
 /// The statistics a report's rows carry, as its columns are named; a total's is `Value`.

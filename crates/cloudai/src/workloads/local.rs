@@ -26,6 +26,13 @@ pub struct LocalJob {
     pub runs: String,
 }
 
+/// The file of CloudAI's a workload runs from where it was found (its checkout's path when none was).
+pub fn script_path(test: &crate::config::test::TestDefinition, spec: &super::Script) -> PathBuf {
+    test.script
+        .as_ref()
+        .map_or_else(|| PathBuf::from(spec.in_cloudai), |s| s.src.clone())
+}
+
 /// A Python environment made from package requirements with `uv` under the install path:
 /// `<name>-py<version>-<first 12 hex digits of sha256(requirements joined by newlines)>`, so CloudAI's and ours
 /// are the same directory.

@@ -92,6 +92,21 @@ impl Verdict {
         }
     }
 
+    /// The verdict of a workload's checks: PASS when none failed, else the failed ones' details as its message.
+    pub(crate) fn from_checks(checks: Vec<judge::Check>) -> Self {
+        let failed: Vec<String> = checks
+            .iter()
+            .filter(|c| c.status == judge::CheckStatus::Fail)
+            .map(|c| c.detail.clone())
+            .collect();
+        Self {
+            passed: failed.is_empty(),
+            message: failed.join("; "),
+            checks,
+            shown: None,
+        }
+    }
+
     /// The verdict line of an iteration's page: `PASSED`, or `FAILED: <why>`.
     pub(crate) fn status_line(&self) -> String {
         if self.passed {
@@ -313,6 +328,24 @@ pub trait Workload: TemplateSchema + Send + Sync {
     ) -> Option<IterationReport> {
         self.report(test, dir, title)
     }
+}
+
+/// The test's `extra_cmd_args` as CloudAI's `extra_args_str` writes them: `key=value`, or `key` alone, joined by
+/// blanks; `None` when there are none.
+pub(crate) fn extra_args_str(test: &TestDefinition) -> Option<String> {
+    (!test.extra_cmd_args.is_empty()).then(|| {
+        test.extra_cmd_args
+            .iter()
+            .map(|(k, v)| {
+                if v.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
 }
 
 /// The test's `extra_cmd_args` as written (CloudAI appends them unquoted): `key [value]` each.

@@ -256,17 +256,7 @@ fn grade(test: &TestDefinition, dir: &Path, logs: &Logs) -> Verdict {
             ),
         ),
     });
-    let failed: Vec<String> = checks
-        .iter()
-        .filter(|c| c.status == CheckStatus::Fail)
-        .map(|c| c.detail.clone())
-        .collect();
-    Verdict {
-        passed: failed.is_empty(),
-        message: failed.join("; "),
-        checks,
-        shown: None,
-    }
+    Verdict::from_checks(checks)
 }
 
 pub(super) fn verdict(test: &TestDefinition, dir: &Path, outcome: &JobOutcome) -> Verdict {

@@ -118,20 +118,7 @@ fn python(test: &TestDefinition, stage: &str, ws: &str) -> String {
         format!("--fdl_config=\"{}\"", text(test, "fdl_config")),
     ];
     parts.extend(fdl_flags(test));
-    if !test.extra_cmd_args.is_empty() {
-        let extra: Vec<String> = test
-            .extra_cmd_args
-            .iter()
-            .map(|(k, v)| {
-                if v.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{k}={v}")
-                }
-            })
-            .collect();
-        parts.push(extra.join(" "));
-    }
+    parts.extend(crate::workloads::extra_args_str(test));
     let mut cmd = parts.join(" \\\n    ");
     if stage == "profile" {
         cmd.push_str(&format!(

@@ -114,20 +114,9 @@ pub(super) fn submission(
         script.display(),
         overrides.join(" \\\n ")
     );
-    if !test.extra_cmd_args.is_empty() {
-        let extra: Vec<String> = test
-            .extra_cmd_args
-            .iter()
-            .map(|(k, v)| {
-                if v.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{k}={v}")
-                }
-            })
-            .collect();
+    if let Some(extra) = crate::workloads::extra_args_str(test) {
         cmd.push(' ');
-        cmd.push_str(&extra.join(" "));
+        cmd.push_str(&extra);
     }
     if let Some(t) = tokenizer(test) {
         let mount = format!("\"{t}:{t}\"");
