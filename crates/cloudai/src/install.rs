@@ -198,6 +198,28 @@ pub(crate) fn installables(sys: &SystemConfig, scenario: &Scenario) -> Vec<Insta
                 env: spec.env,
             });
         }
+        for (at, spec) in r.workload.scripts(&r.test) {
+            let src = r
+                .test
+                .cmd_args
+                .at(&format!("{at}.src"))
+                .and_then(|v| v.as_str());
+            if let Some(src) = src {
+                out.push(Installable::File {
+                    src: PathBuf::from(src),
+                    path: install.join(spec.name),
+                    env: spec.env,
+                });
+            }
+        }
+        if let Some((url, commit)) = r.workload.repo(&r.test) {
+            out.push(Installable::Repo {
+                path: repo_dir(&install, &url, &commit),
+                url,
+                commit,
+                submodules: false,
+            });
+        }
         if let Some(e) = r.workload.python_env(&r.test) {
             out.push(Installable::PythonEnv {
                 path: e.path(&install),

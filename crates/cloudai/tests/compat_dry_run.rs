@@ -158,6 +158,11 @@ fn standalone_aiconfigurator_matches_cloudai() {
 }
 
 #[test]
+fn slurm_ai_dynamo_vllm_matches_cloudai() {
+    check_case("slurm-ai-dynamo-vllm");
+}
+
+#[test]
 fn standalone_dynamo_mocker_matches_cloudai() {
     check_case("standalone-dynamo-mocker");
 }

@@ -17,6 +17,7 @@ extern "C" fn isolate_ledger() {
     );
 }
 
+mod ai_dynamo;
 mod aiconfigurator;
 mod architecture;
 mod bad_input;

@@ -212,6 +212,9 @@ pub fn verify(args: &VerifyArgs) -> i32 {
     });
 
     let library = build_library(&test_files);
+    // without --tests-dir, a scenario's own tests (`<dir>/test/` beside its `<dir>/test_scenario/`) come first: two
+    // suites may name a test alike (CloudAI's `sglang` of the SGLang template and of AI Dynamo)
+    let mut own_libraries: std::collections::HashMap<PathBuf, TestLibrary> = Default::default();
     let hooks = hook_root.as_deref().map(HookLibrary::load);
     check(
         "scenarios",
@@ -233,7 +236,21 @@ pub fn verify(args: &VerifyArgs) -> i32 {
                 }
                 _ => None,
             };
-            crate::scenario::resolve(&file, &library, hooks, None).map(|_| ())
+            let own = p
+                .parent()
+                .and_then(Path::parent)
+                .map(|d| d.join("test"))
+                .filter(|d| args.tests_dir.is_none() && d.is_dir());
+            let library = match own {
+                Some(d) => own_libraries.entry(d.clone()).or_insert_with(|| {
+                    let (mut files, others): (Vec<PathBuf>, Vec<PathBuf>) =
+                        test_files.iter().cloned().partition(|f| f.starts_with(&d));
+                    files.extend(others);
+                    build_library(&files)
+                }),
+                None => &library,
+            };
+            crate::scenario::resolve(&file, library, hooks, None).map(|_| ())
         },
     );
 

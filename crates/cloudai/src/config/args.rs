@@ -120,6 +120,8 @@ pub enum ArgType {
     Path,
     /// A string, or a table of strings (pydantic's `str | dict[str, str]`).
     StrOrDict,
+    /// A list of tables of one model (pydantic's `list[Model]`): never a sweep.
+    ModelList(&'static [ArgSpec], bool),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -147,6 +149,9 @@ pub struct ArgSpec {
     pub min: Option<i64>,
     /// A message size as the benchmarks read it: whole bytes with an optional K, M or G (`4096`, `32M`, `8G`).
     pub size: bool,
+    /// Another name the field is read under (pydantic's validation alias: `num-nodes` for `num_nodes`); it is
+    /// stored and dumped under its own name.
+    pub alias: Option<&'static str>,
 }
 
 impl ArgSpec {
@@ -158,7 +163,13 @@ impl ArgSpec {
             sweep: true,
             min: None,
             size: false,
+            alias: None,
         }
+    }
+    /// The field is read under `alias` too.
+    pub const fn alias(mut self, alias: &'static str) -> Self {
+        self.alias = Some(alias);
+        self
     }
     pub const fn single(mut self) -> Self {
         self.sweep = false;
@@ -338,6 +349,29 @@ fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option
                 None
             }
         },
+        ArgType::ModelList(specs, extras) => match &node.kind {
+            Kind::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, it)| {
+                    let f = join(field, &i.to_string());
+                    match &it.kind {
+                        Kind::Table(_) => Some(ArgValue::Table(
+                            decode_table(ctx, Some(it), &it.loc, &f, specs, extras, false).values,
+                        )),
+                        _ => {
+                            ctx.type_err(it, &f, "a table");
+                            None
+                        }
+                    }
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(ArgValue::List),
+            _ => {
+                ctx.type_err(node, field, "a list of tables ([[...]])");
+                None
+            }
+        },
         ArgType::StrList => match &node.kind {
             Kind::Array(items) => items
                 .iter()
@@ -418,7 +452,16 @@ pub fn declared(
     let mut values = IndexMap::new();
     for spec in specs {
         let field = join(path, spec.name);
-        match table.get(spec.name) {
+        let aliased = spec.alias.and_then(|a| table.get(a).map(|n| (a, n)));
+        if let (Some(_), Some((a, n))) = (table.get(spec.name), aliased) {
+            ctx.err(
+                &n.loc,
+                &join(path, a),
+                format!("`{a}` and `{}` are the same field, given twice", spec.name),
+                Some("keep one of the two".into()),
+            );
+        }
+        match table.get(spec.name).or(aliased.map(|(_, n)| n)) {
             Some(n) => {
                 let v = match (&n.kind, spec.sweep) {
                     (Kind::Array(items), true) => {
@@ -480,7 +523,7 @@ fn decode_table(
     let mut values = declared(ctx, table, missing_loc, path, specs);
     let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
     for (k, e) in &table.entries {
-        if names.contains(&k.as_str()) {
+        if names.contains(&k.as_str()) || specs.iter().any(|s| s.alias == Some(k.as_str())) {
             continue;
         }
         let typo = super::error::misspelling_of(k, names.iter().copied());
@@ -514,7 +557,7 @@ fn decode_table(
     }
     let fixed_lists = specs
         .iter()
-        .filter(|s| matches!(s.ty, ArgType::StrList))
+        .filter(|s| matches!(s.ty, ArgType::StrList | ArgType::ModelList(..)))
         .map(|s| s.name.to_string())
         .collect();
     CmdArgs {

@@ -104,6 +104,9 @@ pub(crate) const MAX_VALUE_BYTES: usize = 128 << 10;
 /// like `extra_srun_args`): a newline or another control character there would split or hide a command, so it
 /// is an error anywhere in a config file (tab excepted; `description` is free text; BashCmd's `cmd` is a script
 /// and may span lines, as CloudAI runs it).
+/// Fields whose value may span lines: the job writes them whole, quoted.
+const MULTILINE: [&str; 2] = ["cmd_args.cmd", "cmd_args.aiperf_accuracy.cli"];
+
 pub(crate) fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
     match &node.kind {
         Kind::Str(s) if s.len() > MAX_VALUE_BYTES => ctx.err(
@@ -117,7 +120,10 @@ pub(crate) fn reject_control_chars(ctx: &mut Ctx, node: &Node, path: &str) {
             Some("put long scripts or data in a file and name the file here".into()),
         ),
         Kind::Str(s) => {
-            let script = path == "cmd_args.cmd" || path.ends_with(".cmd_args.cmd");
+            // values the job writes whole, quoted (BashCmd's script, AI Dynamo's accuracy command line)
+            let script = MULTILINE
+                .iter()
+                .any(|m| path == *m || path.ends_with(&format!(".{m}")));
             if let Some(c) = s
                 .chars()
                 .find(|c| c.is_control() && *c != '\t' && !(script && *c == '\n'))

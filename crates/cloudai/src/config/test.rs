@@ -543,3 +543,23 @@ fn dse_excluded(ctx: &mut Ctx, v: &View) -> Vec<String> {
     }
     list
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A template of CloudAI's that a build does not run is a warning ("unsupported"), not an error: verify-configs
+    /// counts such files per template and a run refuses them; a name CloudAI does not know is an error.
+    #[test]
+    fn a_cloudai_template_this_build_lacks_is_unsupported_not_unknown() {
+        let doc = "name = \"t\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n";
+        let nccl: &dyn TemplateSchema = &crate::workloads::NcclTest;
+        let node = crate::config::node::parse(Path::new("t.toml"), doc, "test").unwrap();
+        let e = decode(&node, "", &[nccl]).unwrap_err();
+        assert!(is_unsupported(&e), "{e:?}");
+        assert_eq!(unsupported_template(&e).as_deref(), Some("Sleep"));
+        let doc = doc.replace("Sleep", "Slep");
+        let node = crate::config::node::parse(Path::new("t.toml"), &doc, "test").unwrap();
+        assert!(!is_unsupported(&decode(&node, "", &[nccl]).unwrap_err()));
+    }
+}

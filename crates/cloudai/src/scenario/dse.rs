@@ -35,7 +35,7 @@ pub fn space(run: &TestRun) -> Space {
 }
 
 /// Puts `v` at the dotted `path` of a `cmd_args` tree.
-fn set_path(t: &mut indexmap::IndexMap<String, ArgValue>, path: &str, v: ArgValue) {
+pub(crate) fn set_path(t: &mut indexmap::IndexMap<String, ArgValue>, path: &str, v: ArgValue) {
     match path.split_once('.') {
         Some((head, rest)) if matches!(t.get(head), Some(ArgValue::Table(_))) => {
             if let Some(ArgValue::Table(sub)) = t.get_mut(head) {
@@ -90,6 +90,7 @@ pub fn apply(run: &TestRun, action: &Action, step: u64) -> TestRun {
         }
     }
     r.workload.derive(&mut r.test, r.tasks_per_node);
+    r.apply_nodes_needed();
     r.num_nodes_sweep.clear();
     r.step = step;
     r

@@ -96,9 +96,21 @@ pub struct TestRun {
     pub ranks_are_tasks: bool,
     /// The system's declared fabric and hardware, for the verdict's checks.
     pub fabric: crate::workloads::judge::Fabric,
+    /// The scenario gave a node count or list: a workload's own count ([`Workload::nodes_needed`]) does not apply.
+    pub nodes_given: bool,
 }
 
 impl TestRun {
+    /// The nodes its roles need, when the workload counts them and the scenario gave no count (AI Dynamo:
+    /// prefill nodes + decode nodes).
+    pub(crate) fn apply_nodes_needed(&mut self) {
+        if !self.nodes_given {
+            if let Some(n) = self.workload.nodes_needed(&self.test) {
+                self.num_nodes = n.max(1);
+            }
+        }
+    }
+
     /// What the test runs, as every scheduler renders it.
     pub fn launch(&self) -> crate::workloads::Launch {
         self.workload.launch(&self.test, &self.placement())
@@ -311,6 +323,25 @@ fn resolve_entry(
         };
         def.script = Some(test::ScriptFile { src, installed });
     }
+    for (path, spec) in workload.scripts(&def) {
+        let src = script::locate(&spec, origins);
+        let installed = system.map_or_else(
+            || PathBuf::from(spec.name),
+            |s| s.install_path.join(spec.name),
+        );
+        let file = [("src", src), ("_installed_path", installed)]
+            .into_iter()
+            .map(|(k, p)| {
+                let p = crate::config::args::pure_path(&p.display().to_string());
+                (k.to_string(), crate::config::args::ArgValue::Path(p))
+            })
+            .collect();
+        dse::set_path(
+            &mut def.cmd_args.values,
+            path,
+            crate::config::args::ArgValue::Table(file),
+        );
+    }
     if let Some(sys) = system {
         for g in &mut def.git_repos {
             g.installed = Some(crate::config::test::repo_dir(
@@ -375,7 +406,10 @@ fn resolve_entry(
         tasks_per_node: system.and_then(|s| s.kind.tasks_per_node()),
         ranks_are_tasks: system.is_some_and(|s| s.kind.ranks_are_tasks()),
         fabric: system.map(|s| s.fabric.clone()).unwrap_or_default(),
+        nodes_given: entry.num_nodes_set || !entry.nodes.is_empty(),
     };
+    let mut run = run;
+    run.apply_nodes_needed();
     // a sweep's values are checked per step, when they are single values
     if system.is_some() && !run.is_dse() {
         let mut errs = ConfigErrors::default();

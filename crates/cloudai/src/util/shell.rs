@@ -268,10 +268,42 @@ mod tests {
 /// `export K="V"` as CloudAI writes it (env_vars.sh, a command's prefix), or `export K='V…'` when the double
 /// quotes would not keep the value as is.
 pub fn export(k: &str, v: &str) -> String {
-    if dq_safe(v) {
+    if is_command_substitution(v) {
+        format!("export {k}={v}")
+    } else if dq_safe(v) {
         format!("export {k}=\"{v}\"")
     } else {
         format!("export {k}={}", quote(v))
+    }
+}
+
+/// Whether an env value is one command substitution, `$(...)` with its parentheses balanced (CloudAI's AI Dynamo
+/// config sets `DYNAMO_NODELIST = "$(scontrol show hostname …)"`): shell text by design, written as given, like
+/// the raw pass-through fields.
+pub(crate) fn is_command_substitution(v: &str) -> bool {
+    let Some(inner) = v.strip_prefix("$(").and_then(|r| r.strip_suffix(')')) else {
+        return false;
+    };
+    let mut depth = 0i32;
+    for c in inner.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return false;
+        }
+    }
+    depth == 0
+}
+
+/// An env value in a batch script: a command substitution as given, anything else as one shell word.
+pub(crate) fn env_value(v: &str) -> Cow<'_, str> {
+    if is_command_substitution(v) {
+        Cow::Borrowed(v)
+    } else {
+        quote(v)
     }
 }
 

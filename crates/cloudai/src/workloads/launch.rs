@@ -122,6 +122,9 @@ pub struct Steps {
     pub mpi: Option<&'static str>,
     /// The system's Hugging Face cache (`hf_home_path`) mounted at `/root/.cache/huggingface` in every step.
     pub hf_cache: bool,
+    /// The [`Step::Shell`] whose text `test-run.toml` and `slurm-job.toml` record as the job's command (the whole
+    /// body when `None`).
+    pub record: Option<usize>,
 }
 
 /// The `env_vars.sh` of a [`Steps`] job.
@@ -171,6 +174,12 @@ pub const RUN_DIR: &str = "\u{E000}run_dir\u{E000}";
 pub const IMAGE: &str = "\u{E000}image\u{E000}";
 /// Stands for the job's container mounts, comma-separated, in [`Step::Shell`] text.
 pub const MOUNTS: &str = "\u{E000}mounts\u{E000}";
+/// Stands for the system's Hugging Face cache (`hf_home_path`, absolute), in [`Step::Shell`] text and
+/// [`Launch::host_mounts`].
+pub const HF_HOME: &str = "\u{E000}hf_home\u{E000}";
+/// The job's task-launcher prefix with the job's node count, one word per line (` \` then two blanks between),
+/// in [`Step::Shell`] text.
+pub const SRUN_ALL_NODES_LINES: &str = "\u{E000}srun_all_nodes_lines\u{E000}";
 /// Stands for the system's extra task-launcher arguments as written (empty when none), in [`Step::Shell`] text.
 pub const SYSTEM_SRUN_ARGS: &str = "\u{E000}system_srun_args\u{E000}";
 /// Stands for the job's task-launcher prefix without a node count in [`Step::Shell`] text (a step launched with

@@ -1,6 +1,7 @@
 //! One module per test template. A workload knows its `cmd_args` schema, the command it runs, and how to grade a
 //! finished iteration; systems wrap that command for their scheduler.
 
+pub mod ai_dynamo;
 pub mod aiconfigurator;
 mod bash_cmd;
 pub mod chakra_replay;
@@ -287,6 +288,20 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn script(&self) -> Option<Script> {
         None
     }
+    /// More files of CloudAI's the job runs from the install directory, each recorded in `cmd_args` at its dotted
+    /// path as CloudAI's `File` (`src`, `_installed_path`): AI Dynamo's benchmark scripts.
+    fn scripts(&self, _test: &TestDefinition) -> Vec<(&'static str, Script)> {
+        Vec::new()
+    }
+    /// A git repository the job mounts from the install directory, named by a template field (AI Dynamo's `repo`):
+    /// (url, commit).
+    fn repo(&self, _test: &TestDefinition) -> Option<(String, String)> {
+        None
+    }
+    /// The node count the test's roles need when the scenario gives none (AI Dynamo's prefill + decode nodes).
+    fn nodes_needed(&self, _test: &TestDefinition) -> Option<u64> {
+        None
+    }
     /// A launcher the workload runs from a Python environment of its own, installed with the test.
     fn python_launcher(&self, _test: &TestDefinition) -> Option<submit::PythonLauncher> {
         None
@@ -437,6 +452,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &jax_toolbox::GPT,
     &jax_toolbox::GROK,
     &jax_toolbox::NEMOTRON,
+    &ai_dynamo::AiDynamo,
 ];
 
 pub fn find(template: &str) -> Option<&'static dyn Workload> {

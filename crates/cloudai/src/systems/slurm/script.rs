@@ -11,7 +11,8 @@ use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{in_double_quotes, quote, quote_path};
 use crate::workloads::launch::{
-    EnvFile, Step, Steps, IMAGE, MOUNTS, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES, SYSTEM_SRUN_ARGS,
+    EnvFile, Step, Steps, HF_HOME, IMAGE, MOUNTS, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES,
+    SRUN_ALL_NODES_LINES, SYSTEM_SRUN_ARGS,
 };
 use crate::workloads::{Launch, Procs};
 
@@ -145,7 +146,7 @@ impl Ctx<'_> {
         for target in &t.launch.install_mounts {
             m.push(format!("{}:{target}", self.install.display()));
         }
-        m.extend(t.launch.host_mounts.iter().cloned());
+        m.extend(t.launch.host_mounts.iter().map(|h| self.fill(t, h)));
         if t.launch.steps.as_ref().is_some_and(|s| s.hf_cache) {
             let hf = &self.sys.hf_home_path;
             let hf = std::path::absolute(hf).unwrap_or_else(|_| hf.clone());
@@ -313,22 +314,37 @@ impl Ctx<'_> {
     }
 
     /// A step's or a job file's text with the job's placeholders filled: [`RUN_DIR`], [`SRUN`],
-    /// [`SRUN_ALL_NODES`], [`RUN_TAG`], [`IMAGE`], [`MOUNTS`], [`SYSTEM_SRUN_ARGS`].
+    /// [`SRUN_ALL_NODES`], [`SRUN_ALL_NODES_LINES`], [`RUN_TAG`], [`IMAGE`], [`MOUNTS`], [`SYSTEM_SRUN_ARGS`],
+    /// [`HF_HOME`]. Each is worked out only when the text holds it (the mounts themselves may hold [`HF_HOME`]).
     fn fill(&self, t: &Target, text: &str) -> String {
         if !text.contains('\u{E000}') {
             return text.to_string();
         }
-        let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test).join(" ");
-        text.replace(RUN_DIR, &crate::util::shell::quote_path(t.dir))
-            .replace(SRUN_ALL_NODES, &prefix(true))
-            .replace(SRUN, &prefix(false))
-            .replace(RUN_TAG, &run_tag(&t.run.id, t.iteration))
-            .replace(IMAGE, &self.image(t).unwrap_or_default())
-            .replace(MOUNTS, &self.mounts(t).join(","))
-            .replace(
-                SYSTEM_SRUN_ARGS,
-                self.slurm.extra_srun_args.as_deref().unwrap_or(""),
-            )
+        let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test);
+        let values: [(&str, &dyn Fn() -> String); 9] = [
+            (RUN_DIR, &|| crate::util::shell::quote_path(t.dir)),
+            (SRUN_ALL_NODES_LINES, &|| prefix(true).join(" \\\n  ")),
+            (SRUN_ALL_NODES, &|| prefix(true).join(" ")),
+            (SRUN, &|| prefix(false).join(" ")),
+            (RUN_TAG, &|| run_tag(&t.run.id, t.iteration)),
+            (IMAGE, &|| self.image(t).unwrap_or_default()),
+            (MOUNTS, &|| self.mounts(t).join(",")),
+            (SYSTEM_SRUN_ARGS, &|| {
+                self.slurm.extra_srun_args.clone().unwrap_or_default()
+            }),
+            (HF_HOME, &|| {
+                let hf = &self.sys.hf_home_path;
+                let hf = std::path::absolute(hf).unwrap_or_else(|_| hf.clone());
+                hf.display().to_string()
+            }),
+        ];
+        let mut out = text.to_string();
+        for (mark, value) in values {
+            if out.contains(mark) {
+                out = out.replace(mark, &value());
+            }
+        }
+        out
     }
 
     fn hook_sruns(
@@ -489,7 +505,7 @@ impl Ctx<'_> {
         }
         lines.push(
             env.iter()
-                .map(|(k, v)| format!("export {k}={}", quote(v)))
+                .map(|(k, v)| format!("export {k}={}", crate::util::shell::env_value(v)))
                 .chain(
                     steps
                         .into_iter()
@@ -556,6 +572,16 @@ impl Ctx<'_> {
         }
         lines.push(exec);
         files.push((SCRIPT.into(), lines.join("\n")));
+        // the step a workload records as its command (AI Dynamo's main srun, not the exporter around it)
+        let recorded = t
+            .launch
+            .steps
+            .as_ref()
+            .and_then(|s| match s.steps.get(s.record?) {
+                Some(Step::Shell(text)) => Some(self.fill(&t, text)),
+                _ => None,
+            });
+        let srun = recorded.unwrap_or(srun);
         files.push((
             JOB_FILE.into(),
             job_toml(&JobFacts::default(), &srun, &test_cmd, dir),

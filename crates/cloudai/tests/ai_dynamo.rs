@@ -1,0 +1,212 @@
+//! AI Dynamo (`AIDynamo`) on Slurm: graded on its markers and each benchmark's report (the job itself is
+//! compat_dry_run.rs: CloudAI's three vLLM cases byte for byte), its values checked as CloudAI's models read them.
+
+use crate::common;
+
+use common::{data, stdout_of, Work};
+
+const SYSTEM: &str = r#"name = "cluster"
+scheduler = "slurm"
+install_path = "install"
+output_path = "out"
+default_partition = "p"
+gpus_per_node = 8
+[[partitions]]
+name = "p"
+"#;
+
+const TEST: &str = r#"name = "dyn"
+description = "d"
+test_template_name = "AIDynamo"
+[cmd_args]
+docker_image_url = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.1.1"
+workloads = "aiperf.sh"
+[cmd_args.dynamo]
+model = "Qwen/Qwen3-0.6B"
+[cmd_args.dynamo.prefill_worker]
+num-nodes = 1
+[cmd_args.dynamo.decode_worker]
+num-nodes = 1
+[cmd_args.aiperf.args]
+concurrency = 2
+request-count = 50
+"#;
+
+/// AIPerf's CSV layout (statistics, a blank line, totals: its public form), made-up numbers; `@N@` is the count.
+const REPORT: &str = "Metric,avg,min,max,p50,p99,std\n\
+Time to First Token (ms),49.87,17.15,99.91,49.87,92.31,9.20\n\
+Inter Token Latency (ms),2.81,2.66,2.88,2.83,2.87,0.04\n\
+\n\
+Metric,Value\n\
+Output Token Throughput (tokens/sec),598.78\n\
+Request Count,@N@\n";
+
+fn dry_run(w: &Work, test: &str) -> std::process::Output {
+    w.file("system.toml", SYSTEM);
+    w.file("tests/dyn.toml", test);
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"dyn\"\ntest_name = \"dyn\"\n",
+    );
+    w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap()
+}
+
+#[test]
+fn a_run_passes_on_complete_reports_and_fails_naming_what_is_missing() {
+    let w = Work::new();
+    let out = dry_run(&w, TEST);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = w.results_root();
+    let dir = root.join("dyn/0");
+    // the roles' nodes make the job's (1 prefill + 1 decode)
+    let toml = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
+    assert!(toml.contains("nnodes = 2"), "{toml}");
+    std::fs::write(dir.join("stdout.txt"), "").unwrap();
+    let grade = |files: &[(&str, String)]| {
+        for f in [
+            "success-marker.txt",
+            "failure-marker.txt",
+            "aiperf_report.csv",
+        ] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let rep = w.generate_report(&root);
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("summary.json")).unwrap()).unwrap();
+        let t = &summary["tests"][0];
+        (
+            rep.status.code(),
+            format!("{} {}", t["message"], t["checks"]),
+        )
+    };
+    let ok = ("success-marker.txt", "SUCCESS\n".to_string());
+    let (code, said) = grade(&[
+        ok.clone(),
+        ("aiperf_report.csv", REPORT.replace("@N@", "50.00")),
+    ]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("time to first token 49.87") && said.contains("50 requests completed"),
+        "{said}"
+    );
+    assert!(dir.join("ai_dynamo_report.csv").is_file());
+    for (files, want) in [
+        (
+            vec![(
+                "failure-marker.txt",
+                "Prefill worker did not initialize\n".to_string(),
+            )],
+            "Failure marker found: Prefill worker did not initialize",
+        ),
+        (vec![], "Success marker file not found"),
+        (vec![ok.clone()], "aiperf_report.csv was not written"),
+        (
+            vec![
+                ok.clone(),
+                ("aiperf_report.csv", REPORT.replace("@N@", "20.00")),
+            ],
+            "20 of the 50 requests asked completed",
+        ),
+        (
+            vec![
+                ok.clone(),
+                (
+                    "aiperf_report.csv",
+                    REPORT.replace("@N@", "50.00").replace("598.78", "0.0"),
+                ),
+            ],
+            "output token throughput of 0",
+        ),
+    ] {
+        let (code, said) = grade(&files);
+        assert_eq!(code, Some(3), "{want}: {said}");
+        assert!(said.contains(want), "{want}: {said}");
+    }
+}
+
+#[test]
+fn values_are_read_as_cloudais_models_read_them() {
+    let w = Work::new();
+    for (from, to, want) in [
+        ("workloads = \"aiperf.sh\"", "workloads = \"aiperf.sh,bench.sh\"", "\"bench.sh\" is not a benchmark"),
+        ("num-nodes = 1\n[cmd_args.dynamo.decode", "num-nodes = 1\nnum_nodes = 2\n[cmd_args.dynamo.decode", "are the same field, given twice"),
+        ("model = \"Qwen/Qwen3-0.6B\"", "model = \"Qwen/Qwen3-0.6B\"\nconnector = \"nixl fast\"", "\"fast\" is not a connector"),
+        ("[cmd_args.aiperf.args]", "[[cmd_args.aiperf_phases]]\nname = \"a\"\n[[cmd_args.aiperf_phases]]\nname = \"a\"\n[cmd_args.aiperf.args]", "phase \"a\" is named twice"),
+        ("request-count = 50", "request-count = 50\nextra-inputs = { min_tokens = 10 }", "AIPerf argument 'extra-inputs' (aiperf.args) must be a single value"),
+        ("workloads", "startup_cmd = \"true\"\nworkloads", "a start-up command is not supported"),
+    ] {
+        let out = dry_run(&w, &TEST.replace(from, to));
+        let text = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{want}: {text}");
+        assert!(text.contains(want), "{want}: {text}");
+        assert!(!w.path().join("out").exists());
+    }
+    // a shared-node run needs at least as many nodes as its larger role
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"dyn\"\ntest_name = \"dyn\"\nnum_nodes = 1\n",
+    );
+    w.file(
+        "tests/dyn.toml",
+        &TEST.replace(
+            "num-nodes = 1\n[cmd_args.dynamo.decode",
+            "num-nodes = 2\n[cmd_args.dynamo.decode",
+        ),
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains("need at least 2 node(s), the job has 1"),
+        "{}",
+        stdout_of(&out)
+    );
+    // CloudAI's whole AI Dynamo suite dry-runs (the lmcache and hicache configurations written beside the job)
+    let conf = data().join("compat/conf");
+    for sc in [
+        "vllm_lmcache",
+        "sglang_hicache",
+        "sglang_slurm",
+        "vllm_kvbm_slurm",
+    ] {
+        let out = w
+            .cloudai()
+            .args(["dry-run", "--system-config"])
+            .arg(conf.join("common/system/example_slurm_cluster.toml"))
+            .arg("--tests-dir")
+            .arg(conf.join("experimental/ai_dynamo/test"))
+            .arg("--test-scenario")
+            .arg(conf.join(format!("experimental/ai_dynamo/test_scenario/{sc}.toml")))
+            .arg("--output-dir")
+            .arg(w.path().join(sc))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{sc}: {}", stdout_of(&out));
+    }
+    let yaml = walk(&w.path().join("vllm_lmcache"), "lmcache-config.yaml");
+    assert!(
+        yaml.contains("controller_pull_url: '{frontend_node}:8300'\n")
+            && yaml.contains("lmcache_worker_ports:\n- 8788\n"),
+        "{yaml}"
+    );
+    let toml = walk(&w.path().join("sglang_hicache"), "hicache-config.toml");
+    assert!(toml.starts_with("[plugin.posix]\n"), "{toml}");
+}
+
+/// The first file named `name` under `dir`.
+fn walk(dir: &std::path::Path, name: &str) -> String {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            let found = walk(&p, name);
+            if !found.is_empty() {
+                return found;
+            }
+        } else if p.file_name().is_some_and(|n| n == name) {
+            return std::fs::read_to_string(p).unwrap();
+        }
+    }
+    String::new()
+}
