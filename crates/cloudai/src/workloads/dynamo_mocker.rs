@@ -11,7 +11,6 @@
 
 use std::path::Path;
 
-use super::judge::{Check, CheckKind};
 use super::kit::{self, TablePage};
 use super::local::{LocalAt, LocalJob, PythonEnv};
 use super::perf_csv::{self, PerfCsv};
@@ -449,44 +448,9 @@ fn markers(test: &TestDefinition, dir: &Path) -> Result<PerfCsv, String> {
 }
 
 fn verdict(args: &CmdArgs, csv: &PerfCsv) -> Verdict {
-    let mut checks = Vec::new();
-    let mut numbers = Vec::new();
-    for (label, names) in [
-        ("time to first token", perf_csv::TTFT),
-        ("inter-token latency", perf_csv::ITL),
-        ("output token throughput", perf_csv::THROUGHPUT),
-    ] {
-        match csv.avg(names) {
-            Some(x) if x.is_finite() && x > 0.0 => numbers.push(format!("{label} {x}")),
-            Some(x) => checks.push(Check::fail(
-                CheckKind::Output,
-                format!("{REPORT} gives a {label} of {x}: a measured one is above 0"),
-            )),
-            None => checks.push(Check::fail(
-                CheckKind::Output,
-                format!("{REPORT} has no {label} ({})", names[0]),
-            )),
-        }
-    }
-    if checks.is_empty() {
-        checks.push(Check::pass(CheckKind::Output, numbers.join(", ")));
-    }
     let (b, _) = bench(args);
-    let asked = int(args, &format!("{b}.request_count"));
-    let errors = csv.avg(perf_csv::ERRORS).unwrap_or(0.0);
-    checks.push(match (csv.avg(perf_csv::REQUESTS), asked) {
-        _ if errors > 0.0 => Check::fail(
-            CheckKind::Table,
-            format!("{errors} request(s) failed ({REPORT}: Error Request Count)"),
-        ),
-        (Some(n), Some(a)) if n < a as f64 => Check::fail(
-            CheckKind::Table,
-            format!("{n} of the {a} requests asked completed ({REPORT}: Request Count)"),
-        ),
-        (Some(n), _) => Check::pass(CheckKind::Table, format!("{n} requests completed")),
-        (None, _) => Check::not_shown(CheckKind::Table, "the report does not count its requests"),
-    });
-    Verdict::from_checks(checks)
+    let asked = int(args, &format!("{b}.request_count")).map(|a| a as f64);
+    Verdict::from_checks(perf_csv::checks(csv, REPORT, asked))
 }
 
 /// The statistics a report's rows carry, as its columns are named; a total's is `Value`.

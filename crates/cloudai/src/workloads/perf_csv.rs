@@ -6,6 +6,8 @@
 
 use indexmap::IndexMap;
 
+use super::judge::{Check, CheckKind};
+
 /// Every metric row by its name: (column, value) as written.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PerfCsv {
@@ -86,6 +88,54 @@ impl PerfCsv {
     pub fn avg(&self, names: &[&str]) -> Option<f64> {
         self.value(names, &["avg", "mean", "Value"])
     }
+}
+
+/// The checks a serving benchmark's report passes: its time to first token, inter-token latency and output
+/// throughput each above 0, every request `asked` counted (`Request Count`), none failed (`Error Request Count`).
+/// `name` is the report's file name, for the messages.
+pub(crate) fn checks(csv: &PerfCsv, name: &str, asked: Option<f64>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mut numbers = Vec::new();
+    for (label, names) in [
+        ("time to first token", TTFT),
+        ("inter-token latency", ITL),
+        ("output token throughput", THROUGHPUT),
+    ] {
+        match csv.avg(names) {
+            Some(x) if x.is_finite() && x > 0.0 => numbers.push(format!("{label} {x}")),
+            Some(x) => checks.push(Check::fail(
+                CheckKind::Output,
+                format!("{name} gives a {label} of {x}: a measured one is above 0"),
+            )),
+            None => checks.push(Check::fail(
+                CheckKind::Output,
+                format!("{name} has no {label} ({})", names[0]),
+            )),
+        }
+    }
+    if checks.is_empty() {
+        checks.push(Check::pass(
+            CheckKind::Output,
+            format!("{name}: {}", numbers.join(", ")),
+        ));
+    }
+    let errors = csv.avg(ERRORS).unwrap_or(0.0);
+    checks.push(match (csv.avg(REQUESTS), asked) {
+        _ if errors > 0.0 => Check::fail(
+            CheckKind::Table,
+            format!("{errors} request(s) failed ({name}: Error Request Count)"),
+        ),
+        (Some(n), Some(a)) if n < a => Check::fail(
+            CheckKind::Table,
+            format!("{n} of the {a} requests asked completed ({name}: Request Count)"),
+        ),
+        (Some(n), _) => Check::pass(CheckKind::Table, format!("{n} requests completed ({name})")),
+        (None, _) => Check::not_shown(
+            CheckKind::Table,
+            format!("{name} does not count its requests"),
+        ),
+    });
+    checks
 }
 
 #[cfg(test)]

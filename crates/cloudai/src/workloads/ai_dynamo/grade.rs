@@ -119,50 +119,7 @@ pub(super) fn verdict(test: &TestDefinition, dir: &Path) -> Verdict {
             continue;
         };
         let csv = PerfCsv::parse(&body);
-        let mut numbers = Vec::new();
-        for (label, names) in [
-            ("time to first token", perf_csv::TTFT),
-            ("inter-token latency", perf_csv::ITL),
-            ("output token throughput", perf_csv::THROUGHPUT),
-        ] {
-            match csv.avg(names) {
-                Some(x) if x.is_finite() && x > 0.0 => numbers.push(format!("{label} {x}")),
-                Some(x) => checks.push(Check::fail(
-                    CheckKind::Output,
-                    format!("{name} gives a {label} of {x}: a measured one is above 0"),
-                )),
-                None => checks.push(Check::fail(
-                    CheckKind::Output,
-                    format!("{name} has no {label}"),
-                )),
-            }
-        }
-        if numbers.len() == 3 {
-            checks.push(Check::pass(
-                CheckKind::Output,
-                format!("{name}: {}", numbers.join(", ")),
-            ));
-        }
-        let errors = csv.avg(perf_csv::ERRORS).unwrap_or(0.0);
-        checks.push(
-            match (csv.avg(perf_csv::REQUESTS), asked_requests(test, &w)) {
-                _ if errors > 0.0 => Check::fail(
-                    CheckKind::Table,
-                    format!("{errors} request(s) failed ({name})"),
-                ),
-                (Some(n), Some(a)) if n < a => Check::fail(
-                    CheckKind::Table,
-                    format!("{n} of the {a} requests asked completed ({name})"),
-                ),
-                (Some(n), _) => {
-                    Check::pass(CheckKind::Table, format!("{n} requests completed ({name})"))
-                }
-                (None, _) => Check::not_shown(
-                    CheckKind::Table,
-                    format!("{name} does not count its requests"),
-                ),
-            },
-        );
+        checks.extend(perf_csv::checks(&csv, &name, asked_requests(test, &w)));
     }
     if test.cmd_args.get("aiperf_accuracy").is_some() {
         checks.push(match accuracy(dir) {
