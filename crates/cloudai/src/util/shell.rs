@@ -209,6 +209,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_whole_command_substitution_is_shell_text() {
+        let v = "$(scontrol show hostname $SLURM_JOB_NODELIST | tr -s '\\n' ',')";
+        assert!(is_command_substitution(v));
+        assert_eq!(env_value(v), v);
+        for v in ["$(a) $(b)", "$(a))(", "x$(a)", "$(a"] {
+            assert!(!is_command_substitution(v), "{v}");
+        }
+        assert_eq!(env_value("a b"), "'a b'");
+    }
+
+    #[test]
     fn words_split_as_a_posix_shell_splits_them() {
         let w = |s: &str| split_words(s).unwrap();
         assert_eq!(

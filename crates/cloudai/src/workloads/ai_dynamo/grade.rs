@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::job::{marker, phases};
+use super::aiperf::phases;
+use super::job::marker;
 use super::{int, text, workloads};
 use crate::config::args::ArgValue;
 use crate::config::test::TestDefinition;

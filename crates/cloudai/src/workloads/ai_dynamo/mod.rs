@@ -7,6 +7,8 @@
 //! be there, the accuracy result when one was asked) and further: each report's time to first token, inter-token
 //! latency and output throughput above 0, every request asked counted and none failed.
 
+mod aiperf;
+mod configs;
 mod grade;
 mod job;
 
