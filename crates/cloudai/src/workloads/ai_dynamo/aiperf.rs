@@ -3,8 +3,7 @@
 
 use indexmap::IndexMap;
 
-use super::job::{marker, OUT};
-use super::text;
+use super::{marker, text, OUT};
 use crate::config::args::{ArgValue, CmdArgs};
 use crate::config::test::TestDefinition;
 use crate::util::shell::py_quote;

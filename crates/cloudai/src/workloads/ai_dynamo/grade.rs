@@ -4,8 +4,7 @@
 use std::path::Path;
 
 use super::aiperf::phases;
-use super::job::marker;
-use super::{int, text, workloads};
+use super::{int, marker, text, workloads};
 use crate::config::args::ArgValue;
 use crate::config::test::TestDefinition;
 use crate::workloads::judge::{Check, CheckKind};

@@ -4,8 +4,8 @@
 use indexmap::IndexMap;
 
 use super::{
-    int, text, workloads, AiDynamo, ACCURACY, AIPERF, DECODE, DYNAMO, GENAI_PERF, PREFILL,
-    WORKER_ARGS,
+    int, marker, text, workloads, AiDynamo, ACCURACY, AIPERF, DECODE, DYNAMO, GENAI_PERF, OUT,
+    PREFILL, WORKER_ARGS,
 };
 use crate::config::args::{ArgSpec, ArgValue, CmdArgs};
 use crate::config::test::TestDefinition;
@@ -18,8 +18,7 @@ use crate::workloads::{Launch, Placement, Workload};
 use super::aiperf::{aiperf_script, get, phases};
 use super::configs::{py, yaml};
 
-/// Where the job's container sees the iteration's directory and the install directory.
-pub(super) const OUT: &str = "/cloudai_run_results";
+/// Where the job's container sees the install directory.
 const INSTALL: &str = "/cloudai_install";
 const HF: &str = "/cloudai_install/huggingface";
 const AIPERF_SCRIPT: &str = "aiperf.sh";
@@ -153,12 +152,6 @@ fn nested(
         &[],
     ));
     out
-}
-
-pub(super) fn marker(test: &TestDefinition, key: &str, default: &str) -> String {
-    test.template_fields
-        .get(key)
-        .map_or(default.to_string(), ArgValue::py_str)
 }
 
 fn enabled(args: &CmdArgs, path: &str) -> bool {

@@ -240,6 +240,16 @@ const ACCURACY_SH: Script = cloudai_file(
     "CLOUDAI_AI_DYNAMO_ACCURACY",
 );
 
+/// Where the job's container sees the iteration's directory.
+pub(super) const OUT: &str = "/cloudai_run_results";
+
+/// A marker file's name (`success_marker`, `failure_marker`), the test's or CloudAI's default.
+pub(super) fn marker(test: &TestDefinition, key: &str, default: &str) -> String {
+    test.template_fields
+        .get(key)
+        .map_or(default.to_string(), ArgValue::py_str)
+}
+
 pub(super) fn text(args: &CmdArgs, path: &str) -> String {
     args.at(path).map_or(String::new(), ArgValue::py_str)
 }
