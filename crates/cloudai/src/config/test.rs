@@ -553,7 +553,16 @@ mod tests {
     #[test]
     fn a_cloudai_template_this_build_lacks_is_unsupported_not_unknown() {
         let doc = "name = \"t\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n";
-        let nccl: &dyn TemplateSchema = &crate::workloads::NcclTest;
+        struct Nccl;
+        impl TemplateSchema for Nccl {
+            fn template(&self) -> &'static str {
+                "NcclTest"
+            }
+            fn args(&self) -> &'static [ArgSpec] {
+                &[]
+            }
+        }
+        let nccl: &dyn TemplateSchema = &Nccl;
         let node = crate::config::node::parse(Path::new("t.toml"), doc, "test").unwrap();
         let e = decode(&node, "", &[nccl]).unwrap_err();
         assert!(is_unsupported(&e), "{e:?}");
