@@ -253,6 +253,16 @@ impl CmdArgs {
             .collect()
     }
 
+    /// The value at a dotted path as CloudAI's command lines write it (Python's `str()`), empty when unset.
+    pub(crate) fn text_at(&self, path: &str) -> String {
+        self.at(path).map_or(String::new(), ArgValue::py_str)
+    }
+
+    /// The integer at a dotted path.
+    pub(crate) fn int_at(&self, path: &str) -> Option<i64> {
+        self.at(path).and_then(ArgValue::as_int)
+    }
+
     /// A value by its dotted path (`trainer.strategy.tensor_model_parallel_size`).
     pub fn at(&self, path: &str) -> Option<&ArgValue> {
         let mut parts = path.split('.');

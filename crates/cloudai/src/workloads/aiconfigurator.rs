@@ -134,14 +134,6 @@ impl TemplateSchema for Aiconfigurator {
     }
 }
 
-fn text(args: &CmdArgs, path: &str) -> String {
-    args.at(path).map_or(String::new(), ArgValue::py_str)
-}
-
-fn int(args: &CmdArgs, path: &str) -> Option<i64> {
-    args.at(path).and_then(ArgValue::as_int)
-}
-
 /// The predictor's quantization options, which `[cmd_args.agg]` / `[cmd_args.disagg]` may set (CloudAI accepts
 /// them there and passes none, so the prediction is of its defaults whatever the file says; passed here).
 const QUANT: [&str; 5] = [
@@ -164,7 +156,7 @@ fn flags(args: &CmdArgs) -> Vec<String> {
         ("--isl", "isl"),
         ("--osl", "osl"),
     ] {
-        put(flag, text(args, k));
+        put(flag, args.text_at(k));
     }
     let (mode, fields) = if args.get("agg").is_some() {
         ("agg", AGG)
@@ -175,7 +167,7 @@ fn flags(args: &CmdArgs) -> Vec<String> {
     for f in fields {
         put(
             &format!("--{}", f.name.replace('_', "-")),
-            text(args, &format!("{mode}.{}", f.name)),
+            args.text_at(&format!("{mode}.{}", f.name)),
         );
     }
     for k in QUANT {
@@ -345,9 +337,9 @@ fn summary(r: &Map<String, Value>) -> String {
 fn asked(args: &CmdArgs) -> Vec<(&'static str, Value)> {
     let mut out: Vec<(&'static str, Value)> = Vec::new();
     for k in ["system", "backend", "version"] {
-        out.push((k, Value::String(text(args, k))));
+        out.push((k, Value::String(args.text_at(k))));
     }
-    let i = |p: &str| int(args, p).unwrap_or(0);
+    let i = |p: &str| args.int_at(p).unwrap_or(0);
     if args.get("agg").is_some() {
         out.push(("batch_size", i("agg.batch_size").into()));
         out.push((
@@ -459,13 +451,13 @@ fn table(args: &CmdArgs, r: &Map<String, Value>) -> kit::Table {
     ];
     let mut row: Vec<String> = ["model_name", "system", "backend", "version"]
         .iter()
-        .map(|k| text(args, k))
+        .map(|k| args.text_at(k))
         .collect();
-    row.extend([mode.to_string(), text(args, "isl"), text(args, "osl")]);
+    row.extend([mode.to_string(), args.text_at("isl"), args.text_at("osl")]);
     let fields = if mode == "agg" { AGG } else { DISAGG };
     for f in fields {
         header.push(f.name);
-        row.push(text(args, &format!("{mode}.{}", f.name)));
+        row.push(args.text_at(&format!("{mode}.{}", f.name)));
     }
     for k in NUMBERS.iter().chain(&["num_total_gpus", "oom"]) {
         header.push(k);

@@ -157,7 +157,7 @@ impl TemplateSchema for DynamoMocker {
                 );
             }
         }
-        if let Some(p) = int(args, "frontend.http_port").filter(|p| *p > 65535) {
+        if let Some(p) = args.int_at("frontend.http_port").filter(|p| *p > 65535) {
             ctx.err(
                 &v.cmd_arg_loc("frontend"),
                 &field("frontend.http_port"),
@@ -166,14 +166,6 @@ impl TemplateSchema for DynamoMocker {
             );
         }
     }
-}
-
-fn int(args: &CmdArgs, path: &str) -> Option<i64> {
-    args.at(path).and_then(ArgValue::as_int)
-}
-
-fn text(args: &CmdArgs, path: &str) -> String {
-    args.at(path).map_or(String::new(), ArgValue::py_str)
 }
 
 /// A value as CloudAI passes an undeclared key on: Python's `str()`, booleans in lower case (the script's
@@ -222,11 +214,11 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
             "engine.num_gpu_blocks_override",
         ),
     ] {
-        put(flag, text(args, path));
+        put(flag, args.text_at(path));
     }
     put(
         "--enable-prefix-caching",
-        text(args, "engine.enable_prefix_caching").to_lowercase(),
+        args.text_at("engine.enable_prefix_caching").to_lowercase(),
     );
     for (flag, path) in [
         ("--http-port", "frontend.http_port"),
@@ -234,7 +226,7 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
         ("--disaggregation-mode", "worker.disaggregation_mode"),
         ("--benchmark-tool", "benchmark_tool"),
     ] {
-        put(flag, text(args, path));
+        put(flag, args.text_at(path));
     }
     for k in [
         "input_tokens",
@@ -245,7 +237,7 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
     ] {
         put(
             &format!("--{}", k.replace('_', "-")),
-            text(args, &format!("{b}.{k}")),
+            args.text_at(&format!("{b}.{k}")),
         );
     }
     if args
@@ -253,7 +245,7 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
         .and_then(ArgValue::as_str)
         == Some("none")
     {
-        put("--num-workers", text(args, "worker.num_workers"));
+        put("--num-workers", args.text_at("worker.num_workers"));
     } else {
         for (flag, path) in [
             ("--prefill-num-nodes", "worker.prefill_worker.num_nodes"),
@@ -268,10 +260,10 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
                 "worker.decode_worker.worker_initialized_regex",
             ),
         ] {
-            put(flag, text(args, path));
+            put(flag, args.text_at(path));
         }
         for role in ["prefill", "decode"] {
-            let cmd = text(args, &format!("worker.{role}_worker.cmd"));
+            let cmd = args.text_at(&format!("worker.{role}_worker.cmd"));
             if !cmd.is_empty() {
                 put(&format!("--{role}-cmd"), cmd);
             }
@@ -284,7 +276,7 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
             &[],
             &format!("{role}-args"),
         ));
-        let raw = text(args, &format!("worker.{role}_worker.extra_args"));
+        let raw = args.text_at(&format!("worker.{role}_worker.extra_args"));
         if !raw.is_empty() {
             out.extend([format!("--{role}-extra-args"), raw]);
         }
@@ -293,7 +285,7 @@ fn script_args(args: &CmdArgs, python: &str, dir: &Path) -> Vec<String> {
     out.extend(extras(args, "worker", WORKER, "mocker"));
     out.extend(extras(args, "frontend", FRONTEND, "frontend"));
     for k in ["cmd", "extra_args"] {
-        let v = text(args, &format!("{b}.{k}"));
+        let v = args.text_at(&format!("{b}.{k}"));
         if !v.is_empty() {
             out.extend([format!("--{prefix}-{}", k.replace('_', "-")), v]);
         }
@@ -449,7 +441,7 @@ fn markers(test: &TestDefinition, dir: &Path) -> Result<PerfCsv, String> {
 
 fn verdict(args: &CmdArgs, csv: &PerfCsv) -> Verdict {
     let (b, _) = bench(args);
-    let asked = int(args, &format!("{b}.request_count")).map(|a| a as f64);
+    let asked = args.int_at(&format!("{b}.request_count")).map(|a| a as f64);
     Verdict::from_checks(perf_csv::checks(csv, REPORT, asked))
 }
 

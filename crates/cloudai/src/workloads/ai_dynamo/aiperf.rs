@@ -3,7 +3,7 @@
 
 use indexmap::IndexMap;
 
-use super::{marker, text, OUT};
+use super::{marker, OUT};
 use crate::config::args::{ArgValue, CmdArgs};
 use crate::config::test::TestDefinition;
 use crate::util::shell::py_quote;
@@ -113,12 +113,12 @@ pub(super) fn phases(
 /// frontend probed between phases; the last report also as `aiperf_report.csv`.
 pub(super) fn aiperf_script(test: &TestDefinition) -> String {
     let a = &test.cmd_args;
-    let model = text(a, "dynamo.model");
+    let model = a.text_at("dynamo.model");
     let mut blocks = vec![format!(
         "#!/usr/bin/env bash\nset -Eeuo pipefail\n\nlog() {{ echo \"[$(date +%F\\ %T) $(hostname)]: $*\"; }}\n\n\
          : \"${{FRONTEND_URL:?FRONTEND_URL is not set}}\"\n: \"${{AIPERF_MODEL:={model}}}\"\n\
          : \"${{AIPERF_ENDPOINT:={}}}\"\n: \"${{AIPERF_FAILURE_MARKER:={OUT}/{}}}\"",
-        text(a, "dynamo.endpoint"),
+        a.text_at("dynamo.endpoint"),
         marker(test, "failure_marker", "failure-marker.txt")
     )];
     if let Some(setup) = a.at("aiperf.setup_cmd").map(ArgValue::py_str) {

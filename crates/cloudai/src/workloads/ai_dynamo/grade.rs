@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::aiperf::phases;
-use super::{int, marker, text, workloads};
+use super::{marker, workloads};
 use crate::config::args::ArgValue;
 use crate::config::test::TestDefinition;
 use crate::workloads::judge::{Check, CheckKind};
@@ -19,7 +19,7 @@ fn reports(test: &TestDefinition) -> Vec<(String, String)> {
         .into_iter()
         .map(|w| {
             let key = w.trim_end_matches(".sh").to_string();
-            let name = text(a, &format!("{key}.report_name"));
+            let name = a.text_at(&format!("{key}.report_name"));
             let name = if name.is_empty() {
                 format!("{key}_report.csv")
             } else {
@@ -211,13 +211,15 @@ pub(super) fn report(test: &TestDefinition, dir: &Path, title: &str) -> Iteratio
             ("nodes".into(), nodes.to_string()),
             (
                 "prefill nodes".into(),
-                int(&test.cmd_args, "dynamo.prefill_worker.num_nodes")
+                test.cmd_args
+                    .int_at("dynamo.prefill_worker.num_nodes")
                     .unwrap_or(0)
                     .to_string(),
             ),
             (
                 "decode nodes".into(),
-                int(&test.cmd_args, "dynamo.decode_worker.num_nodes")
+                test.cmd_args
+                    .int_at("dynamo.decode_worker.num_nodes")
                     .unwrap_or(0)
                     .to_string(),
             ),

@@ -4,8 +4,8 @@
 use indexmap::IndexMap;
 
 use super::{
-    int, marker, text, workloads, AiDynamo, ACCURACY, AIPERF, DECODE, DYNAMO, GENAI_PERF, OUT,
-    PREFILL, WORKER_ARGS,
+    marker, workloads, AiDynamo, ACCURACY, AIPERF, DECODE, DYNAMO, GENAI_PERF, OUT, PREFILL,
+    WORKER_ARGS,
 };
 use crate::config::args::{ArgSpec, ArgValue, CmdArgs};
 use crate::config::test::TestDefinition;
@@ -44,8 +44,8 @@ fn table_mut<'a>(
 /// `served_model_name`), each worker's `args` in its model's order; GenAI-Perf's report is `<name>_report.csv`
 /// unless named.
 pub(super) fn derive(args: &mut CmdArgs) {
-    let model = ArgValue::Str(text(args, "dynamo.model"));
-    let vllm = text(args, "dynamo.backend") == "vllm";
+    let model = ArgValue::Str(args.text_at("dynamo.model"));
+    let vllm = args.text_at("dynamo.backend") == "vllm";
     for role in ["prefill_worker", "decode_worker"] {
         let Some(a) = table_mut(&mut args.values, &format!("dynamo.{role}.args")) else {
             continue;
@@ -179,7 +179,7 @@ fn script_args(test: &TestDefinition) -> Vec<String> {
             marker(test, "success_marker", "success-marker.txt")
         ),
     ];
-    let cache = text(a, "storage_cache_dir");
+    let cache = a.text_at("storage_cache_dir");
     if !cache.is_empty() {
         out.push(format!("--storage-cache-dir {cache}"));
     }
@@ -200,7 +200,7 @@ fn script_args(test: &TestDefinition) -> Vec<String> {
         out.push("--dynamo-dcgm-exporter-enabled \"True\"".into());
         out.push(format!(
             "--dynamo-dcgm-exporter-port \"{}\"",
-            text(a, "dynamo.dcgm_exporter.port")
+            a.text_at("dynamo.dcgm_exporter.port")
         ));
     }
     out.extend(nested(
@@ -219,7 +219,7 @@ fn script_args(test: &TestDefinition) -> Vec<String> {
     ));
     out.extend(nested(a, "genai_perf", GENAI_PERF, "--genai_perf-", &[]));
     if workloads(a).iter().any(|w| w == AIPERF_SCRIPT) {
-        out.push(format!("--aiperf-name \"{}\"", text(a, "aiperf.name")));
+        out.push(format!("--aiperf-name \"{}\"", a.text_at("aiperf.name")));
         out.push(format!("--aiperf-script {OUT}/{AIPERF_SCRIPT}"));
     } else {
         out.extend(nested(a, "aiperf", AIPERF, "--aiperf-", &[]));
@@ -255,7 +255,7 @@ fn main_srun(test: &TestDefinition, nodes: u64) -> String {
 
 /// The DCGM exporter on every node, started before the job and checked reachable (CloudAI's block).
 fn dcgm_steps(test: &TestDefinition, nodes: u64) -> (Vec<Step>, Step) {
-    let port = text(&test.cmd_args, "dynamo.dcgm_exporter.port");
+    let port = test.cmd_args.text_at("dynamo.dcgm_exporter.port");
     let endpoints = format!("{RUN_DIR}/dcgm_endpoints.txt");
     let head = Step::Shell(
         "# Start DCGM exporter on each node.\necho \"Starting DCGM exporter...\"".into(),
@@ -377,7 +377,7 @@ pub(super) fn launch(test: &TestDefinition, at: &Placement) -> Launch {
         ));
     }
     let mut host_mounts = vec![format!("{HF_HOME}:{HF}")];
-    let cache = text(a, "storage_cache_dir");
+    let cache = a.text_at("storage_cache_dir");
     if !cache.is_empty() {
         host_mounts.push(format!("{cache}:{cache}"));
     }
@@ -391,7 +391,7 @@ pub(super) fn launch(test: &TestDefinition, at: &Placement) -> Launch {
             setup_in_image: true,
             env_file: EnvFile::None,
             files,
-            other_image: dcgm.then(|| text(a, "dynamo.dcgm_exporter.docker_image_url")),
+            other_image: dcgm.then(|| a.text_at("dynamo.dcgm_exporter.docker_image_url")),
             record: Some(record),
             ..Default::default()
         }),
@@ -404,7 +404,7 @@ pub(super) fn launch(test: &TestDefinition, at: &Placement) -> Launch {
 pub(super) fn check(test: &TestDefinition, at: &Placement) -> Vec<String> {
     let a = &test.cmd_args;
     let mut out = Vec::new();
-    let n = |role: &str| int(a, &format!("dynamo.{role}.num_nodes"));
+    let n = |role: &str| a.int_at(&format!("dynamo.{role}.num_nodes"));
     if let (Some(p), Some(d)) = (n("prefill_worker"), n("decode_worker")) {
         let (p, d, got) = (p as u64, d as u64, at.nodes);
         let shared = got < p + d;
@@ -455,11 +455,9 @@ pub(super) fn constraints(test: &TestDefinition) -> Vec<String> {
             != Some(ArgValue::Bool(false))
     };
     let tp = |role: &str| {
-        int(
-            &test.cmd_args,
-            &format!("dynamo.{role}.args.tensor_parallel_size"),
-        )
-        .unwrap_or(1)
+        test.cmd_args
+            .int_at(&format!("dynamo.{role}.args.tensor_parallel_size"))
+            .unwrap_or(1)
     };
     let (p, d) = (tp("prefill_worker"), tp("decode_worker"));
     if on("prefill_tp_le_decode_tp") && p > d {

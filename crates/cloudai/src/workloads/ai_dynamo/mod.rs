@@ -250,17 +250,9 @@ pub(super) fn marker(test: &TestDefinition, key: &str, default: &str) -> String 
         .map_or(default.to_string(), ArgValue::py_str)
 }
 
-pub(super) fn text(args: &CmdArgs, path: &str) -> String {
-    args.at(path).map_or(String::new(), ArgValue::py_str)
-}
-
-pub(super) fn int(args: &CmdArgs, path: &str) -> Option<i64> {
-    args.at(path).and_then(ArgValue::as_int)
-}
-
 /// The benchmark scripts the test runs (`workloads`, comma-separated).
 pub(super) fn workloads(args: &CmdArgs) -> Vec<String> {
-    text(args, "workloads")
+    args.text_at("workloads")
         .split(',')
         .map(|w| w.trim().to_string())
         .filter(|w| !w.is_empty())
@@ -401,7 +393,11 @@ impl Workload for AiDynamo {
     }
 
     fn nodes_needed(&self, test: &TestDefinition) -> Option<u64> {
-        let n = |role: &str| int(&test.cmd_args, &format!("dynamo.{role}.num_nodes")).unwrap_or(1);
+        let n = |role: &str| {
+            test.cmd_args
+                .int_at(&format!("dynamo.{role}.num_nodes"))
+                .unwrap_or(1)
+        };
         Some((n("prefill_worker") + n("decode_worker")).max(1) as u64)
     }
 
