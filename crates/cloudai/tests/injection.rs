@@ -141,10 +141,12 @@ fn check_arrived(w: &Work, value: &str, mark: &Path, what: &str) {
     assert_eq!(env, value, "{what}: env value changed");
 }
 
-/// A value with a `$NAME` reference, which the shell expands on purpose: not expected to arrive literally
-/// (`quote` keeps such references live and everything else literal; its unit tests cover them).
+/// A value the shell expands on purpose, so not expected to arrive literally: one with a `$NAME` reference
+/// (`quote` keeps such references live and everything else literal; its unit tests cover them), or an env value
+/// that is one whole command substitution, `$(...)`, which CloudAI's configs use as shell text by design
+/// (`DYNAMO_NODELIST = "$(scontrol show hostname …)"`; `util::shell::env_value`'s unit test covers it).
 fn expands(v: &str) -> bool {
-    cloudai::util::shell::has_reference(v)
+    cloudai::util::shell::has_reference(v) || cloudai::util::shell::is_command_substitution(v)
 }
 
 proptest! {

@@ -291,7 +291,7 @@ pub fn export(k: &str, v: &str) -> String {
 /// Whether an env value is one command substitution, `$(...)` with its parentheses balanced (CloudAI's AI Dynamo
 /// config sets `DYNAMO_NODELIST = "$(scontrol show hostname …)"`): shell text by design, written as given, like
 /// the raw pass-through fields.
-pub(crate) fn is_command_substitution(v: &str) -> bool {
+pub fn is_command_substitution(v: &str) -> bool {
     let Some(inner) = v.strip_prefix("$(").and_then(|r| r.strip_suffix(')')) else {
         return false;
     };
