@@ -1,5 +1,6 @@
 //! AI Dynamo (`AIDynamo`) on Slurm: graded on its markers and each benchmark's report (the job itself is
-//! compat_dry_run.rs: CloudAI's three vLLM cases byte for byte), its values checked as CloudAI's models read them.
+//! compat_dry_run.rs: CloudAI's three vLLM cases byte for byte), its values checked as CloudAI's models read them;
+//! on Kubernetes, its DynamoGraphDeployment.
 
 use crate::common;
 
@@ -209,4 +210,86 @@ fn walk(dir: &std::path::Path, name: &str) -> String {
         }
     }
     String::new()
+}
+
+const K8S: &str = r#"name = "k"
+scheduler = "kubernetes"
+kube_config_path = "missing/kubeconfig"
+install_path = "install"
+output_path = "out"
+default_namespace = "serving"
+gpus_per_node = 4
+networks = ["net-ns/ib-a", "net-ns/ib-b"]
+"#;
+
+/// On Kubernetes the test is one DynamoGraphDeployment: workers ask for the system's GPUs, attach to its secondary
+/// networks (no host network then), a worker of several nodes is multinode, the run's node count stays the
+/// scenario's; a real run is refused before anything is created, naming what a dry-run gives instead.
+#[test]
+fn on_kubernetes_the_test_is_one_dynamo_graph_deployment() {
+    let w = Work::new();
+    w.file("system.toml", K8S);
+    let test = TEST
+        .replace("[cmd_args.dynamo.decode_worker]\nnum-nodes = 1", "[cmd_args.dynamo.decode_worker]\nnum-nodes = 2\nextra_args = \"--enforce-eager --max-num-seqs 8\"\n[cmd_args.dynamo.decode_worker.args]\ntensor-parallel-size = 4");
+    w.file("tests/dyn.toml", &test);
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"dyn\"\ntest_name = \"dyn\"\n",
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let dir = w.results_root().join("dyn/0");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["deployment.yaml", "test-run.toml"]);
+    let yaml = std::fs::read_to_string(dir.join("deployment.yaml")).unwrap();
+    let decode = &yaml[yaml.find("    decode:").unwrap()..yaml.find("    frontend:").unwrap()];
+    for want in [
+        "      extraPodMetadata:\n        annotations:\n          k8s.v1.cni.cncf.io/networks: net-ns/ib-a,net-ns/ib-b\n",
+        "          - --is-decode-worker\n",
+        "          - --tensor-parallel-size\n          - '4'\n",
+        // the extra arguments are one word, as CloudAI passes them
+        "          - --enforce-eager --max-num-seqs 8\n",
+        "      multinode:\n        nodeCount: 2\n",
+        "      resources:\n        limits:\n          custom:\n            nvidia.com/ib-a: '1'\n            nvidia.com/ib-b: '1'\n          gpu: '4'\n        requests:\n          custom:\n",
+    ] {
+        assert!(decode.contains(want), "{want:?} not in\n{decode}");
+    }
+    assert!(!yaml.contains("hostNetwork"), "{yaml}");
+    assert!(yaml.contains("metadata:\n  name: serving\n"), "{yaml}");
+    let rec = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
+    assert!(rec.contains("nnodes = 1\n"), "{rec}");
+    assert!(rec.contains("full_cmd = \"n/a\"\n"), "{rec}");
+
+    // a real run: refused with every reason, nothing created, no cluster contacted
+    let w = Work::new();
+    w.file(
+        "system.toml",
+        &K8S.replace("gpus_per_node = 4", "gpus_per_node = 2"),
+    );
+    w.file("tests/dyn.toml", &test);
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"dyn\"\ntest_name = \"dyn\"\n",
+    );
+    let out = w
+        .cloudai()
+        .args(common::RUN_S_TOML)
+        .arg("--enable-cache-without-check")
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("decode worker needs 4 GPUs per pod"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`cloudai dry-run` writes it (deployment.yaml)"),
+        "{text}"
+    );
+    assert!(!w.path().join("out").exists(), "{text}");
 }

@@ -162,6 +162,12 @@ fn slurm_ai_dynamo_vllm_matches_cloudai() {
     check_case("slurm-ai-dynamo-vllm");
 }
 
+/// The DynamoGraphDeployment (`deployment.yaml`, PyYAML's layout) and `test-run.toml`; no kubeconfig is read.
+#[test]
+fn k8s_ai_dynamo_vllm_matches_cloudai() {
+    check_case("k8s-ai-dynamo-vllm");
+}
+
 #[test]
 fn standalone_dynamo_mocker_matches_cloudai() {
     check_case("standalone-dynamo-mocker");

@@ -62,7 +62,7 @@ fn checks(sys: &dyn System, s: &Scenario) -> Vec<String> {
             .flatten()
             .flat_map(|h| h.test_runs.iter());
         for run in std::iter::once(r).chain(hooks) {
-            for p in sys.check(run) {
+            for p in sys.check(run).into_iter().chain(sys.run_checks(run)) {
                 if seen.insert(p.clone()) {
                     out.push(p);
                 }

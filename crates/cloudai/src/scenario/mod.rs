@@ -98,6 +98,8 @@ pub struct TestRun {
     pub fabric: crate::workloads::judge::Fabric,
     /// The scenario gave a node count or list: a workload's own count ([`Workload::nodes_needed`]) does not apply.
     pub nodes_given: bool,
+    /// The system's scheduler (`slurm`, `kubernetes`, …); empty when the scenario is resolved without one.
+    pub scheduler: &'static str,
 }
 
 impl TestRun {
@@ -105,7 +107,7 @@ impl TestRun {
     /// prefill nodes + decode nodes).
     pub(crate) fn apply_nodes_needed(&mut self) {
         if !self.nodes_given {
-            if let Some(n) = self.workload.nodes_needed(&self.test) {
+            if let Some(n) = self.workload.nodes_needed(&self.test, self.scheduler) {
                 self.num_nodes = n.max(1);
             }
         }
@@ -147,6 +149,7 @@ impl TestRun {
             gpus_per_node: self.gpus_per_node,
             tasks_per_node: self.tasks_per_node,
             time_limit: self.time_limit,
+            scheduler: self.scheduler,
         }
     }
 }
@@ -407,6 +410,7 @@ fn resolve_entry(
         ranks_are_tasks: system.is_some_and(|s| s.kind.ranks_are_tasks()),
         fabric: system.map(|s| s.fabric.clone()).unwrap_or_default(),
         nodes_given: entry.num_nodes_set || !entry.nodes.is_empty(),
+        scheduler: system.map_or("", |s| s.kind.scheduler()),
     };
     let mut run = run;
     run.apply_nodes_needed();

@@ -155,6 +155,11 @@ pub trait System: Send + Sync {
     fn check(&self, _run: &TestRun) -> Vec<String> {
         Vec::new()
     }
+    /// What only a real run cannot do of a test (a dry-run writes its files all the same), checked with
+    /// [`System::check`] before anything is created.
+    fn run_checks(&self, _run: &TestRun) -> Vec<String> {
+        Vec::new()
+    }
     /// Proves the scheduler is reachable and accepts us (credentials, certificates) before the results
     /// directory exists. Until then a system takes its facts from its config only (a dry-run never connects).
     async fn connect(&self) -> Result<(), SystemError> {

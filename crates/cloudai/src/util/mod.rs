@@ -3,6 +3,7 @@ pub mod fds;
 pub mod fsx;
 pub mod nodelist;
 pub mod pytoml;
+pub mod pyyaml;
 pub mod shell;
 pub mod signals;
 pub mod spill;

@@ -24,6 +24,7 @@ pub mod nemo_launcher;
 pub mod nemo_run;
 pub mod nixl;
 pub mod node_health;
+pub mod object;
 pub mod osu;
 pub mod perf_csv;
 pub mod serving;
@@ -190,6 +191,8 @@ pub struct Placement {
     pub tasks_per_node: Option<u64>,
     /// The test's time limit in seconds, as its scenario entry gives it.
     pub time_limit: Option<u64>,
+    /// The system's scheduler (`slurm`, `kubernetes`, …); empty when not known.
+    pub scheduler: &'static str,
 }
 
 /// A report file too large to build in memory: `write` produces it into the writer it is given.
@@ -298,8 +301,9 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn repo(&self, _test: &TestDefinition) -> Option<(String, String)> {
         None
     }
-    /// The node count the test's roles need when the scenario gives none (AI Dynamo's prefill + decode nodes).
-    fn nodes_needed(&self, _test: &TestDefinition) -> Option<u64> {
+    /// The node count the test's roles need on `scheduler` when the scenario gives none (AI Dynamo's prefill +
+    /// decode nodes in one Slurm job).
+    fn nodes_needed(&self, _test: &TestDefinition, _scheduler: &str) -> Option<u64> {
         None
     }
     /// A launcher the workload runs from a Python environment of its own, installed with the test.
@@ -313,6 +317,15 @@ pub trait Workload: TemplateSchema + Send + Sync {
     /// The script of an iteration that runs on this machine, for a workload that writes its own
     /// ([`Needs::Local`]); `None` for every other.
     fn local_job(&self, _test: &TestDefinition, _at: &local::LocalAt) -> Option<local::LocalJob> {
+        None
+    }
+    /// The object of its own kind a container scheduler creates for the test instead of a Job, for a workload
+    /// that has one there (AI Dynamo's DynamoGraphDeployment on Kubernetes); `None` for every other.
+    fn own_object(
+        &self,
+        _test: &TestDefinition,
+        _at: &object::ObjectAt,
+    ) -> Option<object::OwnObject> {
         None
     }
     /// The login-node command of an iteration, for a workload whose own launcher submits its job

@@ -492,6 +492,7 @@ mod tests {
             gpus_per_node: Some(8),
             tasks_per_node: Some(8),
             time_limit: None,
+            scheduler: "",
         };
         let mut t = crate::config::test::TestDefinition::for_tests("OSUBench");
         for (k, v) in [

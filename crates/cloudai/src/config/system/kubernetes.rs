@@ -11,7 +11,7 @@ pub(super) const SCHEDULER: Scheduler = Scheduler {
     name: "kubernetes",
     fields: K8S_FIELDS,
     default_monitor_interval: 1,
-    gives: &[Needs::Launch],
+    gives: &[Needs::Launch, Needs::Object],
     pods: true,
     decode: |ctx, v| decode_k8s(ctx, v).map(SystemKind::Kubernetes),
 };

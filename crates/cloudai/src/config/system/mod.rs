@@ -53,6 +53,16 @@ pub enum Needs {
     /// This machine: the workload writes its own script into the iteration's directory and runs it here, with a
     /// Python environment of its own (Aiconfigurator's predictor).
     Local,
+    /// An object of the workload's own kind that the scheduler creates for the test instead of a Job
+    /// ([`crate::workloads::Workload::own_object`]: AI Dynamo's DynamoGraphDeployment).
+    Object,
+}
+
+/// Whether the scheduler named `scheduler` gives `need`.
+pub(crate) fn gives(scheduler: &str, need: Needs) -> bool {
+    SCHEDULERS
+        .iter()
+        .any(|s| s.name == scheduler && s.gives.contains(&need))
 }
 
 /// Every scheduler, in the order messages list them.

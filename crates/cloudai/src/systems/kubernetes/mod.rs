@@ -213,6 +213,24 @@ impl Backend for Kubernetes {
         plan::check(run, self.k(), &crate::systems::job_env(&self.cfg, run))
     }
 
+    /// Its pods use the host's network as `use_host_network` says, by default unless the system names secondary
+    /// networks (`networks`), which its GPU pods then attach to; CloudAI attaches every NetworkAttachmentDefinition
+    /// the cluster has instead, listed with `kubectl` even in a dry-run.
+    fn own_object(&self, run: &TestRun) -> Option<crate::workloads::object::OwnObject> {
+        let k = self.k();
+        let host_network = k
+            .pods
+            .use_host_network
+            .unwrap_or(k.pods.networks.is_empty());
+        let at = crate::workloads::object::ObjectAt {
+            namespace: &k.default_namespace,
+            gpus_per_node: k.gpus_per_node,
+            host_network,
+            networks: if host_network { &[] } else { &k.pods.networks },
+        };
+        run.workload.own_object(&run.test, &at)
+    }
+
     async fn connect(&self) -> Result<(), SystemError> {
         let c = self.conn().await?;
         // proves the credentials and that we may manage Jobs in the namespace before anything exists

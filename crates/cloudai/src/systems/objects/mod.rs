@@ -117,6 +117,11 @@ pub trait Backend: Send + Sync + 'static {
     /// The command the step's output comes from, as a shell would read it.
     fn full_cmd(spec: &Self::Spec) -> String;
     fn check(&self, run: &TestRun) -> Vec<String>;
+    /// The object of the workload's own kind this scheduler creates for `run` instead of its steps, when the
+    /// workload has one here ([`crate::workloads::Workload::own_object`]).
+    fn own_object(&self, _run: &TestRun) -> Option<crate::workloads::object::OwnObject> {
+        None
+    }
     async fn connect(&self) -> Result<(), SystemError>;
     fn wakeup(&self) -> Option<Arc<Notify>> {
         None
@@ -398,7 +403,22 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn check(&self, run: &TestRun) -> Vec<String> {
+        if self.backend.own_object(run).is_some() {
+            return Vec::new();
+        }
         self.backend.check(run)
+    }
+
+    fn run_checks(&self, run: &TestRun) -> Vec<String> {
+        self.backend
+            .own_object(run)
+            .map(|o| {
+                o.problems
+                    .into_iter()
+                    .map(|p| format!("test '{}': {p}", run.id))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     async fn connect(&self) -> Result<(), SystemError> {
@@ -406,6 +426,17 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
+        if let Some(o) = self.backend.own_object(run) {
+            // the object is the test's whole job, its command the workload's own (CloudAI records none)
+            return Ok(Prepared {
+                test_cmd: String::new(),
+                full_cmd: "n/a".into(),
+                files: vec![(o.file.to_string(), o.text)],
+                env: super::job_env(self.backend.config(), run),
+                submit: None,
+                runs: None,
+            });
+        }
         let steps = plan(&self.backend, run, dir);
         let files = steps
             .iter()
@@ -438,6 +469,12 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn would_submit(&self, run: &TestRun, dir: &Path, _job: &Prepared) -> JobId {
+        if let Some(o) = self.backend.own_object(run) {
+            let kind = o.manifest["kind"].as_str().unwrap_or("object");
+            let name = o.manifest["metadata"]["name"].as_str().unwrap_or_default();
+            info!("Would create {kind} {name} ({})", o.file);
+            return name.to_string();
+        }
         let planned = self.planned.lock().unwrap().remove(dir);
         let steps = planned.unwrap_or_else(|| plan(&self.backend, run, dir));
         let main = steps[main_of(&steps)].name.clone();

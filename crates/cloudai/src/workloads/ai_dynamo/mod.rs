@@ -1,7 +1,8 @@
 //! AI Dynamo (CloudAI's `AIDynamo`): NVIDIA Dynamo's disaggregated serving — etcd, NATS, the frontend, prefill and
 //! decode workers of vLLM or SGLang — started on every node of the job by CloudAI's `ai_dynamo.sh`, then
 //! benchmarked by GenAI-Perf and/or AIPerf (its phases written into `aiperf.sh`), optionally with an AIPerf accuracy
-//! run and a DCGM exporter on each node. The job is CloudAI's byte for byte on Slurm.
+//! run and a DCGM exporter on each node. The job is CloudAI's byte for byte on Slurm; on Kubernetes the test is
+//! CloudAI's DynamoGraphDeployment ([`dgd`]), written by a dry-run, refused for a real run by this version.
 //!
 //! Graded as CloudAI grades it (the failure marker says why, the success marker and every benchmark's report must
 //! be there, the accuracy result when one was asked) and further: each report's time to first token, inter-token
@@ -9,6 +10,7 @@
 
 mod aiperf;
 mod configs;
+mod dgd;
 mod grade;
 mod job;
 
@@ -348,9 +350,31 @@ impl TemplateSchema for AiDynamo {
     }
 }
 
+/// Whether the test runs as its DynamoGraphDeployment there (Kubernetes) rather than as a job of task steps.
+fn on_object(scheduler: &str) -> bool {
+    crate::config::system::gives(scheduler, super::Needs::Object)
+}
+
 impl Workload for AiDynamo {
     fn needs(&self) -> super::Needs {
         super::Needs::Srun
+    }
+    /// Where task steps run (Slurm), and where the test can be a DynamoGraphDeployment (Kubernetes).
+    fn schedulers(&self) -> Vec<&'static str> {
+        crate::config::system::SCHEDULERS
+            .iter()
+            .filter(|s| {
+                s.gives.contains(&super::Needs::Srun) || s.gives.contains(&super::Needs::Object)
+            })
+            .map(|s| s.name)
+            .collect()
+    }
+    fn own_object(
+        &self,
+        test: &TestDefinition,
+        at: &super::object::ObjectAt,
+    ) -> Option<super::object::OwnObject> {
+        Some(dgd::object(test, at))
     }
     fn script(&self) -> Option<Script> {
         Some(LAUNCHER)
@@ -392,7 +416,11 @@ impl Workload for AiDynamo {
         job::derive(&mut test.cmd_args);
     }
 
-    fn nodes_needed(&self, test: &TestDefinition) -> Option<u64> {
+    /// On Kubernetes the deployment's services place their own pods: the run's node count stays the scenario's.
+    fn nodes_needed(&self, test: &TestDefinition, scheduler: &str) -> Option<u64> {
+        if on_object(scheduler) {
+            return None;
+        }
         let n = |role: &str| {
             test.cmd_args
                 .int_at(&format!("dynamo.{role}.num_nodes"))
@@ -402,6 +430,10 @@ impl Workload for AiDynamo {
     }
 
     fn check(&self, test: &TestDefinition, at: &Placement) -> Vec<String> {
+        if on_object(at.scheduler) {
+            // the deployment's services place themselves; what its run cannot do is the object's to say
+            return Vec::new();
+        }
         job::check(test, at)
     }
 

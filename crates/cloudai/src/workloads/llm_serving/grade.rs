@@ -134,6 +134,7 @@ impl Template {
                     gpus_per_node: None,
                     tasks_per_node: None,
                     time_limit: None,
+                    scheduler: "",
                 };
                 let s = self.serving(test, &at);
                 let per_node = s.gpu_ids().len() as u64;

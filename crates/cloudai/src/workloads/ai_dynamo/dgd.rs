@@ -1,0 +1,138 @@
+//! AI Dynamo on Kubernetes: one DynamoGraphDeployment (the Dynamo operator's custom resource) with a frontend, a
+//! decode and a prefill service, written to `deployment.yaml` as CloudAI writes it (PyYAML's `safe_dump`, keys
+//! sorted): workers run the role's `cmd` split into words, with `--model`, the role flag, each of the role's
+//! `args` as `--name value` (`_` written `-`) and its `extra_args` as one word; each worker pod asks for the
+//! system's GPUs per node; `num-nodes` above 1 makes the service multinode. With secondary networks the workers
+//! carry Multus' annotation and ask for one `nvidia.com/<network>` each; pods use the host's network as the
+//! system says (by default when it names no secondary network).
+
+use serde_json::{json, Value};
+
+use super::super::object::{ObjectAt, OwnObject};
+use crate::config::args::ArgValue;
+use crate::config::test::TestDefinition;
+
+pub(super) const FILE: &str = "deployment.yaml";
+
+/// The deployment and what a real run of it could not do.
+pub(super) fn object(test: &TestDefinition, at: &ObjectAt) -> OwnObject {
+    let manifest = deployment(test, at);
+    OwnObject {
+        file: FILE,
+        text: crate::util::pyyaml::dump(&manifest),
+        manifest,
+        problems: problems(test, at),
+    }
+}
+
+pub(super) fn deployment(test: &TestDefinition, at: &ObjectAt) -> Value {
+    let a = &test.cmd_args;
+    let image = a.text_at("docker_image_url");
+    let mut frontend = json!({
+        "dynamoNamespace": at.namespace,
+        "componentType": "frontend",
+        "replicas": 1,
+        "extraPodSpec": {"mainContainer": {"image": image}},
+    });
+    if at.host_network {
+        frontend["extraPodSpec"]["hostNetwork"] = json!(true);
+    }
+    json!({
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": at.namespace},
+        "spec": {"services": {
+            "frontend": frontend,
+            "decode": worker(test, at, "decode_worker", "--is-decode-worker", "decode-worker"),
+            "prefill": worker(test, at, "prefill_worker", "--is-prefill-worker", "prefill"),
+        }},
+    })
+}
+
+fn worker(test: &TestDefinition, at: &ObjectAt, role: &str, flag: &str, sub: &str) -> Value {
+    let a = &test.cmd_args;
+    let path = |k: &str| format!("dynamo.{role}.{k}");
+    let mut args = vec![
+        "--model".into(),
+        a.text_at("dynamo.model"),
+        flag.to_string(),
+    ];
+    if let Some(ArgValue::Table(t)) = a.at(&path("args")) {
+        for (k, v) in t {
+            args.push(format!("--{}", k.replace('_', "-")));
+            args.push(v.py_str());
+        }
+    }
+    let extra = a.text_at(&path("extra_args"));
+    if !extra.is_empty() {
+        args.push(extra);
+    }
+    let command: Vec<String> = a
+        .text_at(&path("cmd"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let mut cfg = json!({
+        "dynamoNamespace": at.namespace,
+        "componentType": "worker",
+        "subComponentType": sub,
+        "replicas": 1,
+        "resources": {"limits": {"gpu": at.gpus_per_node.to_string()}},
+        "extraPodSpec": {"mainContainer": {
+            "image": a.text_at("docker_image_url"),
+            "workingDir": a.text_at("dynamo.workspace_path"),
+            "command": command,
+            "args": args,
+        }},
+    });
+    if !at.networks.is_empty() {
+        let nics: serde_json::Map<String, Value> = at
+            .networks
+            .iter()
+            .map(|n| {
+                let name = n.split_once('/').map_or(n.as_str(), |(_, name)| name);
+                (format!("nvidia.com/{name}"), json!("1"))
+            })
+            .collect();
+        cfg["extraPodMetadata"] =
+            json!({"annotations": {"k8s.v1.cni.cncf.io/networks": at.networks.join(",")}});
+        cfg["resources"]["requests"] = json!({ "custom": nics });
+        cfg["resources"]["limits"]["custom"] = Value::Object(nics);
+    }
+    if at.host_network {
+        cfg["extraPodSpec"]["hostNetwork"] = json!(true);
+    }
+    if let Some(n) = a.int_at(&path("num_nodes")).filter(|n| *n > 1) {
+        cfg["multinode"] = json!({ "nodeCount": n });
+    }
+    cfg
+}
+
+/// What a real run of the deployment could not do: a worker whose parallel sizes need more GPUs than its pod asks
+/// for (vLLM and SGLang stop at start-up), and the run itself, which this version does not drive yet.
+fn problems(test: &TestDefinition, at: &ObjectAt) -> Vec<String> {
+    let a = &test.cmd_args;
+    let mut out = Vec::new();
+    for role in ["prefill_worker", "decode_worker"] {
+        let size = |k: &str| {
+            a.int_at(&format!("dynamo.{role}.args.{k}"))
+                .unwrap_or(1)
+                .max(1) as u64
+        };
+        let need = size("tensor_parallel_size") * size("pipeline_parallel_size");
+        if need > at.gpus_per_node {
+            out.push(format!(
+                "the {} needs {need} GPUs per pod (tensor × pipeline parallel size), its pods ask for {} \
+                 (the system's gpus_per_node)",
+                role.replace('_', " "),
+                at.gpus_per_node
+            ));
+        }
+    }
+    out.push(
+        "running a DynamoGraphDeployment is not supported by this version: `cloudai dry-run` writes it \
+         (deployment.yaml) for `kubectl apply -f`; run AI Dynamo on Slurm here, or on Kubernetes with CloudAI"
+            .into(),
+    );
+    out
+}
