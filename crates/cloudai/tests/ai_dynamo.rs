@@ -138,6 +138,7 @@ fn values_are_read_as_cloudais_models_read_them() {
         ("[cmd_args.aiperf.args]", "[[cmd_args.aiperf_phases]]\nname = \"a\"\n[[cmd_args.aiperf_phases]]\nname = \"a\"\n[cmd_args.aiperf.args]", "phase \"a\" is named twice"),
         ("request-count = 50", "request-count = 50\nextra-inputs = { min_tokens = 10 }", "AIPerf argument 'extra-inputs' (aiperf.args) must be a single value"),
         ("workloads", "startup_cmd = \"true\"\nworkloads", "a start-up command is not supported"),
+        ("[cmd_args.dynamo.decode_worker]", "nodes = \"n[1-2]\"\n[cmd_args.dynamo.decode_worker]", "\"n[1-2]\" is not a host name"),
     ] {
         let out = dry_run(&w, &TEST.replace(from, to));
         let text = stdout_of(&out);
@@ -194,6 +195,51 @@ fn values_are_read_as_cloudais_models_read_them() {
     );
     let toml = walk(&w.path().join("sglang_hicache"), "hicache-config.toml");
     assert!(toml.starts_with("[plugin.posix]\n"), "{toml}");
+}
+
+/// Workers pinned to nodes: the job runs on those nodes (prefill's first, then decode's, then the scenario's,
+/// each once), every launch names them, `ai_dynamo.sh` gets each role's list; lists that overlap share nodes.
+#[test]
+fn workers_named_to_nodes_place_the_job_on_them() {
+    let w = Work::new();
+    let test = TEST.replace(
+        "[cmd_args.dynamo.decode_worker]",
+        "nodes = \"n1,n2\"\n[cmd_args.dynamo.decode_worker]",
+    ) + "[cmd_args.dynamo.dcgm_exporter]\nenabled = true\n";
+    let test = test.replace(
+        "[cmd_args.dynamo.decode_worker]\nnum-nodes = 1",
+        "[cmd_args.dynamo.decode_worker]\nnum-nodes = 1\nnodes = \"n2,n3\"",
+    );
+    w.file("system.toml", SYSTEM);
+    w.file("tests/dyn.toml", &test);
+    w.file(
+        "s.toml",
+        "name = \"s\"\n[[Tests]]\nid = \"dyn\"\ntest_name = \"dyn\"\nnodes = [\"n4\", \"n1\"]\n",
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let dir = w.results_root().join("dyn/0");
+    let sbatch = std::fs::read_to_string(dir.join("cloudai_sbatch_script.sh")).unwrap();
+    for want in [
+        "#SBATCH --nodelist=n1,n2,n3,n4\n",
+        "  --nodes=4 \\\n  --nodelist=n1,n2,n3,n4 \\\n  --ntasks=4 \\\n",
+        "  --prefill-node-list n1,n2 \\\n",
+        "  --decode-node-list n2,n3 \\\n",
+        " -N4 --nodelist=n1,n2,n3,n4 --ntasks=4 ",
+        "\ndcgm_nodes=(n1 n2 n3 n4)\n",
+    ] {
+        assert!(sbatch.contains(want), "{want:?} not in\n{sbatch}");
+    }
+    assert!(!sbatch.contains("\u{E000}"), "{sbatch}");
+    // the role's list follows its other values
+    let p = sbatch.find("--prefill-node-list").unwrap();
+    assert!(sbatch[..p].contains("--prefill-args-"), "{sbatch}");
+    assert!(!sbatch[p..].contains("--prefill-args-"), "{sbatch}");
+    let rec = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
+    assert!(
+        rec.contains("nnodes = 4\nnodes = [ \"n1\", \"n2\", \"n3\", \"n4\",]\n"),
+        "{rec}"
+    );
 }
 
 /// The first file named `name` under `dir`.

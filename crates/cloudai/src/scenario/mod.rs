@@ -103,9 +103,21 @@ pub struct TestRun {
 }
 
 impl TestRun {
-    /// The nodes its roles need, when the workload counts them and the scenario gave no count (AI Dynamo:
-    /// prefill nodes + decode nodes).
+    /// The nodes its roles name (AI Dynamo's workers' node lists, before the scenario's), else the count they
+    /// need when the scenario gave none (AI Dynamo: prefill nodes + decode nodes).
     pub(crate) fn apply_nodes_needed(&mut self) {
+        let named = self.workload.nodes_named(&self.test, self.scheduler);
+        if !named.is_empty() {
+            let mut nodes: Vec<String> = Vec::new();
+            for n in named.into_iter().chain(std::mem::take(&mut self.nodes)) {
+                if !nodes.contains(&n) {
+                    nodes.push(n);
+                }
+            }
+            self.num_nodes = nodes.len() as u64;
+            self.nodes = nodes;
+            return;
+        }
         if !self.nodes_given {
             if let Some(n) = self.workload.nodes_needed(&self.test, self.scheduler) {
                 self.num_nodes = n.max(1);

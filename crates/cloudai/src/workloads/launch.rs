@@ -187,6 +187,17 @@ pub const SYSTEM_SRUN_ARGS: &str = "\u{E000}system_srun_args\u{E000}";
 pub const SRUN: &str = "\u{E000}srun\u{E000}";
 /// The job's task-launcher prefix with the job's node count, in [`Step::Shell`] text.
 pub const SRUN_ALL_NODES: &str = "\u{E000}srun_all_nodes\u{E000}";
+/// The job's explicit node list as another word of a one-word-per-line launch (` \` then two blanks, then
+/// `--nodelist=a,b`), empty when the run names no nodes, in [`Step::Shell`] text; written right after a word.
+pub const NODELIST_LINE: &str = "\u{E000}nodelist_line\u{E000}";
+/// The job's explicit node list as another word of a launch (` --nodelist=a,b`), empty when the run names no
+/// nodes; written right after a word.
+pub const NODELIST_WORD: &str = "\u{E000}nodelist_word\u{E000}";
+/// With [`NODES_ARRAY_END`] after a bash array's name, a line that fills it with the job's node names: the run's
+/// explicit nodes (`name=(n1 n2)`), else the allocation's (`mapfile -t name < <(scontrol show hostnames …)`).
+pub const NODES_ARRAY_START: &str = "\u{E000}nodes_array_start\u{E000}";
+/// See [`NODES_ARRAY_START`].
+pub const NODES_ARRAY_END: &str = "\u{E000}nodes_array_end\u{E000}";
 /// The run's name and iteration as a shell-name fragment (`vllm.agg.1node` iteration 0: `VLLM_AGG_1NODE_0`), in
 /// [`Step::Shell`] text.
 pub const RUN_TAG: &str = "\u{E000}run_tag\u{E000}";

@@ -301,6 +301,11 @@ pub trait Workload: TemplateSchema + Send + Sync {
     fn repo(&self, _test: &TestDefinition) -> Option<(String, String)> {
         None
     }
+    /// Nodes the test's roles name on `scheduler` (AI Dynamo's workers' `nodes`), in order: the run's nodes are
+    /// these and the scenario's, each once.
+    fn nodes_named(&self, _test: &TestDefinition, _scheduler: &str) -> Vec<String> {
+        Vec::new()
+    }
     /// The node count the test's roles need on `scheduler` when the scenario gives none (AI Dynamo's prefill +
     /// decode nodes in one Slurm job).
     fn nodes_needed(&self, _test: &TestDefinition, _scheduler: &str) -> Option<u64> {

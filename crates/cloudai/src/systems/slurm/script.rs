@@ -9,10 +9,11 @@ use crate::config::system::{SlurmConfig, SystemConfig};
 use crate::config::time_limit;
 use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
-use crate::util::shell::{in_double_quotes, quote, quote_path};
+use crate::util::shell::{in_double_quotes, py_quote, quote, quote_path};
 use crate::workloads::launch::{
-    EnvFile, Step, Steps, HF_HOME, IMAGE, MOUNTS, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES,
-    SRUN_ALL_NODES_LINES, SYSTEM_SRUN_ARGS,
+    EnvFile, Step, Steps, HF_HOME, IMAGE, MOUNTS, NODELIST_LINE, NODELIST_WORD, NODES_ARRAY_END,
+    NODES_ARRAY_START, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES, SRUN_ALL_NODES_LINES,
+    SYSTEM_SRUN_ARGS,
 };
 use crate::workloads::{Launch, Procs};
 
@@ -315,14 +316,39 @@ impl Ctx<'_> {
 
     /// A step's or a job file's text with the job's placeholders filled: [`RUN_DIR`], [`SRUN`],
     /// [`SRUN_ALL_NODES`], [`SRUN_ALL_NODES_LINES`], [`RUN_TAG`], [`IMAGE`], [`MOUNTS`], [`SYSTEM_SRUN_ARGS`],
-    /// [`HF_HOME`]. Each is worked out only when the text holds it (the mounts themselves may hold [`HF_HOME`]).
+    /// [`HF_HOME`], [`NODELIST_LINE`], [`NODELIST_WORD`], [`NODES_ARRAY_START`], [`NODES_ARRAY_END`]. Each is worked out only when the text holds it (the mounts themselves may hold [`HF_HOME`]).
     fn fill(&self, t: &Target, text: &str) -> String {
         if !text.contains('\u{E000}') {
             return text.to_string();
         }
         let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test);
-        let values: [(&str, &dyn Fn() -> String); 9] = [
+        let nodelist = |sep: &str| {
+            if t.nodes.is_empty() {
+                String::new()
+            } else {
+                format!("{sep}--nodelist={}", t.nodes.join(","))
+            }
+        };
+        let values: [(&str, &dyn Fn() -> String); 13] = [
             (RUN_DIR, &|| crate::util::shell::quote_path(t.dir)),
+            (NODES_ARRAY_START, &|| {
+                if t.nodes.is_empty() {
+                    "mapfile -t "
+                } else {
+                    ""
+                }
+                .to_string()
+            }),
+            (NODES_ARRAY_END, &|| {
+                if t.nodes.is_empty() {
+                    " < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")".to_string()
+                } else {
+                    let words: Vec<String> = t.nodes.iter().map(|n| py_quote(n)).collect();
+                    format!("=({})", words.join(" "))
+                }
+            }),
+            (NODELIST_LINE, &|| nodelist(" \\\n  ")),
+            (NODELIST_WORD, &|| nodelist(" ")),
             (SRUN_ALL_NODES_LINES, &|| prefix(true).join(" \\\n  ")),
             (SRUN_ALL_NODES, &|| prefix(true).join(" ")),
             (SRUN, &|| prefix(false).join(" ")),

@@ -11,7 +11,8 @@ use crate::config::args::{ArgSpec, ArgValue, CmdArgs};
 use crate::config::test::TestDefinition;
 use crate::util::shell::py_quote;
 use crate::workloads::launch::{
-    EnvFile, Procs, Step, Steps, HF_HOME, RUN_DIR, SRUN_ALL_NODES_LINES,
+    EnvFile, Procs, Step, Steps, HF_HOME, NODELIST_LINE, NODELIST_WORD, NODES_ARRAY_END,
+    NODES_ARRAY_START, RUN_DIR, SRUN_ALL_NODES_LINES,
 };
 use crate::workloads::{Launch, Placement, Workload};
 
@@ -203,20 +204,22 @@ fn script_args(test: &TestDefinition) -> Vec<String> {
             a.text_at("dynamo.dcgm_exporter.port")
         ));
     }
-    out.extend(nested(
-        a,
-        "dynamo.prefill_worker",
-        PREFILL,
-        "--prefill-",
-        &["nodes"],
-    ));
-    out.extend(nested(
-        a,
-        "dynamo.decode_worker",
-        DECODE,
-        "--decode-",
-        &["nodes"],
-    ));
+    for (role, spec, prefix) in [
+        ("prefill_worker", PREFILL, "--prefill-"),
+        ("decode_worker", DECODE, "--decode-"),
+    ] {
+        out.extend(nested(
+            a,
+            &format!("dynamo.{role}"),
+            spec,
+            prefix,
+            &["nodes"],
+        ));
+        let named = a.text_at(&format!("dynamo.{role}.nodes"));
+        if !named.is_empty() {
+            out.push(format!("{prefix}node-list {}", py_quote(&named)));
+        }
+    }
     out.extend(nested(a, "genai_perf", GENAI_PERF, "--genai_perf-", &[]));
     if workloads(a).iter().any(|w| w == AIPERF_SCRIPT) {
         out.push(format!("--aiperf-name \"{}\"", a.text_at("aiperf.name")));
@@ -241,7 +244,7 @@ fn script_args(test: &TestDefinition) -> Vec<String> {
 fn main_srun(test: &TestDefinition, nodes: u64) -> String {
     let mut words = vec![
         SRUN_ALL_NODES_LINES.to_string(),
-        format!("--nodes={nodes}"),
+        format!("--nodes={nodes}{NODELIST_LINE}"),
         format!("--ntasks={nodes}"),
         "--ntasks-per-node=1".into(),
         format!("--output={RUN_DIR}/node-%n-stdout.txt"),
@@ -266,7 +269,7 @@ fn dcgm_steps(test: &TestDefinition, nodes: u64) -> (Vec<Step>, Step) {
         opts: vec![
             "--overlap".into(),
             "--job-name=cloudai-dcgm-exporter".into(),
-            format!("-N{nodes}"),
+            format!("-N{nodes}{NODELIST_WORD}"),
             format!("--ntasks={nodes}"),
             "--ntasks-per-node=1".into(),
             format!("--output={RUN_DIR}/dcgm-node-%n-stdout.txt"),
@@ -299,11 +302,11 @@ fn dcgm_steps(test: &TestDefinition, nodes: u64) -> (Vec<Step>, Step) {
         "sleep 5",
         "echo \"Checking DCGM exporter metrics endpoints...\"",
         "DCGM_EXPORTER_STARTUP_TIMEOUT=${DCGM_EXPORTER_STARTUP_TIMEOUT:-60}",
-        "mapfile -t dcgm_nodes < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")",
     ]
     .map(str::to_string)
     .into_iter()
     .chain([
+        format!("{NODES_ARRAY_START}dcgm_nodes{NODES_ARRAY_END}"),
         format!(": > {endpoints}"),
         "dcgm_failed=0".into(),
         "for node in \"${dcgm_nodes[@]}\"; do".into(),
@@ -399,15 +402,44 @@ pub(super) fn launch(test: &TestDefinition, at: &Placement) -> Launch {
     }
 }
 
+/// A worker's own nodes (`nodes`, comma-separated; empty entries skipped).
+pub(super) fn named_nodes(a: &CmdArgs, role: &str) -> Vec<String> {
+    a.text_at(&format!("dynamo.{role}.nodes"))
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// What cannot run as asked, found before anything runs: the roles' node counts against the job's (CloudAI's
 /// rules), AIPerf arguments that are not single values.
 pub(super) fn check(test: &TestDefinition, at: &Placement) -> Vec<String> {
     let a = &test.cmd_args;
     let mut out = Vec::new();
-    let n = |role: &str| a.int_at(&format!("dynamo.{role}.num_nodes"));
+    for role in ["prefill_worker", "decode_worker"] {
+        for node in named_nodes(a, role) {
+            let ok = node
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+            if !ok {
+                out.push(format!(
+                    "dynamo.{role}.nodes: \"{node}\" is not a host name (write each node by its name,                      comma-separated, without ranges)"
+                ));
+            }
+        }
+    }
+    // a role's named nodes count for it (CloudAI's rule); named lists that overlap share nodes
+    let n = |role: &str| match named_nodes(a, role).len() {
+        0 => a.int_at(&format!("dynamo.{role}.num_nodes")),
+        named => Some(named as i64),
+    };
     if let (Some(p), Some(d)) = (n("prefill_worker"), n("decode_worker")) {
         let (p, d, got) = (p as u64, d as u64, at.nodes);
-        let shared = got < p + d;
+        let (pn, dn) = (
+            named_nodes(a, "prefill_worker"),
+            named_nodes(a, "decode_worker"),
+        );
+        let shared = pn.iter().any(|x| dn.contains(x)) || got < p + d;
         if shared && got < p.max(d) {
             out.push(format!(
                 "not enough nodes for a shared-node disaggregated run: {p} prefill and {d} decode node(s) need at \

@@ -337,16 +337,6 @@ impl TemplateSchema for AiDynamo {
                 );
             }
         }
-        for role in ["prefill_worker", "decode_worker"] {
-            if args.at(&format!("dynamo.{role}.nodes")).is_some() {
-                ctx.err(
-                    &v.cmd_arg_loc("dynamo"),
-                    &field(&format!("dynamo.{role}.nodes")),
-                    "a worker's own node list is not supported by this version",
-                    Some("give the job's nodes in the scenario (`nodes`) and the worker's count (`num-nodes`)".into()),
-                );
-            }
-        }
     }
 }
 
@@ -414,6 +404,17 @@ impl Workload for AiDynamo {
     /// `served_model_name`); a benchmark's report is `<name>_report.csv` unless named.
     fn derive(&self, test: &mut TestDefinition, _tasks_per_node: Option<u64>) {
         job::derive(&mut test.cmd_args);
+    }
+
+    /// The workers' own node lists (`nodes`, comma-separated), prefill's first, as CloudAI orders them.
+    fn nodes_named(&self, test: &TestDefinition, scheduler: &str) -> Vec<String> {
+        if on_object(scheduler) {
+            return Vec::new();
+        }
+        ["prefill_worker", "decode_worker"]
+            .iter()
+            .flat_map(|role| job::named_nodes(&test.cmd_args, role))
+            .collect()
     }
 
     /// On Kubernetes the deployment's services place their own pods: the run's node count stays the scenario's.
