@@ -264,6 +264,11 @@ impl CmdArgs {
     }
 
     /// A value by its dotted path (`trainer.strategy.tensor_model_parallel_size`).
+    /// The table at a dotted path, to change in place (`dynamo.decode_worker.args`).
+    pub(crate) fn table_at_mut(&mut self, path: &str) -> Option<&mut IndexMap<String, ArgValue>> {
+        table_at_mut(&mut self.values, path)
+    }
+
     pub fn at(&self, path: &str) -> Option<&ArgValue> {
         let mut parts = path.split('.');
         let mut v = self.values.get(parts.next()?)?;
@@ -275,6 +280,21 @@ impl CmdArgs {
         }
         Some(v)
     }
+}
+
+/// The table at a dotted path under `values`, to change in place.
+pub(crate) fn table_at_mut<'a>(
+    values: &'a mut IndexMap<String, ArgValue>,
+    path: &str,
+) -> Option<&'a mut IndexMap<String, ArgValue>> {
+    let mut t = values;
+    for part in path.split('.') {
+        match t.get_mut(part) {
+            Some(ArgValue::Table(sub)) => t = sub,
+            _ => return None,
+        }
+    }
+    Some(t)
 }
 
 fn coerce_one(ctx: &mut Ctx, spec: &ArgSpec, node: &Node, field: &str) -> Option<ArgValue> {

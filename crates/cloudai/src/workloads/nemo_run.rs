@@ -110,16 +110,6 @@ impl TemplateSchema for NeMoRun {
     }
 }
 
-fn table_mut<'a>(
-    t: &'a mut indexmap::IndexMap<String, ArgValue>,
-    key: &str,
-) -> Option<&'a mut indexmap::IndexMap<String, ArgValue>> {
-    match t.get_mut(key) {
-        Some(ArgValue::Table(t)) => Some(t),
-        _ => None,
-    }
-}
-
 /// Sets `key`, in place when present, else where the model declares it (CloudAI's dump lists every declared field,
 /// set or not, in declaration order).
 fn put_declared(
@@ -167,7 +157,7 @@ impl Workload for NeMoRun {
             .cmd_args
             .at("trainer.max_steps")
             .and_then(ArgValue::as_int);
-        if let Some(data) = table_mut(&mut test.cmd_args.values, "data") {
+        if let Some(data) = test.cmd_args.table_at_mut("data") {
             match (gbs, steps) {
                 (Some(g), Some(s)) => {
                     data.insert("num_train_samples".into(), ArgValue::Int(g * s));
@@ -184,7 +174,7 @@ impl Workload for NeMoRun {
         for k in NOT_OVERRIDES {
             values.shift_remove(*k);
         }
-        if let Some(trainer) = table_mut(&mut values, "trainer") {
+        if let Some(trainer) = crate::config::args::table_at_mut(&mut values, "trainer") {
             // the run's real node count and the system's GPUs per node win over what the test says
             put_declared(
                 trainer,

@@ -27,20 +27,6 @@ const HICACHE_FILE: &str = "hicache-config.toml";
 const LMCACHE_FILE: &str = "lmcache-config.yaml";
 const LMCACHE_BACKUP: &str = "lmcache-config.original.yaml";
 
-fn table_mut<'a>(
-    values: &'a mut IndexMap<String, ArgValue>,
-    path: &str,
-) -> Option<&'a mut IndexMap<String, ArgValue>> {
-    let mut t = values;
-    for part in path.split('.') {
-        match t.get_mut(part) {
-            Some(ArgValue::Table(sub)) => t = sub,
-            _ => return None,
-        }
-    }
-    Some(t)
-}
-
 /// CloudAI's validators: the workers serve the test's model (vLLM's `model`; SGLang's `model_path` and
 /// `served_model_name`), each worker's `args` in its model's order; GenAI-Perf's report is `<name>_report.csv`
 /// unless named.
@@ -48,7 +34,7 @@ pub(super) fn derive(args: &mut CmdArgs) {
     let model = ArgValue::Str(args.text_at("dynamo.model"));
     let vllm = args.text_at("dynamo.backend") == "vllm";
     for role in ["prefill_worker", "decode_worker"] {
-        let Some(a) = table_mut(&mut args.values, &format!("dynamo.{role}.args")) else {
+        let Some(a) = args.table_at_mut(&format!("dynamo.{role}.args")) else {
             continue;
         };
         if vllm {
@@ -66,7 +52,7 @@ pub(super) fn derive(args: &mut CmdArgs) {
         }
         *a = ordered;
     }
-    if let Some(g) = table_mut(&mut args.values, "genai_perf") {
+    if let Some(g) = args.table_at_mut("genai_perf") {
         if g.get("report_name").is_none_or(|r| r.py_str().is_empty()) {
             let name = g.get("name").map_or("genai_perf".into(), ArgValue::py_str);
             g.insert(

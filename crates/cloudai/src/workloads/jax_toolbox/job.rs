@@ -29,13 +29,9 @@ fn at<'a>(test: &'a TestDefinition, path: &str) -> Option<&'a ArgValue> {
     test.cmd_args.at(path)
 }
 
-fn text(test: &TestDefinition, path: &str) -> String {
-    at(test, path).map_or(String::new(), ArgValue::py_str)
-}
-
 /// The container's workspace (`setup_flags.docker_workspace_dir`) without its trailing slash.
 fn workspace(test: &TestDefinition) -> String {
-    let ws = text(test, "setup_flags.docker_workspace_dir");
+    let ws = test.cmd_args.text_at("setup_flags.docker_workspace_dir");
     match ws.trim_end_matches('/') {
         "" => "/".into(),
         w => w.to_string(),
@@ -103,19 +99,20 @@ fn python(test: &TestDefinition, stage: &str, ws: &str) -> String {
         "--host_idx=$SLURM_PROCID".into(),
         format!(
             "--job_log_dir={}",
-            text(test, "setup_flags.docker_workspace_dir")
+            test.cmd_args.text_at("setup_flags.docker_workspace_dir")
         ),
         format!(
             "--tfds_data_dir={}",
-            text(test, "setup_flags.tfds_data_dir")
+            test.cmd_args.text_at("setup_flags.tfds_data_dir")
         ),
         format!(
             "--enable_checkpoint_saving={}",
-            text(test, "setup_flags.enable_checkpoint_saving")
+            test.cmd_args
+                .text_at("setup_flags.enable_checkpoint_saving")
         ),
         "--multiprocess_gpu".into(),
         "--alsologtostderr".into(),
-        format!("--fdl_config=\"{}\"", text(test, "fdl_config")),
+        format!("--fdl_config=\"{}\"", test.cmd_args.text_at("fdl_config")),
     ];
     parts.extend(fdl_flags(test));
     parts.extend(crate::workloads::extra_args_str(test));
@@ -237,7 +234,7 @@ pub(super) fn launch(test: &TestDefinition, at_: &Placement, model: Model) -> La
             env_file: EnvFile::None,
             mounts: vec![Mount {
                 source: String::new(),
-                target: text(test, "setup_flags.docker_workspace_dir"),
+                target: test.cmd_args.text_at("setup_flags.docker_workspace_dir"),
                 file_size: None,
             }],
             files: vec![("run.sh".into(), run_sh(test, model, &env, pgle))],
