@@ -11,19 +11,63 @@ use serde_json::Value;
 const WIDTH: usize = 80;
 const INDENT: usize = 2;
 
+/// A document as PyYAML sees it: mappings in the order given (what `sort_keys=False` writes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Node {
+    /// A scalar written as it is (a number, `true`, `null`).
+    Raw(String),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(String, Node)>),
+}
+
+impl Node {
+    /// A JSON value with its mappings' keys sorted, as `safe_dump`'s default `sort_keys=True` sorts them.
+    pub fn sorted(v: &Value) -> Node {
+        match v {
+            Value::Null => Node::Raw("null".into()),
+            Value::Bool(b) => Node::Raw(b.to_string()),
+            Value::Number(n) => Node::Raw(match n.as_f64() {
+                Some(f) if !(n.is_i64() || n.is_u64()) => float(f),
+                _ => n.to_string(),
+            }),
+            Value::String(s) => Node::Str(s.clone()),
+            Value::Array(a) => Node::Seq(a.iter().map(Node::sorted).collect()),
+            Value::Object(m) => {
+                let mut entries: Vec<(String, Node)> = m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Node::sorted(v)))
+                    .collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                Node::Map(entries)
+            }
+        }
+    }
+
+    /// A Python float as PyYAML's representer writes it (`.inf`, `1.0e+20`).
+    pub fn float(f: f64) -> Node {
+        Node::Raw(float(f))
+    }
+}
+
 /// `v` as `yaml.safe_dump(v)` writes it (keys sorted, as its default `sort_keys=True` sorts them).
 pub fn dump(v: &Value) -> String {
+    dump_node(&Node::sorted(v))
+}
+
+/// `n` as `yaml.safe_dump(n, sort_keys=False)` writes it.
+pub fn dump_node(n: &Node) -> String {
     let mut e = Emitter {
         out: String::new(),
         column: 0,
     };
-    match v {
-        Value::Object(m) if !m.is_empty() => e.mapping(v, 0, false),
-        Value::Array(a) if !a.is_empty() => e.sequence(a, 0, false),
+    match n {
+        Node::Map(m) if !m.is_empty() => e.mapping(m, 0, false),
+        Node::Seq(a) if !a.is_empty() => e.sequence(a, 0, false),
         other => {
             // a lone scalar is a document of its own: PyYAML ends it with `...`
             e.scalar(other, 0, false);
-            if !matches!(other, Value::Object(_) | Value::Array(_)) {
+            if !matches!(other, Node::Map(_) | Node::Seq(_)) {
                 e.out.push_str("\n...");
             }
         }
@@ -49,25 +93,28 @@ impl Emitter {
         self.column = indent;
     }
 
+    /// Starts an entry of a collection at `indent`: on a line of its own unless it follows a `- ` (`inline`).
+    fn entry(&mut self, indent: usize, inline: bool) {
+        if inline {
+            return;
+        }
+        if self.out.is_empty() {
+            self.write(&" ".repeat(indent));
+        } else {
+            self.newline(indent);
+        }
+    }
+
     /// A block mapping whose keys stand at `indent`; `inline`: its first key follows a `- ` already written.
-    fn mapping(&mut self, v: &Value, indent: usize, inline: bool) {
-        let Value::Object(m) = v else { return };
-        let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        for (i, (k, val)) in entries.into_iter().enumerate() {
-            if i > 0 || !inline {
-                if !self.out.is_empty() {
-                    self.newline(indent);
-                } else {
-                    self.write(&" ".repeat(indent));
-                }
-            }
-            self.scalar(&Value::String(k.clone()), indent, true);
+    fn mapping(&mut self, m: &[(String, Node)], indent: usize, inline: bool) {
+        for (i, (k, val)) in m.iter().enumerate() {
+            self.entry(indent, inline && i == 0);
+            self.scalar(&Node::Str(k.clone()), indent, true);
             self.write(":");
             match val {
-                Value::Object(sub) if !sub.is_empty() => self.mapping(val, indent + INDENT, false),
+                Node::Map(sub) if !sub.is_empty() => self.mapping(sub, indent + INDENT, false),
                 // a sequence in a mapping is not indented (PyYAML's indentless sequence)
-                Value::Array(items) if !items.is_empty() => self.sequence(items, indent, false),
+                Node::Seq(items) if !items.is_empty() => self.sequence(items, indent, false),
                 other => {
                     self.write(" ");
                     self.scalar(other, indent, false);
@@ -77,19 +124,13 @@ impl Emitter {
     }
 
     /// A block sequence whose `- ` stand at `indent`; `inline`: its first item follows a `- ` already written.
-    fn sequence(&mut self, items: &[Value], indent: usize, inline: bool) {
+    fn sequence(&mut self, items: &[Node], indent: usize, inline: bool) {
         for (i, it) in items.iter().enumerate() {
-            if i > 0 || !inline {
-                if !self.out.is_empty() {
-                    self.newline(indent);
-                } else {
-                    self.write(&" ".repeat(indent));
-                }
-            }
+            self.entry(indent, inline && i == 0);
             self.write("- ");
             match it {
-                Value::Object(m) if !m.is_empty() => self.mapping(it, indent + INDENT, true),
-                Value::Array(a) if !a.is_empty() => self.sequence(a, indent + INDENT, true),
+                Node::Map(m) if !m.is_empty() => self.mapping(m, indent + INDENT, true),
+                Node::Seq(a) if !a.is_empty() => self.sequence(a, indent + INDENT, true),
                 other => self.scalar(other, indent, false),
             }
         }
@@ -97,20 +138,12 @@ impl Emitter {
 
     /// A scalar in a collection standing at `indent` (folded lines continue at `indent + 2`); `key`: a simple key
     /// (never folded).
-    fn scalar(&mut self, v: &Value, indent: usize, key: bool) {
-        let text = match v {
-            Value::Null => return self.write("null"),
-            Value::Bool(b) => return self.write(if *b { "true" } else { "false" }),
-            Value::Number(n) => {
-                let s = match n.as_f64() {
-                    Some(f) if !(n.is_i64() || n.is_u64()) => float(f),
-                    _ => n.to_string(),
-                };
-                return self.write(&s);
-            }
-            Value::Object(_) => return self.write("{}"),
-            Value::Array(_) => return self.write("[]"),
-            Value::String(s) => s,
+    fn scalar(&mut self, n: &Node, indent: usize, key: bool) {
+        let text = match n {
+            Node::Raw(r) => return self.write(r),
+            Node::Map(_) => return self.write("{}"),
+            Node::Seq(_) => return self.write("[]"),
+            Node::Str(s) => s,
         };
         let a = analyze(text);
         let cont = indent + INDENT;
@@ -404,6 +437,12 @@ mod tests {
             dump(&v),
             "a:\n- j: 2.5\n  k: v\n- - p\n  - q\n- []\nb:\n  empty: {}\n  list:\n  - x\n  - 1\n  - true\n  none: null\n"
         );
+        // sort_keys=False keeps the order given
+        let n = Node::Map(vec![
+            ("z".into(), Node::Raw("1".into())),
+            ("a".into(), Node::Seq(vec![Node::Str("on".into())])),
+        ]);
+        assert_eq!(dump_node(&n), "z: 1\na:\n- 'on'\n");
     }
 
     #[test]

@@ -3,58 +3,21 @@
 use indexmap::IndexMap;
 
 use crate::config::args::ArgValue;
+use crate::util::pyyaml::Node;
 
-/// A YAML scalar as PyYAML's `safe_dump` writes it: plain when it reads back as the same string, else single-quoted.
-fn yaml_scalar(v: &ArgValue) -> String {
-    match v {
-        ArgValue::Bool(b) => b.to_string(),
-        ArgValue::Int(_) | ArgValue::Float(_) => v.py_str(),
-        other => {
-            let s = other.py_str();
-            let reserved = [
-                "", "~", "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE",
-                "yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF",
-            ];
-            let numeric = s.parse::<f64>().is_ok() || s.starts_with(['.', '+', '-']) && s.len() > 1;
-            let plain = !reserved.contains(&s.as_str())
-                && !numeric
-                && s.chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || "_/".contains(c))
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_./-: ".contains(c))
-                && !s.contains(": ")
-                && !s.ends_with([' ', ':']);
-            if plain {
-                s
-            } else {
-                format!("'{}'", s.replace('\'', "''"))
-            }
-        }
-    }
+/// A table as PyYAML writes it with `safe_dump(sort_keys=False)` (LMCache's configuration).
+pub(super) fn yaml(t: &IndexMap<String, ArgValue>) -> String {
+    crate::util::pyyaml::dump_node(&node(&ArgValue::Table(t.clone())))
 }
 
-/// A table as PyYAML's block style (`safe_dump(sort_keys=False)`): `key: value`, nested tables indented two
-/// blanks, lists as `- item` lines under their key.
-pub(super) fn yaml(t: &IndexMap<String, ArgValue>, indent: usize, out: &mut String) {
-    let pad = " ".repeat(indent);
-    for (k, v) in t {
-        let key = yaml_scalar(&ArgValue::Str(k.clone()));
-        match v {
-            ArgValue::Table(sub) if sub.is_empty() => out.push_str(&format!("{pad}{key}: {{}}\n")),
-            ArgValue::Table(sub) => {
-                out.push_str(&format!("{pad}{key}:\n"));
-                yaml(sub, indent + 2, out);
-            }
-            ArgValue::List(items) if items.is_empty() => out.push_str(&format!("{pad}{key}: []\n")),
-            ArgValue::List(items) => {
-                out.push_str(&format!("{pad}{key}:\n"));
-                for it in items {
-                    out.push_str(&format!("{pad}- {}\n", yaml_scalar(it)));
-                }
-            }
-            other => out.push_str(&format!("{pad}{key}: {}\n", yaml_scalar(other))),
-        }
+fn node(v: &ArgValue) -> Node {
+    match v {
+        ArgValue::Str(s) | ArgValue::Path(s) => Node::Str(s.clone()),
+        ArgValue::Int(i) => Node::Raw(i.to_string()),
+        ArgValue::Float(f) => Node::float(*f),
+        ArgValue::Bool(b) => Node::Raw(b.to_string()),
+        ArgValue::List(l) => Node::Seq(l.iter().map(node).collect()),
+        ArgValue::Table(t) => Node::Map(t.iter().map(|(k, v)| (k.clone(), node(v))).collect()),
     }
 }
 
@@ -76,15 +39,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn yaml_quotes_what_would_read_back_as_something_else() {
-        let s = |v: &str| yaml_scalar(&ArgValue::Str(v.into()));
-        assert_eq!(s("cpu"), "cpu");
-        assert_eq!(s("POSIX"), "POSIX");
-        assert_eq!(s("{frontend_node}:8300"), "'{frontend_node}:8300'");
-        for v in ["true", "no", "null", "", "1.5", "-3", "a: b", "it's"] {
-            assert!(s(v).starts_with('\''), "{v}: {}", s(v));
-        }
-        assert_eq!(s("it's"), "'it''s'");
+    fn yaml_is_pyyamls_in_the_order_given() {
         let mut t = IndexMap::new();
         t.insert("n".to_string(), ArgValue::Int(2));
         t.insert(
@@ -94,8 +49,14 @@ mod tests {
         let mut sub = IndexMap::new();
         sub.insert("on".to_string(), ArgValue::Bool(false));
         t.insert("x".to_string(), ArgValue::Table(sub));
-        let mut out = String::new();
-        yaml(&t, 0, &mut out);
-        assert_eq!(out, "n: 2\nports:\n- 1\n- 2\nx:\n  'on': false\n");
+        t.insert(
+            "url".to_string(),
+            ArgValue::Str("{frontend_node}:8300".into()),
+        );
+        t.insert("ratio".to_string(), ArgValue::Float(0.5));
+        assert_eq!(
+            yaml(&t),
+            "n: 2\nports:\n- 1\n- 2\nx:\n  'on': false\nurl: '{frontend_node}:8300'\nratio: 0.5\n"
+        );
     }
 }

@@ -356,8 +356,7 @@ pub(super) fn launch(test: &TestDefinition, at: &Placement) -> Launch {
         ));
     }
     if let Some(ArgValue::Table(l)) = a.get("lmcache") {
-        let mut body = String::new();
-        yaml(l, 0, &mut body);
+        let body = yaml(l);
         files.push((LMCACHE_FILE.to_string(), body.clone()));
         files.push((LMCACHE_BACKUP.to_string(), body));
         env.push((
