@@ -265,3 +265,121 @@ gpus_per_node = 8
         stdout_of(&k)
     );
 }
+
+/// `use_deepep_matrix` (CloudAI's handoff): once the MoE benchmark a test starts after has ended, its traffic
+/// matrix is mounted into the UCC job (`--gen file:name=…`) and the NCCL alltoallv job (`ALLTOALLV_MATRIX_FILE`),
+/// the benchmark's directory read-only beside it, from its last iteration, also two steps down the chain; without a
+/// matrix the job is not written, without a dependency (or off Slurm) the test is refused.
+#[test]
+fn the_deepep_matrix_is_handed_to_the_tests_that_start_after_the_benchmark() {
+    let w = Work::new();
+    w.file(
+        "system.toml",
+        "name = \"s\"\nscheduler = \"slurm\"\ninstall_path = \"install\"\noutput_path = \"o\"\n\
+         default_partition = \"p\"\n[[partitions]]\nname = \"p\"\n",
+    );
+    w.file(
+        "tests/ucc.toml",
+        &format!("{UCC}use_deepep_matrix = true\n"),
+    );
+    w.file(
+        "tests/a2av.toml",
+        "name = \"a2av\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+         docker_image_url = \"nvcr.io#nvidia/pytorch:25.12-py3\"\nsubtest_name = \"alltoallv_perf_mpi\"\n\
+         use_deepep_matrix = true\n",
+    );
+    w.file(
+        "tests/moe.toml",
+        "name = \"moe\"\ndescription = \"d\"\ntest_template_name = \"Sleep\"\n",
+    );
+    let scen = w.file(
+        "s.toml",
+        r#"name = "h"
+[[Tests]]
+id = "moe"
+test_name = "moe"
+[[Tests]]
+id = "ucc"
+test_name = "ucc"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "moe"
+[[Tests]]
+id = "nccl"
+test_name = "a2av"
+  [[Tests.dependencies]]
+  type = "start_post_comp"
+  id = "ucc"
+"#,
+    );
+    let tests = w.path().join("tests");
+    let load = |sys: &str, scen: &std::path::Path| {
+        let sys = w.file("sys.toml", sys);
+        scenario::load_all(&Inputs {
+            system: Some(&sys),
+            tests_dir: Some(&tests),
+            scenario: scen,
+            hook_dir: None,
+            survey: None,
+        })
+    };
+    let slurm = std::fs::read_to_string(w.path().join("system.toml")).unwrap();
+    let (cfg, s) = load(&slurm, &scen).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = Arc::new(cfg);
+    let sys = cloudai::systems::build(&cfg);
+    // the benchmark ran twice; its last iteration exported the matrices below a timestamped directory
+    let root = w.path().join("o/h_x");
+    let moe = root.join("moe/1");
+    std::fs::create_dir_all(root.join("moe/0")).unwrap();
+    std::fs::create_dir_all(moe.join("results/benchmark_8_ranks_x")).unwrap();
+    std::fs::write(moe.join("stdout.txt"), "BENCHMARK: DeepEP Results\n").unwrap();
+    let script = |i: usize| {
+        let dir = root.join(&s.test_runs[i].id).join("0");
+        std::fs::create_dir_all(&dir).unwrap();
+        sys.prepare(&s.test_runs[i], 0, &dir).map(|p| {
+            p.files
+                .into_iter()
+                .find(|(n, _)| n == "cloudai_sbatch_script.sh")
+                .unwrap()
+                .1
+        })
+    };
+    let err = script(1).unwrap_err().to_string();
+    assert!(err.contains("has no ucc_matrix.txt"), "{err}");
+    let bench = moe.join("results/benchmark_8_ranks_x");
+    std::fs::write(bench.join("ucc_matrix.txt"), "m").unwrap();
+    std::fs::write(bench.join("nccl_matrix.txt"), "m").unwrap();
+    let real = |p: std::path::PathBuf| std::fs::canonicalize(p).unwrap().display().to_string();
+    let ucc = script(1).unwrap();
+    let matrix = "/opt/hpcx/ucc/tools/perf/generator/input_matrices.txt";
+    for want in [
+        format!("--gen file:name={matrix} -m cuda"),
+        format!("{}:{matrix}", real(bench.join("ucc_matrix.txt"))),
+        format!("{}:/cloudai_moe_benchmark_prev:ro", real(moe.clone())),
+    ] {
+        assert!(ucc.contains(&want), "{want} not in\n{ucc}");
+    }
+    // two steps down the chain (nccl → ucc → moe)
+    let nccl = script(2).unwrap();
+    for want in [
+        format!(
+            "{}:/tmp/traffic_matrix.txt",
+            real(bench.join("nccl_matrix.txt"))
+        ),
+        "ALLTOALLV_MATRIX_FILE".to_string(),
+    ] {
+        assert!(nccl.contains(&want), "{want} not in\n{nccl}");
+    }
+    // what cannot work is refused before anything runs
+    let alone = w.file(
+        "alone.toml",
+        "name = \"h\"\n[[Tests]]\nid = \"ucc\"\ntest_name = \"ucc\"\n",
+    );
+    let e = load(&slurm, &alone).unwrap_err().to_string();
+    assert!(e.contains("a start_post_comp dependency"), "{e}");
+    let k8s =
+        "name = \"k\"\nscheduler = \"kubernetes\"\nkube_config_path = \"\"\ninstall_path = \"i\"\n\
+               output_path = \"o\"\ndefault_namespace = \"d\"\n";
+    let e = load(k8s, &scen).unwrap_err().to_string();
+    assert!(e.contains("not possible on kubernetes"), "{e}");
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::node::{Kind, Node};
-use crate::config::scenario::{Dependency, ScenarioFile, TestEntry};
+use crate::config::scenario::{DepKind, Dependency, ScenarioFile, TestEntry};
 use crate::config::system::SystemConfig;
 use crate::config::test::{self, TestDefinition};
 use crate::config::{ConfigError, ConfigErrors};
@@ -100,6 +100,9 @@ pub struct TestRun {
     pub nodes_given: bool,
     /// The system's scheduler (`slurm`, `kubernetes`, …); empty when the scenario is resolved without one.
     pub scheduler: &'static str,
+    /// The tests it starts after, following `start_post_comp` from one to the next (nearest first): where a
+    /// handoff ([`crate::workloads::Workload::handed`]) looks.
+    pub post_comp_chain: Vec<String>,
 }
 
 impl TestRun {
@@ -204,6 +207,14 @@ pub fn resolve(
     let pre_test = hook(file.pre_test.as_ref(), hooks, "pre_test", &mut errors);
     let post_test = hook(file.post_test.as_ref(), hooks, "post_test", &mut errors);
     let mut runs = Vec::new();
+    let post_comp = |id: &str| {
+        file.tests.iter().find(|t| t.id == id).and_then(|t| {
+            t.dependencies
+                .iter()
+                .find(|d| d.kind == DepKind::StartPostComp)
+                .map(|d| d.id.clone())
+        })
+    };
     for entry in &file.tests {
         let mut origins: Vec<&Path> = tests.dir().into_iter().collect();
         origins.push(&file.file);
@@ -211,6 +222,21 @@ pub fn resolve(
             Ok(mut r) => {
                 r.pre_test = pre_test.clone();
                 r.post_test = post_test.clone();
+                let mut next = post_comp(&r.id);
+                while let Some(id) =
+                    next.filter(|id| !r.post_comp_chain.contains(id) && *id != r.id)
+                {
+                    next = post_comp(&id);
+                    r.post_comp_chain.push(id);
+                }
+                if let Some(why) = r.workload.needs_post_comp(&r.test) {
+                    if r.post_comp_chain.is_empty() {
+                        errors.push(
+                            ConfigError::new(entry.loc.clone(), format!("Tests.{}", entry.index), why)
+                                .with_hint("add [[Tests.dependencies]] type = \"start_post_comp\", id = \"<the benchmark's id>\""),
+                        );
+                    }
+                }
                 runs.push(Arc::new(r));
             }
             Err(e) => errors.0.extend(e.0),
@@ -423,6 +449,7 @@ fn resolve_entry(
         fabric: system.map(|s| s.fabric.clone()).unwrap_or_default(),
         nodes_given: entry.num_nodes_set || !entry.nodes.is_empty(),
         scheduler: system.map_or("", |s| s.kind.scheduler()),
+        post_comp_chain: Vec::new(),
     };
     let mut run = run;
     run.apply_nodes_needed();

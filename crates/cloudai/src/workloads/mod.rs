@@ -7,6 +7,7 @@ mod bash_cmd;
 pub mod chakra_replay;
 pub mod ddlb;
 pub mod deepep;
+mod deepep_matrix;
 pub mod dynamo_mocker;
 mod etcd;
 pub mod fio;
@@ -323,6 +324,21 @@ pub trait Workload: TemplateSchema + Send + Sync {
     /// ([`Needs::Local`]); `None` for every other.
     fn local_job(&self, _test: &TestDefinition, _at: &local::LocalAt) -> Option<local::LocalJob> {
         None
+    }
+    /// Why the test needs a `start_post_comp` dependency, when what it asks can only come from one (UCC's and
+    /// NCCL's `use_deepep_matrix`): a scenario entry without one is refused.
+    fn needs_post_comp(&self, _test: &TestDefinition) -> Option<&'static str> {
+        None
+    }
+    /// The test as its job runs it, given what the tests it starts after left (`chain`: their last iteration's
+    /// directories along the `start_post_comp` chain, nearest first), when it takes something from them (the
+    /// DeepEP traffic matrix); `Ok(None)`: as it is. An error says why the job cannot be written.
+    fn handed(
+        &self,
+        _test: &TestDefinition,
+        _chain: &[std::path::PathBuf],
+    ) -> Result<Option<TestDefinition>, String> {
+        Ok(None)
     }
     /// The object of its own kind a container scheduler creates for the test instead of a Job, for a workload
     /// that has one there (AI Dynamo's DynamoGraphDeployment on Kubernetes); `None` for every other.

@@ -63,7 +63,64 @@ fn arg(test: &TestDefinition, k: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Whether the test takes the DeepEP traffic matrix of the MoE benchmark it starts after.
+fn uses_matrix(test: &TestDefinition) -> bool {
+    test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
+}
+
+/// Where ucc_perftest's file generator reads a handed matrix.
+const GEN_MATRIX: &str = "/opt/hpcx/ucc/tools/perf/generator/input_matrices.txt";
+
 impl Workload for UccTest {
+    /// Without a generator spec of its own, the test needs the benchmark's matrix.
+    fn needs_post_comp(&self, test: &TestDefinition) -> Option<&'static str> {
+        (uses_matrix(test) && test.cmd_args.get("gen").is_none())
+            .then_some(super::deepep_matrix::NEEDS_DEPENDENCY)
+    }
+
+    /// `use_deepep_matrix`: the benchmark's `ucc_matrix.txt` mounted where ucc_perftest's file generator reads it
+    /// (`--gen file:name=…` unless the test gives its own `gen`), the benchmark's directory mounted read-only
+    /// beside it (CloudAI's handoff); no matrix is an error only without a `gen` of the test's own.
+    fn handed(
+        &self,
+        test: &TestDefinition,
+        chain: &[std::path::PathBuf],
+    ) -> Result<Option<TestDefinition>, String> {
+        use super::deepep_matrix::{benchmark_root, host, newest, PREV_MOUNT};
+        if !uses_matrix(test) {
+            return Ok(None);
+        }
+        let root = benchmark_root(chain);
+        let Some((root, matrix)) = root.and_then(|r| Some((r, newest(r, "ucc_matrix.txt")?)))
+        else {
+            if test.cmd_args.get("gen").is_some() {
+                return Ok(None);
+            }
+            return Err(match root {
+                None => "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's \
+                         results in stdout.txt) along the tests this one starts after; or give a generator spec in \
+                         cmd_args.gen"
+                    .to_string(),
+                Some(r) => format!(
+                    "cmd_args.use_deepep_matrix: the MoE benchmark's output {} has no ucc_matrix.txt",
+                    r.display()
+                ),
+            });
+        };
+        let mut t = test.clone();
+        t.extra_container_mounts
+            .push(format!("{}:{GEN_MATRIX}", host(&matrix)));
+        t.extra_container_mounts
+            .push(format!("{}:{PREV_MOUNT}:ro", host(root)));
+        if t.cmd_args.get("gen").is_none() {
+            t.cmd_args.values.insert(
+                "gen".into(),
+                ArgValue::Str(format!("file:name={GEN_MATRIX}")),
+            );
+        }
+        Ok(Some(t))
+    }
+
     fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {
         let mut args = vec![
             "-c".to_string(),
@@ -87,16 +144,9 @@ impl Workload for UccTest {
     /// `extra_container_mounts`) describes a team of a fixed size: one that the run's ranks do not match makes
     /// ucc_perftest fail on every node, so it is refused here. A file not present on this machine is not judged.
     fn check(&self, test: &TestDefinition, at: &super::Placement) -> Vec<String> {
-        // CloudAI accepts the test file and fails when it writes the job: found here, before anything runs
-        if test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
-            && test.cmd_args.get("gen").is_none()
-        {
-            return vec![
-                "cmd_args.use_deepep_matrix takes the traffic matrix (ucc_matrix.txt) the MoE benchmark this test \
-                 depends on exports; this version does not hand it from one test to the next yet: give the \
-                 generator spec in cmd_args.gen (`--gen ...`) instead"
-                    .into(),
-            ];
+        let matrix = super::deepep_matrix::check(uses_matrix(test), at);
+        if !matrix.is_empty() {
+            return matrix;
         }
         let Some(target) = test
             .cmd_args

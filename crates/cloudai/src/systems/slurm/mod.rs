@@ -207,6 +207,26 @@ impl Slurm {
     }
 }
 
+/// The last iteration directory of each test along `run`'s `start_post_comp` chain, nearest first, in the results
+/// tree of `dir` (`<root>/<test id>/<iteration>`): the iteration with the highest number, which ran last.
+fn post_comp_dirs(run: &TestRun, dir: &Path) -> Vec<std::path::PathBuf> {
+    let Some(root) = dir.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    run.post_comp_chain
+        .iter()
+        .filter_map(|id| {
+            let test_dir = root.join(id);
+            std::fs::read_dir(&test_dir)
+                .ok()?
+                .flatten()
+                .filter_map(|e| Some((e.file_name().to_str()?.parse::<u64>().ok()?, e.path())))
+                .max_by_key(|(n, _)| *n)
+                .map(|(_, p)| p)
+        })
+        .collect()
+}
+
 #[async_trait]
 impl System for Slurm {
     fn runner_name(&self) -> &'static str {
@@ -246,7 +266,16 @@ impl System for Slurm {
             gpu_directives: self.gpu_directives(),
             timestamp: &timestamp,
         };
-        let g = ctx.generate(run, iteration, dir, &nodes);
+        // what the tests it starts after left, taken now that they have ended (the DeepEP traffic matrix)
+        let handed = run
+            .workload
+            .handed(&run.test, &post_comp_dirs(run, dir))
+            .map_err(|e| SystemError::refused(format!("test '{}': {e}", run.id)))?
+            .map(|test| TestRun {
+                test,
+                ..run.clone()
+            });
+        let g = ctx.generate(handed.as_ref().unwrap_or(run), iteration, dir, &nodes);
         if let Some(steps) = &g.steps {
             script::make_mount_sources(steps, dir).map_err(SystemError::refused)?;
         }
