@@ -137,7 +137,6 @@ fn values_are_read_as_cloudais_models_read_them() {
         ("model = \"Qwen/Qwen3-0.6B\"", "model = \"Qwen/Qwen3-0.6B\"\nconnector = \"nixl fast\"", "\"fast\" is not a connector"),
         ("[cmd_args.aiperf.args]", "[[cmd_args.aiperf_phases]]\nname = \"a\"\n[[cmd_args.aiperf_phases]]\nname = \"a\"\n[cmd_args.aiperf.args]", "phase \"a\" is named twice"),
         ("request-count = 50", "request-count = 50\nextra-inputs = { min_tokens = 10 }", "AIPerf argument 'extra-inputs' (aiperf.args) must be a single value"),
-        ("workloads", "startup_cmd = \"true\"\nworkloads", "a start-up command is not supported"),
         ("[cmd_args.dynamo.decode_worker]", "nodes = \"n[1-2]\"\n[cmd_args.dynamo.decode_worker]", "\"n[1-2]\" is not a host name"),
     ] {
         let out = dry_run(&w, &TEST.replace(from, to));
@@ -239,6 +238,60 @@ fn workers_named_to_nodes_place_the_job_on_them() {
     assert!(
         rec.contains("nnodes = 4\nnodes = [ \"n1\", \"n2\", \"n3\", \"n4\",]\n"),
         "{rec}"
+    );
+}
+
+/// `startup_cmd`: one task per node before the job (on the hosts, or in `startup_cmd_docker_image`), told where to
+/// leave its findings, quoted as Python's `shlex.quote` quotes it, its failure ending the job; recorded with the
+/// main launch as the test's command.
+#[test]
+fn a_startup_command_runs_on_every_node_before_the_job() {
+    let w = Work::new();
+    let test = TEST.replace(
+        "workloads = ",
+        "startup_cmd = \"nvidia-smi -L > $CLOUDAI_RUNTIME_FILE; echo 'it''s'\"\nworkloads = ",
+    );
+    let out = dry_run(&w, &test);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let dir = w.results_root().join("dyn/0");
+    let d = std::path::absolute(&dir).unwrap().display().to_string();
+    let sbatch = std::fs::read_to_string(dir.join("cloudai_sbatch_script.sh")).unwrap();
+    let want = format!(
+        "srun \\\n  --export=ALL \\\n  --mpi=pmix \\\n  --nodes=2 \\\n  --ntasks=2 \\\n  --ntasks-per-node=1 \\\n  \
+         --output={d}/startup-node-%n-stdout.txt \\\n  --error={d}/startup-node-%n-stderr.txt \\\n  bash \\\n  -lc \\\n  \
+         'mkdir -p {d}/runtime; export CLOUDAI_RUNTIME_FILE=\"{d}/runtime/${{SLURMD_NODENAME:-$(hostname)}}.json\"; \
+         nvidia-smi -L > $CLOUDAI_RUNTIME_FILE; echo '\"'\"'it'\"'\"''\"'\"'s'\"'\"'' || exit 1\nsrun \\\n  --export=ALL"
+    );
+    assert!(sbatch.contains(&want), "{want}\nnot in\n{sbatch}");
+    let rec = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
+    assert!(
+        rec.lines().any(|l| l.starts_with("full_cmd = ")
+            && l.contains("startup-node-%n-stdout.txt")
+            && l.contains("/cloudai_install/ai_dynamo.sh")),
+        "{rec}"
+    );
+
+    // in an image of its own: the job's mounts, the results directory as the container sees it
+    let w = Work::new();
+    let out = dry_run(
+        &w,
+        &test.replace(
+            "workloads = ",
+            "startup_cmd_docker_image = \"nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04\"\nworkloads = ",
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let sbatch =
+        std::fs::read_to_string(w.results_root().join("dyn/0/cloudai_sbatch_script.sh")).unwrap();
+    for want in [
+        "srun \\\n  --export=ALL \\\n  --mpi=pmix \\\n  --container-image=nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04 \\\n  --container-mounts=",
+        "  -lc \\\n  'mkdir -p /cloudai_run_results/runtime; export CLOUDAI_RUNTIME_FILE=\"/cloudai_run_results/runtime/",
+    ] {
+        assert!(sbatch.contains(want), "{want}\nnot in\n{sbatch}");
+    }
+    assert!(
+        !sbatch.contains('\u{E000}') && !sbatch.contains('\u{E001}'),
+        "{sbatch}"
     );
 }
 

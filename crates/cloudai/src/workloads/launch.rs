@@ -193,6 +193,58 @@ pub const NODELIST_LINE: &str = "\u{E000}nodelist_line\u{E000}";
 /// The job's explicit node list as another word of a launch (` --nodelist=a,b`), empty when the run names no
 /// nodes; written right after a word.
 pub const NODELIST_WORD: &str = "\u{E000}nodelist_word\u{E000}";
+/// The iteration's directory as it is, unquoted (inside a [`quoted`] region or double quotes), in [`Step::Shell`]
+/// text.
+pub const RUN_DIR_RAW: &str = "\u{E000}run_dir_raw\u{E000}";
+/// The job's task-launcher prefix without a node count and without a container (on the hosts), one word per line,
+/// in [`Step::Shell`] text.
+pub const SRUN_HOST_LINES: &str = "\u{E000}srun_host_lines\u{E000}";
+const SRUN_LINES_IN: &str = "\u{E000}srun_lines_in\u{E001}";
+const QUOTE_START: &str = "\u{E000}quote\u{E001}";
+const QUOTE_END: &str = "\u{E001}quote\u{E000}";
+
+/// The job's task-launcher prefix without a node count in the container `image`, one word per line, in
+/// [`Step::Shell`] text.
+pub fn srun_lines_in(image: &str) -> String {
+    format!("{SRUN_LINES_IN}{image}\u{E000}")
+}
+
+/// `text` as one shell word (Python's `shlex.quote`), quoted once the placeholders in it are filled; regions nest.
+pub fn quoted(text: &str) -> String {
+    format!("{QUOTE_START}{text}{QUOTE_END}")
+}
+
+/// The image of each [`srun_lines_in`] mark in `text`, in order, with where the mark starts and ends.
+pub(crate) fn srun_lines_marks(text: &str) -> Vec<(usize, usize, &str)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(SRUN_LINES_IN) {
+        let start = from + i;
+        let image_at = start + SRUN_LINES_IN.len();
+        let Some(len) = text[image_at..].find('\u{E000}') else {
+            break;
+        };
+        let end = image_at + len + '\u{E000}'.len_utf8();
+        out.push((start, end, &text[image_at..image_at + len]));
+        from = end;
+    }
+    out
+}
+
+/// `text` with every [`quoted`] region shell-quoted by `quote`, innermost first.
+pub(crate) fn fill_quoted(text: &str, quote: impl Fn(&str) -> String) -> String {
+    let mut out = text.to_string();
+    while let Some(end) = out.find(QUOTE_END) {
+        let Some(start) = out[..end].rfind(QUOTE_START) else {
+            break;
+        };
+        let inner = &out[start + QUOTE_START.len()..end];
+        let q = quote(inner);
+        out.replace_range(start..end + QUOTE_END.len(), &q);
+    }
+    out
+}
+
 /// With [`NODES_ARRAY_END`] after a bash array's name, a line that fills it with the job's node names: the run's
 /// explicit nodes (`name=(n1 n2)`), else the allocation's (`mapfile -t name < <(scontrol show hostnames …)`).
 pub const NODES_ARRAY_START: &str = "\u{E000}nodes_array_start\u{E000}";
@@ -436,6 +488,27 @@ pub fn mpirun(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn quoted_regions_are_quoted_innermost_first_and_image_marks_found() {
+        let q = |s: &str| crate::util::shell::py_quote(s);
+        let text = format!(
+            "run {}",
+            quoted(&format!("mkdir -p {}; true", quoted("a b")))
+        );
+        assert_eq!(
+            fill_quoted(&text, q),
+            "run 'mkdir -p '\"'\"'a b'\"'\"'; true'"
+        );
+        assert_eq!(fill_quoted(&quoted("plain/path"), q), "plain/path");
+        let t = format!("{} x {}", srun_lines_in("img:1"), srun_lines_in("other"));
+        let marks = srun_lines_marks(&t);
+        assert_eq!(
+            marks.iter().map(|m| m.2).collect::<Vec<_>>(),
+            ["img:1", "other"]
+        );
+        assert_eq!(&t[marks[0].1..marks[1].0], " x ");
+    }
     use super::*;
 
     fn mpi(gpus_per_rank: u64) -> Launch {

@@ -11,9 +11,9 @@ use crate::scenario::{HookScenario, TestRun};
 use crate::util::pytoml::{dumps, PyVal};
 use crate::util::shell::{in_double_quotes, py_quote, quote, quote_path};
 use crate::workloads::launch::{
-    EnvFile, Step, Steps, HF_HOME, IMAGE, MOUNTS, NODELIST_LINE, NODELIST_WORD, NODES_ARRAY_END,
-    NODES_ARRAY_START, RUN_DIR, RUN_TAG, SRUN, SRUN_ALL_NODES, SRUN_ALL_NODES_LINES,
-    SYSTEM_SRUN_ARGS,
+    fill_quoted, srun_lines_marks, EnvFile, Step, Steps, HF_HOME, IMAGE, MOUNTS, NODELIST_LINE,
+    NODELIST_WORD, NODES_ARRAY_END, NODES_ARRAY_START, RUN_DIR, RUN_DIR_RAW, RUN_TAG, SRUN,
+    SRUN_ALL_NODES, SRUN_ALL_NODES_LINES, SRUN_HOST_LINES, SYSTEM_SRUN_ARGS,
 };
 use crate::workloads::{Launch, Procs};
 
@@ -329,8 +329,12 @@ impl Ctx<'_> {
                 format!("{sep}--nodelist={}", t.nodes.join(","))
             }
         };
-        let values: [(&str, &dyn Fn() -> String); 13] = [
+        let values: [(&str, &dyn Fn() -> String); 15] = [
             (RUN_DIR, &|| crate::util::shell::quote_path(t.dir)),
+            (RUN_DIR_RAW, &|| t.dir.display().to_string()),
+            (SRUN_HOST_LINES, &|| {
+                self.srun_prefix_with(t, false, Image::Host).join(" \\\n  ")
+            }),
             (NODES_ARRAY_START, &|| {
                 if t.nodes.is_empty() {
                     "mapfile -t "
@@ -365,12 +369,19 @@ impl Ctx<'_> {
             }),
         ];
         let mut out = text.to_string();
+        // a launch in an image of the step's own, one word per line
+        for (start, end, image) in srun_lines_marks(text).into_iter().rev() {
+            let lines = self
+                .srun_prefix_with(t, false, Image::Other(image))
+                .join(" \\\n  ");
+            out.replace_range(start..end, &lines);
+        }
         for (mark, value) in values {
             if out.contains(mark) {
                 out = out.replace(mark, &value());
             }
         }
-        out
+        fill_quoted(&out, py_quote)
     }
 
     fn hook_sruns(

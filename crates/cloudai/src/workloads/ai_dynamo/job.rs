@@ -11,8 +11,9 @@ use crate::config::args::{ArgSpec, ArgValue, CmdArgs};
 use crate::config::test::TestDefinition;
 use crate::util::shell::py_quote;
 use crate::workloads::launch::{
-    EnvFile, Procs, Step, Steps, HF_HOME, NODELIST_LINE, NODELIST_WORD, NODES_ARRAY_END,
-    NODES_ARRAY_START, RUN_DIR, SRUN_ALL_NODES_LINES,
+    quoted, srun_lines_in, EnvFile, Procs, Step, Steps, HF_HOME, NODELIST_LINE, NODELIST_WORD,
+    NODES_ARRAY_END, NODES_ARRAY_START, RUN_DIR, RUN_DIR_RAW, SRUN_ALL_NODES_LINES,
+    SRUN_HOST_LINES,
 };
 use crate::workloads::{Launch, Placement, Workload};
 
@@ -242,6 +243,42 @@ fn main_srun(test: &TestDefinition, nodes: u64) -> String {
     words.join(" \\\n  ") + "\n"
 }
 
+/// CloudAI's start-up step (`startup_cmd`): one task per node before the job, on the hosts or in
+/// `startup_cmd_docker_image`, told where to leave what it found (`CLOUDAI_RUNTIME_FILE`, one JSON file per node
+/// under `runtime/`); its failure ends the job.
+fn startup_srun(test: &TestDefinition, nodes: u64) -> Option<String> {
+    let a = &test.cmd_args;
+    let cmd = a.text_at("startup_cmd");
+    if cmd.is_empty() {
+        return None;
+    }
+    let image = a.text_at("startup_cmd_docker_image");
+    let (prefix, runtime) = if image.is_empty() {
+        (
+            SRUN_HOST_LINES.to_string(),
+            format!("{RUN_DIR_RAW}/runtime"),
+        )
+    } else {
+        (srun_lines_in(&image), format!("{OUT}/runtime"))
+    };
+    let script = format!(
+        "mkdir -p {}; export CLOUDAI_RUNTIME_FILE=\"{runtime}/${{SLURMD_NODENAME:-$(hostname)}}.json\"; {cmd}",
+        quoted(&runtime)
+    );
+    let words = [
+        prefix,
+        format!("--nodes={nodes}{NODELIST_LINE}"),
+        format!("--ntasks={nodes}"),
+        "--ntasks-per-node=1".into(),
+        format!("--output={RUN_DIR}/startup-node-%n-stdout.txt"),
+        format!("--error={RUN_DIR}/startup-node-%n-stderr.txt"),
+        "bash".into(),
+        "-lc".into(),
+        quoted(&script),
+    ];
+    Some(words.join(" \\\n  ") + " || exit 1")
+}
+
 /// The DCGM exporter on every node, started before the job and checked reachable (CloudAI's block).
 fn dcgm_steps(test: &TestDefinition, nodes: u64) -> (Vec<Step>, Step) {
     let port = test.cmd_args.text_at("dynamo.dcgm_exporter.port");
@@ -339,7 +376,12 @@ pub(super) fn launch(test: &TestDefinition, at: &Placement) -> Launch {
         stop = Some(s);
     }
     let record = steps.len();
-    steps.push(Step::Shell(main_srun(test, nodes)));
+    let main = main_srun(test, nodes);
+    steps.push(Step::Shell(match startup_srun(test, nodes) {
+        // recorded together, as CloudAI records them
+        Some(startup) => format!("{startup}\n{main}"),
+        None => main,
+    }));
     steps.extend(stop);
     let mut files = Vec::new();
     let mut env = Vec::new();

@@ -327,16 +327,6 @@ impl TemplateSchema for AiDynamo {
                 seen.push(name);
             }
         }
-        for (path, what) in [("startup_cmd", "a start-up command")] {
-            if args.get(path).is_some() {
-                ctx.err(
-                    &v.cmd_arg_loc(path),
-                    &field(path),
-                    format!("{what} is not supported by this version of AI Dynamo's job"),
-                    Some("leave it out, or run this test with CloudAI".into()),
-                );
-            }
-        }
     }
 }
 
