@@ -391,4 +391,11 @@ fn on_kubernetes_the_test_is_one_dynamo_graph_deployment() {
         "{text}"
     );
     assert!(!w.path().join("out").exists(), "{text}");
+    // and the template list says so
+    let list = w.cloudai().args(["list", "templates"]).output().unwrap();
+    assert!(
+        stdout_of(&list).contains("\"AIDynamo\" schedulers=slurm,kubernetes(dry-run)\n"),
+        "{}",
+        stdout_of(&list)
+    );
 }

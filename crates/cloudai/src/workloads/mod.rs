@@ -266,6 +266,11 @@ pub trait Workload: TemplateSchema + Send + Sync {
             .map(|s| s.name)
             .collect()
     }
+    /// Schedulers among [`Workload::schedulers`] where this version writes the test's job or object (a dry-run)
+    /// but refuses to run it (AI Dynamo's DynamoGraphDeployment on Kubernetes).
+    fn written_only_on(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
     /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
     /// measured (the agent observes -1 then, as CloudAI does).
     fn metric(&self, _test: &TestDefinition, _dir: &Path, _name: &str) -> Option<f64> {

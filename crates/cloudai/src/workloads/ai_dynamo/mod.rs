@@ -349,6 +349,14 @@ impl Workload for AiDynamo {
             .map(|s| s.name)
             .collect()
     }
+    /// Its DynamoGraphDeployment is written, not yet run.
+    fn written_only_on(&self) -> Vec<&'static str> {
+        crate::config::system::SCHEDULERS
+            .iter()
+            .filter(|s| s.gives.contains(&super::Needs::Object))
+            .map(|s| s.name)
+            .collect()
+    }
     fn own_object(
         &self,
         test: &TestDefinition,
