@@ -319,6 +319,8 @@ output_path = "out"
 default_namespace = "serving"
 gpus_per_node = 4
 networks = ["net-ns/ib-a", "net-ns/ib-b"]
+image_pull_secrets = ["regcred"]
+node_selector = { "nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3" }
 "#;
 
 /// On Kubernetes the test is one DynamoGraphDeployment: workers ask for the system's GPUs, attach to its secondary
@@ -358,6 +360,17 @@ fn on_kubernetes_the_test_is_one_dynamo_graph_deployment() {
         assert!(decode.contains(want), "{want:?} not in\n{decode}");
     }
     assert!(!yaml.contains("hostNetwork"), "{yaml}");
+    // what the system asks of every pod, in every service's pod spec
+    let asked = "        imagePullSecrets:\n        - name: regcred\n";
+    assert_eq!(yaml.matches(asked).count(), 3, "{yaml}");
+    assert_eq!(
+        yaml.matches(
+            "        nodeSelector:\n          nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n"
+        )
+        .count(),
+        3,
+        "{yaml}"
+    );
     assert!(yaml.contains("metadata:\n  name: serving\n"), "{yaml}");
     let rec = std::fs::read_to_string(dir.join("test-run.toml")).unwrap();
     assert!(rec.contains("nnodes = 1\n"), "{rec}");

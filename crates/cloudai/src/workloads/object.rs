@@ -14,6 +14,9 @@ pub struct ObjectAt<'a> {
     pub host_network: bool,
     /// Secondary networks (`namespace/name` NetworkAttachmentDefinitions) its GPU pods attach to.
     pub networks: &'a [String],
+    /// Pod-spec fields the system asks of every pod (tolerations, node selector, image pull secrets, service
+    /// account), empty when it asks none.
+    pub pod_spec: serde_json::Map<String, Value>,
 }
 
 /// The object: its manifest, and the file of the iteration's directory it is written to as CloudAI writes it.

@@ -182,26 +182,8 @@ impl Fit<'_> {
                 spec["affinity"] = a;
             }
         }
-        if !p.tolerations.is_empty() {
-            spec["tolerations"] = p
-                .tolerations
-                .iter()
-                .map(|t| t.to_json("tolerationSeconds"))
-                .collect();
-        }
-        if !p.node_selector.is_empty() {
-            spec["nodeSelector"] = p
-                .node_selector
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-                .collect::<Map<_, _>>()
-                .into();
-        }
-        if !p.image_pull_secrets.is_empty() {
-            spec["imagePullSecrets"] = p.pull_secrets_json();
-        }
-        if let Some(sa) = &p.service_account {
-            spec["serviceAccountName"] = sa.as_str().into();
+        for (k, v) in every_pod(p) {
+            spec[k] = v;
         }
         if pod.gpus > 0 {
             let mut limits = Map::new();
@@ -250,6 +232,38 @@ impl Fit<'_> {
         }
         json!({"metadata": meta, "spec": spec})
     }
+}
+
+/// The pod-spec fields the system asks of every pod it runs: tolerations, node selector, image pull secrets,
+/// service account (each only when set).
+pub(crate) fn every_pod(p: &PodSettings) -> Map<String, Value> {
+    let mut spec = Map::new();
+    if !p.tolerations.is_empty() {
+        spec.insert(
+            "tolerations".into(),
+            p.tolerations
+                .iter()
+                .map(|t| t.to_json("tolerationSeconds"))
+                .collect(),
+        );
+    }
+    if !p.node_selector.is_empty() {
+        spec.insert(
+            "nodeSelector".into(),
+            p.node_selector
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .collect::<Map<_, _>>()
+                .into(),
+        );
+    }
+    if !p.image_pull_secrets.is_empty() {
+        spec.insert("imagePullSecrets".into(), p.pull_secrets_json());
+    }
+    if let Some(sa) = &p.service_account {
+        spec.insert("serviceAccountName".into(), sa.as_str().into());
+    }
+    spec
 }
 
 /// Multus' pod annotation naming the secondary networks.

@@ -215,18 +215,25 @@ impl Backend for Kubernetes {
 
     /// Its pods use the host's network as `use_host_network` says, by default unless the system names secondary
     /// networks (`networks`), which its GPU pods then attach to; CloudAI attaches every NetworkAttachmentDefinition
-    /// the cluster has instead, listed with `kubectl` even in a dry-run.
+    /// the cluster has instead, listed with `kubectl` even in a dry-run. What the system asks of every pod
+    /// (tolerations it sets, node selector, pull secrets, service account) goes into each service's pod spec.
     fn own_object(&self, run: &TestRun) -> Option<crate::workloads::object::OwnObject> {
         let k = self.k();
         let host_network = k
             .pods
             .use_host_network
             .unwrap_or(k.pods.networks.is_empty());
+        let mut pod_spec = manifest::every_pod(&k.pods);
+        // the GPU taint our own pods tolerate by default is the operator's to add here (as in CloudAI's file)
+        if k.pods.tolerations == crate::config::pods::PodSettings::default().tolerations {
+            pod_spec.remove("tolerations");
+        }
         let at = crate::workloads::object::ObjectAt {
             namespace: &k.default_namespace,
             gpus_per_node: k.gpus_per_node,
             host_network,
             networks: if host_network { &[] } else { &k.pods.networks },
+            pod_spec,
         };
         run.workload.own_object(&run.test, &at)
     }

@@ -266,7 +266,7 @@ impl System for Slurm {
             gpu_directives: self.gpu_directives(),
             timestamp: &timestamp,
         };
-        // what the tests it starts after left, taken now that they have ended (the DeepEP traffic matrix)
+        // what the tests it starts after left, taken now that they have ended (a benchmark's traffic matrix)
         let handed = run
             .workload
             .handed(&run.test, &post_comp_dirs(run, dir))

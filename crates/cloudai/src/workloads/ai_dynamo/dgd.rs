@@ -2,7 +2,8 @@
 //! decode and a prefill service, written to `deployment.yaml` as CloudAI writes it (PyYAML's `safe_dump`, keys
 //! sorted): workers run the role's `cmd` split into words, with `--model`, the role flag, each of the role's
 //! `args` as `--name value` (`_` written `-`) and its `extra_args` as one word; each worker pod asks for the
-//! system's GPUs per node; `num-nodes` above 1 makes the service multinode. With secondary networks the workers
+//! system's GPUs per node; `num-nodes` above 1 makes the service multinode; every pod gets what the system asks of
+//! every pod (tolerations, node selector, image pull secrets, service account). With secondary networks the workers
 //! carry Multus' annotation and ask for one `nvidia.com/<network>` each; pods use the host's network as the
 //! system says (by default when it names no secondary network).
 
@@ -37,6 +38,7 @@ pub(super) fn deployment(test: &TestDefinition, at: &ObjectAt) -> Value {
     if at.host_network {
         frontend["extraPodSpec"]["hostNetwork"] = json!(true);
     }
+    for_every_pod(&mut frontend, at);
     json!({
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "DynamoGraphDeployment",
@@ -102,10 +104,18 @@ fn worker(test: &TestDefinition, at: &ObjectAt, role: &str, flag: &str, sub: &st
     if at.host_network {
         cfg["extraPodSpec"]["hostNetwork"] = json!(true);
     }
+    for_every_pod(&mut cfg, at);
     if let Some(n) = a.int_at(&path("num_nodes")).filter(|n| *n > 1) {
         cfg["multinode"] = json!({ "nodeCount": n });
     }
     cfg
+}
+
+/// What the system asks of every pod, into the service's pod spec (nothing when it asks nothing, as CloudAI).
+fn for_every_pod(service: &mut Value, at: &ObjectAt) {
+    for (k, v) in &at.pod_spec {
+        service["extraPodSpec"][k] = v.clone();
+    }
 }
 
 /// What a real run of the deployment could not do: a worker whose parallel sizes need more GPUs than its pod asks
