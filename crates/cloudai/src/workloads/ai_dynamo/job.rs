@@ -450,7 +450,8 @@ pub(super) fn check(test: &TestDefinition, at: &Placement) -> Vec<String> {
                 .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
             if !ok {
                 out.push(format!(
-                    "dynamo.{role}.nodes: \"{node}\" is not a host name (write each node by its name,                      comma-separated, without ranges)"
+                    "dynamo.{role}.nodes: \"{node}\" is not a host name (write each node by its name, \
+                     comma-separated, without ranges)"
                 ));
             }
         }

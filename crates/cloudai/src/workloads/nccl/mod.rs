@@ -189,7 +189,8 @@ impl Workload for NcclTest {
             return Ok(None);
         }
         let root = benchmark_root(chain).ok_or_else(|| {
-            "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's results in              stdout.txt) along the tests this one starts after"
+            "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's results in \
+             stdout.txt) along the tests this one starts after"
                 .to_string()
         })?;
         let matrix = newest(root, "nccl_matrix.txt").ok_or_else(|| {
