@@ -5,14 +5,17 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config::args::ArgValue;
+use crate::config::test::TestDefinition;
+
 /// Where the benchmark's directory is mounted, read-only, in the test's container.
-pub(crate) const PREV_MOUNT: &str = "/cloudai_moe_benchmark_prev";
+const PREV_MOUNT: &str = "/cloudai_moe_benchmark_prev";
 /// How far into a dependency's `stdout.txt` the banner is looked for (CloudAI's bound).
 const BANNER_WITHIN: usize = 250_000;
 
 /// The MoE benchmark's iteration directory along `chain` (the directories of the tests this one starts after,
 /// nearest first).
-pub(crate) fn benchmark_root(chain: &[PathBuf]) -> Option<&Path> {
+fn benchmark_root(chain: &[PathBuf]) -> Option<&Path> {
     chain.iter().map(PathBuf::as_path).find(|root| {
         if newest(root, "ucc_matrix.txt").is_some() {
             return true;
@@ -25,7 +28,7 @@ pub(crate) fn benchmark_root(chain: &[PathBuf]) -> Option<&Path> {
 }
 
 /// `name` directly in `root`, else the most recently written one below it.
-pub(crate) fn newest(root: &Path, name: &str) -> Option<PathBuf> {
+fn newest(root: &Path, name: &str) -> Option<PathBuf> {
     let direct = root.join(name);
     if direct.is_file() {
         return Some(direct);
@@ -54,7 +57,7 @@ pub(crate) fn newest(root: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// The absolute text of a host path for a container mount.
-pub(crate) fn host(p: &Path) -> String {
+fn host(p: &Path) -> String {
     std::fs::canonicalize(p)
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
@@ -65,6 +68,72 @@ pub(crate) fn host(p: &Path) -> String {
 pub(crate) const NEEDS_DEPENDENCY: &str =
     "cmd_args.use_deepep_matrix takes the traffic matrix the MoE benchmark this test starts after exports: give it \
      a start_post_comp dependency on that benchmark";
+
+/// Where ucc_perftest's file generator reads a handed matrix.
+const UCC_GEN_MATRIX: &str = "/opt/hpcx/ucc/tools/perf/generator/input_matrices.txt";
+
+const NO_BENCHMARK: &str =
+    "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's \
+                            results in stdout.txt) along the tests this one starts after";
+
+/// NCCL: the benchmark's `nccl_matrix.txt` mounted at `alltoallv_matrix_container_path` and named by
+/// `ALLTOALLV_MATRIX_FILE`, the benchmark's directory mounted read-only beside it (CloudAI's handoff).
+pub(crate) fn to_nccl(test: &TestDefinition, chain: &[PathBuf]) -> Result<TestDefinition, String> {
+    let root = benchmark_root(chain).ok_or(NO_BENCHMARK)?;
+    let matrix = newest(root, "nccl_matrix.txt").ok_or_else(|| {
+        format!(
+            "cmd_args.use_deepep_matrix: the MoE benchmark's output {} has no nccl_matrix.txt",
+            root.display()
+        )
+    })?;
+    let dest = test
+        .cmd_args
+        .str("alltoallv_matrix_container_path")
+        .unwrap_or("/tmp/traffic_matrix.txt")
+        .to_string();
+    let mut t = test.clone();
+    t.extra_container_mounts
+        .push(format!("{}:{dest}", host(&matrix)));
+    t.extra_container_mounts
+        .push(format!("{}:{PREV_MOUNT}:ro", host(root)));
+    t.extra_env_vars
+        .insert("ALLTOALLV_MATRIX_FILE".into(), ArgValue::Str(dest));
+    Ok(t)
+}
+
+/// UCC: the benchmark's `ucc_matrix.txt` mounted where ucc_perftest's file generator reads it (`--gen file:name=…`
+/// unless the test gives its own `gen`), the benchmark's directory mounted read-only beside it (CloudAI's
+/// handoff); no matrix is an error only without a `gen` of the test's own (then `Ok(None)`: as it is).
+pub(crate) fn to_ucc(
+    test: &TestDefinition,
+    chain: &[PathBuf],
+) -> Result<Option<TestDefinition>, String> {
+    let root = benchmark_root(chain);
+    let Some((root, matrix)) = root.and_then(|r| Some((r, newest(r, "ucc_matrix.txt")?))) else {
+        if test.cmd_args.get("gen").is_some() {
+            return Ok(None);
+        }
+        return Err(match root {
+            None => format!("{NO_BENCHMARK}; or give a generator spec in cmd_args.gen"),
+            Some(r) => format!(
+                "cmd_args.use_deepep_matrix: the MoE benchmark's output {} has no ucc_matrix.txt",
+                r.display()
+            ),
+        });
+    };
+    let mut t = test.clone();
+    t.extra_container_mounts
+        .push(format!("{}:{UCC_GEN_MATRIX}", host(&matrix)));
+    t.extra_container_mounts
+        .push(format!("{}:{PREV_MOUNT}:ro", host(root)));
+    if t.cmd_args.get("gen").is_none() {
+        t.cmd_args.values.insert(
+            "gen".into(),
+            ArgValue::Str(format!("file:name={UCC_GEN_MATRIX}")),
+        );
+    }
+    Ok(Some(t))
+}
 
 /// The handoff reads the benchmark's files on this machine and mounts them into the job's container: only a
 /// scheduler whose jobs see this machine's file system as a task launch does (Slurm).

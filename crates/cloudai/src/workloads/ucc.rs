@@ -68,9 +68,6 @@ fn uses_matrix(test: &TestDefinition) -> bool {
     test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
 }
 
-/// Where ucc_perftest's file generator reads a handed matrix.
-const GEN_MATRIX: &str = "/opt/hpcx/ucc/tools/perf/generator/input_matrices.txt";
-
 impl Workload for UccTest {
     /// Without a generator spec of its own, the test needs the benchmark's matrix.
     fn needs_post_comp(&self, test: &TestDefinition) -> Option<&'static str> {
@@ -78,47 +75,16 @@ impl Workload for UccTest {
             .then_some(super::deepep_matrix::NEEDS_DEPENDENCY)
     }
 
-    /// `use_deepep_matrix`: the benchmark's `ucc_matrix.txt` mounted where ucc_perftest's file generator reads it
-    /// (`--gen file:name=…` unless the test gives its own `gen`), the benchmark's directory mounted read-only
-    /// beside it (CloudAI's handoff); no matrix is an error only without a `gen` of the test's own.
+    /// `use_deepep_matrix`: the benchmark's `ucc_matrix.txt` handed over ([`super::deepep_matrix::to_ucc`]).
     fn handed(
         &self,
         test: &TestDefinition,
         chain: &[std::path::PathBuf],
     ) -> Result<Option<TestDefinition>, String> {
-        use super::deepep_matrix::{benchmark_root, host, newest, PREV_MOUNT};
         if !uses_matrix(test) {
             return Ok(None);
         }
-        let root = benchmark_root(chain);
-        let Some((root, matrix)) = root.and_then(|r| Some((r, newest(r, "ucc_matrix.txt")?)))
-        else {
-            if test.cmd_args.get("gen").is_some() {
-                return Ok(None);
-            }
-            return Err(match root {
-                None => "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's \
-                         results in stdout.txt) along the tests this one starts after; or give a generator spec in \
-                         cmd_args.gen"
-                    .to_string(),
-                Some(r) => format!(
-                    "cmd_args.use_deepep_matrix: the MoE benchmark's output {} has no ucc_matrix.txt",
-                    r.display()
-                ),
-            });
-        };
-        let mut t = test.clone();
-        t.extra_container_mounts
-            .push(format!("{}:{GEN_MATRIX}", host(&matrix)));
-        t.extra_container_mounts
-            .push(format!("{}:{PREV_MOUNT}:ro", host(root)));
-        if t.cmd_args.get("gen").is_none() {
-            t.cmd_args.values.insert(
-                "gen".into(),
-                ArgValue::Str(format!("file:name={GEN_MATRIX}")),
-            );
-        }
-        Ok(Some(t))
+        super::deepep_matrix::to_ucc(test, chain)
     }
 
     fn launch(&self, test: &TestDefinition, _at: &super::Placement) -> Launch {

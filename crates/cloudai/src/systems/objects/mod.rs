@@ -11,6 +11,7 @@
 pub mod hooks;
 mod machine;
 pub mod names;
+mod own;
 pub mod preflight;
 pub mod ssh;
 
@@ -410,15 +411,7 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn run_checks(&self, run: &TestRun) -> Vec<String> {
-        self.backend
-            .own_object(run)
-            .map(|o| {
-                o.problems
-                    .into_iter()
-                    .map(|p| format!("test '{}': {p}", run.id))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.own_problems(run)
     }
 
     async fn connect(&self) -> Result<(), SystemError> {
@@ -426,16 +419,8 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
-        if let Some(o) = self.backend.own_object(run) {
-            // the object is the test's whole job, its command the workload's own (CloudAI records none)
-            return Ok(Prepared {
-                test_cmd: String::new(),
-                full_cmd: "n/a".into(),
-                files: vec![(o.file.to_string(), o.text)],
-                env: super::job_env(self.backend.config(), run),
-                submit: None,
-                runs: None,
-            });
+        if let Some(p) = self.prepare_own(run) {
+            return Ok(p);
         }
         let steps = plan(&self.backend, run, dir);
         let files = steps
@@ -469,11 +454,8 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn would_submit(&self, run: &TestRun, dir: &Path, _job: &Prepared) -> JobId {
-        if let Some(o) = self.backend.own_object(run) {
-            let kind = o.manifest["kind"].as_str().unwrap_or("object");
-            let name = o.manifest["metadata"]["name"].as_str().unwrap_or_default();
-            info!("Would create {kind} {name} ({})", o.file);
-            return name.to_string();
+        if let Some(id) = self.would_create_own(run) {
+            return id;
         }
         let planned = self.planned.lock().unwrap().remove(dir);
         let steps = planned.unwrap_or_else(|| plan(&self.backend, run, dir));

@@ -177,41 +177,16 @@ impl Workload for NcclTest {
         uses_matrix(test).then_some(super::deepep_matrix::NEEDS_DEPENDENCY)
     }
 
-    /// `use_deepep_matrix`: the benchmark's `nccl_matrix.txt` mounted at `alltoallv_matrix_container_path`, named
-    /// by `ALLTOALLV_MATRIX_FILE`, the benchmark's directory mounted read-only beside it (CloudAI's handoff).
+    /// `use_deepep_matrix`: the benchmark's `nccl_matrix.txt` handed over ([`super::deepep_matrix::to_nccl`]).
     fn handed(
         &self,
         test: &TestDefinition,
         chain: &[std::path::PathBuf],
     ) -> Result<Option<TestDefinition>, String> {
-        use super::deepep_matrix::{benchmark_root, host, newest, PREV_MOUNT};
         if !uses_matrix(test) {
             return Ok(None);
         }
-        let root = benchmark_root(chain).ok_or_else(|| {
-            "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's results in \
-             stdout.txt) along the tests this one starts after"
-                .to_string()
-        })?;
-        let matrix = newest(root, "nccl_matrix.txt").ok_or_else(|| {
-            format!(
-                "cmd_args.use_deepep_matrix: the MoE benchmark's output {} has no nccl_matrix.txt",
-                root.display()
-            )
-        })?;
-        let dest = test
-            .cmd_args
-            .str("alltoallv_matrix_container_path")
-            .unwrap_or("/tmp/traffic_matrix.txt")
-            .to_string();
-        let mut t = test.clone();
-        t.extra_container_mounts
-            .push(format!("{}:{dest}", host(&matrix)));
-        t.extra_container_mounts
-            .push(format!("{}:{PREV_MOUNT}:ro", host(root)));
-        t.extra_env_vars
-            .insert("ALLTOALLV_MATRIX_FILE".into(), ArgValue::Str(dest));
-        Ok(Some(t))
+        super::deepep_matrix::to_nccl(test, chain).map(Some)
     }
 
     /// `_mpi` subtests run one rank per `ngpus` × `nthreads` GPUs under an MPI launcher (a one-rank run uses the
