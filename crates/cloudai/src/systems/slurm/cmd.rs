@@ -179,3 +179,23 @@ pub fn live(ids: &[&str]) -> HashMap<String, super::super::Live> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command whose answer is far above a pipe's 64 KiB (sinfo of thousands of nodes) is read as it runs, not
+    /// left stalled until its timeout.
+    #[test]
+    fn large_answers_are_read_while_the_command_runs() {
+        let t = std::time::Instant::now();
+        let out = run_blocking(
+            "sh",
+            &["-c", "head -c 1000000 /dev/zero | tr '\\0' x; echo err >&2"],
+            Duration::from_secs(20),
+        );
+        assert_eq!(out.stdout.len(), 1_000_000, "{}", out.stderr);
+        assert_eq!(out.stderr.trim(), "err");
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    }
+}

@@ -207,26 +207,6 @@ impl Slurm {
     }
 }
 
-/// The last iteration directory of each test along `run`'s `start_post_comp` chain, nearest first, in the results
-/// tree of `dir` (`<root>/<test id>/<iteration>`): the iteration with the highest number, which ran last.
-fn post_comp_dirs(run: &TestRun, dir: &Path) -> Vec<std::path::PathBuf> {
-    let Some(root) = dir.parent().and_then(Path::parent) else {
-        return Vec::new();
-    };
-    run.post_comp_chain
-        .iter()
-        .filter_map(|id| {
-            let test_dir = root.join(id);
-            std::fs::read_dir(&test_dir)
-                .ok()?
-                .flatten()
-                .filter_map(|e| Some((e.file_name().to_str()?.parse::<u64>().ok()?, e.path())))
-                .max_by_key(|(n, _)| *n)
-                .map(|(_, p)| p)
-        })
-        .collect()
-}
-
 #[async_trait]
 impl System for Slurm {
     fn runner_name(&self) -> &'static str {
@@ -269,7 +249,7 @@ impl System for Slurm {
         // what the tests it starts after left, taken now that they have ended (a benchmark's traffic matrix)
         let handed = run
             .workload
-            .handed(&run.test, &post_comp_dirs(run, dir))
+            .handed(&run.test, &run.post_comp_dirs(dir))
             .map_err(|e| SystemError::refused(format!("test '{}': {e}", run.id)))?
             .map(|test| TestRun {
                 test,
@@ -611,25 +591,5 @@ impl Slurm {
                 },
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A command whose answer is far above a pipe's 64 KiB (sinfo of thousands of nodes) is read as it runs, not
-    /// left stalled until its timeout.
-    #[test]
-    fn large_answers_are_read_while_the_command_runs() {
-        let t = std::time::Instant::now();
-        let out = run_blocking(
-            "sh",
-            &["-c", "head -c 1000000 /dev/zero | tr '\\0' x; echo err >&2"],
-            Duration::from_secs(20),
-        );
-        assert_eq!(out.stdout.len(), 1_000_000, "{}", out.stderr);
-        assert_eq!(out.stderr.trim(), "err");
-        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
 }
