@@ -17,7 +17,15 @@ use crate::workloads::launch::{
 };
 use crate::workloads::{Launch, Procs};
 
+mod job_toml;
+mod preflight;
+mod steps;
 mod submitted;
+
+pub(crate) use job_toml::{job_toml, JobFacts, StepFacts};
+use preflight::preflight_lines;
+pub(crate) use preflight::{PREFLIGHT_DIR, PREFLIGHT_FAILED};
+pub(crate) use steps::make_mount_sources;
 
 /// A path as an `#SBATCH` option value: as is (CloudAI's bytes) unless it has blanks or quotes, which sbatch would
 /// split on; then double-quoted, the form sbatch's option-line parser takes.
@@ -286,104 +294,6 @@ impl Ctx<'_> {
         }
     }
 
-    /// A job of several steps: each task launch with the job's prefix, shell text as written, the iteration's
-    /// directory in place of [`RUN_DIR`].
-    fn steps_body(&self, t: &Target, steps: &Steps) -> String {
-        let lines: Vec<String> = steps
-            .steps
-            .iter()
-            .map(|step| match step {
-                Step::Task {
-                    all_nodes,
-                    own_image,
-                    opts,
-                    cmd,
-                } => {
-                    let image = match steps.other_image.as_deref() {
-                        Some(other) if *own_image => Image::Other(other),
-                        _ => Image::Test,
-                    };
-                    let mut words = self.srun_prefix_with(t, *all_nodes, image);
-                    words.extend(opts.iter().cloned());
-                    words.push(cmd.clone());
-                    words.join(" ")
-                }
-                Step::Shell(text) => text.clone(),
-            })
-            .collect();
-        self.fill(t, &lines.join("\n"))
-    }
-
-    /// A step's or a job file's text with the job's placeholders filled: [`RUN_DIR`], [`SRUN`],
-    /// [`SRUN_ALL_NODES`], [`SRUN_ALL_NODES_LINES`], [`RUN_TAG`], [`IMAGE`], [`MOUNTS`], [`SYSTEM_SRUN_ARGS`],
-    /// [`HF_HOME`], [`NODELIST_LINE`], [`NODELIST_WORD`], [`NODES_ARRAY_START`], [`NODES_ARRAY_END`]. Each is worked out only when the text holds it (the mounts themselves may hold [`HF_HOME`]).
-    fn fill(&self, t: &Target, text: &str) -> String {
-        if !text.contains('\u{E000}') {
-            return text.to_string();
-        }
-        let prefix = |all_nodes| self.srun_prefix_with(t, all_nodes, Image::Test);
-        let nodelist = |sep: &str| {
-            if t.nodes.is_empty() {
-                String::new()
-            } else {
-                format!("{sep}--nodelist={}", t.nodes.join(","))
-            }
-        };
-        let values: [(&str, &dyn Fn() -> String); 15] = [
-            (RUN_DIR, &|| crate::util::shell::quote_path(t.dir)),
-            (RUN_DIR_RAW, &|| t.dir.display().to_string()),
-            (SRUN_HOST_LINES, &|| {
-                self.srun_prefix_with(t, false, Image::Host).join(" \\\n  ")
-            }),
-            (NODES_ARRAY_START, &|| {
-                if t.nodes.is_empty() {
-                    "mapfile -t "
-                } else {
-                    ""
-                }
-                .to_string()
-            }),
-            (NODES_ARRAY_END, &|| {
-                if t.nodes.is_empty() {
-                    " < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")".to_string()
-                } else {
-                    let words: Vec<String> = t.nodes.iter().map(|n| py_quote(n)).collect();
-                    format!("=({})", words.join(" "))
-                }
-            }),
-            (NODELIST_LINE, &|| nodelist(" \\\n  ")),
-            (NODELIST_WORD, &|| nodelist(" ")),
-            (SRUN_ALL_NODES_LINES, &|| prefix(true).join(" \\\n  ")),
-            (SRUN_ALL_NODES, &|| prefix(true).join(" ")),
-            (SRUN, &|| prefix(false).join(" ")),
-            (RUN_TAG, &|| run_tag(&t.run.id, t.iteration)),
-            (IMAGE, &|| self.image(t).unwrap_or_default()),
-            (MOUNTS, &|| self.mounts(t).join(",")),
-            (SYSTEM_SRUN_ARGS, &|| {
-                self.slurm.extra_srun_args.clone().unwrap_or_default()
-            }),
-            (HF_HOME, &|| {
-                let hf = &self.sys.hf_home_path;
-                let hf = std::path::absolute(hf).unwrap_or_else(|_| hf.clone());
-                hf.display().to_string()
-            }),
-        ];
-        let mut out = text.to_string();
-        // a launch in an image of the step's own, one word per line
-        for (start, end, image) in srun_lines_marks(text).into_iter().rev() {
-            let lines = self
-                .srun_prefix_with(t, false, Image::Other(image))
-                .join(" \\\n  ");
-            out.replace_range(start..end, &lines);
-        }
-        for (mark, value) in values {
-            if out.contains(mark) {
-                out = out.replace(mark, &value());
-            }
-        }
-        fill_quoted(&out, py_quote)
-    }
-
     fn hook_sruns(
         &self,
         hook: &HookScenario,
@@ -633,94 +543,6 @@ impl Ctx<'_> {
     }
 }
 
-/// What a job of steps mounts and writes into under its iteration's directory, made before it starts: directories,
-/// and files of their size (sparse; one already of that size is kept).
-pub(crate) fn make_mount_sources(steps: &Steps, dir: &Path) -> Result<(), String> {
-    let fail = |p: &Path, e: std::io::Error| format!("cannot create {}: {e}", p.display());
-    for rel in steps.dirs.iter().chain(
-        steps
-            .mounts
-            .iter()
-            .filter(|m| m.file_size.is_none())
-            .map(|m| &m.source),
-    ) {
-        let p = dir.join(rel);
-        std::fs::create_dir_all(&p).map_err(|e| fail(&p, e))?;
-    }
-    for m in &steps.mounts {
-        let Some(size) = m.file_size else { continue };
-        // a file the job's own files write (a wrapper script) is not made here
-        if steps.files.iter().any(|(name, _)| *name == m.source) {
-            continue;
-        }
-        let p = dir.join(&m.source);
-        if p.is_dir() {
-            return Err(format!(
-                "{} is a directory where the job mounts a file of {size} bytes; remove it",
-                p.display()
-            ));
-        }
-        if std::fs::metadata(&p).is_ok_and(|md| md.len() == size) {
-            continue;
-        }
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
-        }
-        std::fs::File::create(&p)
-            .and_then(|f| f.set_len(size))
-            .map_err(|e| fail(&p, e))?;
-    }
-    Ok(())
-}
-
-/// The pre-flight directory of an iteration; `FAILED` in it lists the nodes that failed (the main command did not run).
-pub(crate) const PREFLIGHT_DIR: &str = "preflight";
-pub(crate) const PREFLIGHT_FAILED: &str = "FAILED";
-/// The batch script's exit status when a pre-flight check failed.
-const PREFLIGHT_EXIT: u8 = 86;
-
-/// The check once per node (its output in `preflight/<node>.out`, its status in `<node>.rc`), then the verdict over
-/// every node of the allocation: a failed check or fewer GPU lines than `min_gpus` stops the job before its main
-/// command.
-fn preflight_lines(
-    pf: &crate::config::system::Preflight,
-    dir: &Path,
-    nodes: u64,
-    files: &mut Vec<(String, String)>,
-) -> Vec<String> {
-    // the directory once as a quoted word, then only "$PF_DIR/…" (safe for any path)
-    let q = quote_path(&dir.join(PREFLIGHT_DIR));
-    files.push((
-        format!("{PREFLIGHT_DIR}/preflight.sh"),
-        format!(
-            "#!/bin/bash\n# cloudai pre-flight check, once per node; files named by Slurm's node name (hostnames can differ)\nnode=${{SLURMD_NODENAME:-$(hostname -s)}}\nPF_DIR={q}\n( {} ) > \"$PF_DIR/$node.out\" 2> \"$PF_DIR/$node.err\"\necho $? > \"$PF_DIR/$node.rc\"\n",
-            pf.command
-        ),
-    ));
-    let min = pf.min_gpus.unwrap_or(0);
-    vec![
-        // one task per node whatever the test's hostfile says (it repeats nodes for their tasks)
-        "# cloudai pre-flight: the check on every node; the test runs only if each one passes".into(),
-        format!("PF_DIR={q}"),
-        format!(
-            "(unset SLURM_HOSTFILE; srun --export=ALL --distribution=block --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --output=\"$PF_DIR/srun.out\" --error=\"$PF_DIR/srun.err\" bash \"$PF_DIR/preflight.sh\")"
-        ),
-        "PREFLIGHT_FAILED=\"\"".into(),
-        "for node in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do".into(),
-        "    rc=$(cat \"$PF_DIR/$node.rc\" 2>/dev/null); rc=${rc:-none}".into(),
-        "    gpus=$(grep -c . \"$PF_DIR/$node.out\" 2>/dev/null); gpus=${gpus:-0}".into(),
-        "    if [ \"$rc\" != 0 ]; then PREFLIGHT_FAILED=\"$PREFLIGHT_FAILED $node (check exit status $rc)\";".into(),
-        format!(
-            "    elif [ \"$gpus\" -lt {min} ]; then PREFLIGHT_FAILED=\"$PREFLIGHT_FAILED $node ($gpus of {min} GPUs)\"; fi"
-        ),
-        "done".into(),
-        format!(
-            "if [ -n \"$PREFLIGHT_FAILED\" ]; then echo \"pre-flight failed on:$PREFLIGHT_FAILED\" | tee \"$PF_DIR/{PREFLIGHT_FAILED}\" >&2; exit {PREFLIGHT_EXIT}; fi"
-        ),
-        String::new(),
-    ]
-}
-
 pub(crate) const SCRIPT: &str = "cloudai_sbatch_script.sh";
 pub(crate) const JOB_FILE: &str = "slurm-job.toml";
 
@@ -736,70 +558,4 @@ fn join_rel(rel: &str, name: &str) -> String {
 fn reservation(extra: &str) -> Option<&str> {
     let (_, rest) = extra.split_once("--reservation ")?;
     rest.split(' ').next().filter(|s| !s.is_empty())
-}
-
-/// What sacct tells about a finished job, for `slurm-job.toml`.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct JobFacts {
-    pub job_id: i64,
-    pub name: Option<String>,
-    pub state: Option<String>,
-    pub start_time: String,
-    pub end_time: String,
-    pub elapsed_time_sec: i64,
-    pub exit_code: Option<String>,
-    pub steps: Vec<StepFacts>,
-}
-
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StepFacts {
-    pub job_id: String,
-    pub name: String,
-    pub state: String,
-    pub exit_code: String,
-    pub start_time: String,
-    pub end_time: String,
-    pub elapsed_time_sec: i64,
-}
-
-pub(crate) fn job_toml(f: &JobFacts, srun_cmd: &str, test_cmd: &str, dir: &Path) -> String {
-    let kv = |k: &str, v: PyVal| (k.to_string(), v);
-    let steps = f
-        .steps
-        .iter()
-        .map(|s| {
-            PyVal::Table(vec![
-                kv("job_id", PyVal::str(s.job_id.clone())),
-                kv("name", PyVal::str(s.name.clone())),
-                kv("state", PyVal::str(s.state.clone())),
-                kv("exit_code", PyVal::str(s.exit_code.clone())),
-                kv("start_time", PyVal::str(s.start_time.clone())),
-                kv("end_time", PyVal::str(s.end_time.clone())),
-                kv("elapsed_time_sec", PyVal::Int(s.elapsed_time_sec)),
-            ])
-        })
-        .collect();
-    dumps(&[
-        kv("job_id", PyVal::Int(f.job_id)),
-        kv(
-            "name",
-            PyVal::str(f.name.clone().unwrap_or_else(|| "unknown".into())),
-        ),
-        kv(
-            "state",
-            PyVal::str(f.state.clone().unwrap_or_else(|| "UNKNOWN".into())),
-        ),
-        kv("start_time", PyVal::str(f.start_time.clone())),
-        kv("end_time", PyVal::str(f.end_time.clone())),
-        kv("elapsed_time_sec", PyVal::Int(f.elapsed_time_sec)),
-        kv(
-            "exit_code",
-            PyVal::str(f.exit_code.clone().unwrap_or_else(|| "0".into())),
-        ),
-        kv("srun_cmd", PyVal::str(srun_cmd)),
-        kv("test_cmd", PyVal::str(test_cmd)),
-        kv("is_single_sbatch", PyVal::Bool(false)),
-        kv("job_root", PyVal::str(dir.display().to_string())),
-        kv("job_steps", PyVal::List(steps)),
-    ])
 }
