@@ -75,14 +75,18 @@ pub fn resolve(
     let pre_test = hook(file.pre_test.as_ref(), hooks, "pre_test", &mut errors);
     let post_test = hook(file.post_test.as_ref(), hooks, "post_test", &mut errors);
     let mut runs = Vec::new();
-    let post_comp = |id: &str| {
-        file.tests.iter().find(|t| t.id == id).and_then(|t| {
+    // each entry's start_post_comp dependency, by id (the first entry of an id, as a lookup by id finds it): one
+    // pass, so following the chains stays linear in the entries
+    let mut post_comp_of: std::collections::HashMap<&str, Option<&str>> = Default::default();
+    for t in &file.tests {
+        post_comp_of.entry(t.id.as_str()).or_insert_with(|| {
             t.dependencies
                 .iter()
                 .find(|d| d.kind == DepKind::StartPostComp)
-                .map(|d| d.id.clone())
-        })
-    };
+                .map(|d| d.id.as_str())
+        });
+    }
+    let post_comp = |id: &str| post_comp_of.get(id).copied().flatten().map(str::to_string);
     for entry in &file.tests {
         let mut origins: Vec<&Path> = tests.dir().into_iter().collect();
         origins.push(&file.file);
