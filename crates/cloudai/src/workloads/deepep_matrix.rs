@@ -76,9 +76,21 @@ const NO_BENCHMARK: &str =
     "cmd_args.use_deepep_matrix: no MoE benchmark output (a ucc_matrix.txt, or DeepEP's \
                             results in stdout.txt) along the tests this one starts after";
 
+/// Whether the test takes the traffic matrix of the MoE benchmark it starts after (`use_deepep_matrix`).
+pub(crate) fn requested(test: &TestDefinition) -> bool {
+    test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
+}
+
 /// NCCL: the benchmark's `nccl_matrix.txt` mounted at `alltoallv_matrix_container_path` and named by
-/// `ALLTOALLV_MATRIX_FILE`, the benchmark's directory mounted read-only beside it (CloudAI's handoff).
-pub(crate) fn to_nccl(test: &TestDefinition, chain: &[PathBuf]) -> Result<TestDefinition, String> {
+/// `ALLTOALLV_MATRIX_FILE`, the benchmark's directory mounted read-only beside it (CloudAI's handoff); `Ok(None)`
+/// when the test does not ask for it.
+pub(crate) fn to_nccl(
+    test: &TestDefinition,
+    chain: &[PathBuf],
+) -> Result<Option<TestDefinition>, String> {
+    if !requested(test) {
+        return Ok(None);
+    }
     let root = benchmark_root(chain).ok_or(NO_BENCHMARK)?;
     let matrix = newest(root, "nccl_matrix.txt").ok_or_else(|| {
         format!(
@@ -98,16 +110,20 @@ pub(crate) fn to_nccl(test: &TestDefinition, chain: &[PathBuf]) -> Result<TestDe
         .push(format!("{}:{PREV_MOUNT}:ro", host(root)));
     t.extra_env_vars
         .insert("ALLTOALLV_MATRIX_FILE".into(), ArgValue::Str(dest));
-    Ok(t)
+    Ok(Some(t))
 }
 
 /// UCC: the benchmark's `ucc_matrix.txt` mounted where ucc_perftest's file generator reads it (`--gen file:name=…`
 /// unless the test gives its own `gen`), the benchmark's directory mounted read-only beside it (CloudAI's
-/// handoff); no matrix is an error only without a `gen` of the test's own (then `Ok(None)`: as it is).
+/// handoff); no matrix is an error only without a `gen` of the test's own (then `Ok(None)`: as it is, as when the
+/// test does not ask for it).
 pub(crate) fn to_ucc(
     test: &TestDefinition,
     chain: &[PathBuf],
 ) -> Result<Option<TestDefinition>, String> {
+    if !requested(test) {
+        return Ok(None);
+    }
     let root = benchmark_root(chain);
     let Some((root, matrix)) = root.and_then(|r| Some((r, newest(r, "ucc_matrix.txt")?))) else {
         if test.cmd_args.get("gen").is_some() {
@@ -137,9 +153,9 @@ pub(crate) fn to_ucc(
 
 /// The handoff reads the benchmark's files on this machine and mounts them into the job's container: only a
 /// scheduler whose jobs see this machine's file system as a task launch does (Slurm).
-pub(crate) fn check(uses: bool, at: &super::Placement) -> Vec<String> {
+pub(crate) fn check(test: &TestDefinition, at: &super::Placement) -> Vec<String> {
     use crate::config::system::{gives, Needs};
-    if uses && !at.scheduler.is_empty() && !gives(at.scheduler, Needs::Srun) {
+    if requested(test) && !at.scheduler.is_empty() && !gives(at.scheduler, Needs::Srun) {
         return vec![format!(
             "cmd_args.use_deepep_matrix mounts the MoE benchmark's traffic matrix from the cluster's shared file \
              system: not possible on {}; give the generator spec or traffic yourself",

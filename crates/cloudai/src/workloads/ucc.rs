@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::kit::{self, Section, TablePage};
 use super::{IterationReport, JobOutcome, Launch, Point, Success, Verdict, Workload};
-use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
+use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart_spec, human_size, series};
 use crate::util::shell::quote;
@@ -63,15 +63,10 @@ fn arg(test: &TestDefinition, k: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Whether the test takes the DeepEP traffic matrix of the MoE benchmark it starts after.
-fn uses_matrix(test: &TestDefinition) -> bool {
-    test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
-}
-
 impl Workload for UccTest {
     /// Without a generator spec of its own, the test needs the benchmark's matrix.
     fn needs_post_comp(&self, test: &TestDefinition) -> Option<&'static str> {
-        (uses_matrix(test) && test.cmd_args.get("gen").is_none())
+        (super::deepep_matrix::requested(test) && test.cmd_args.get("gen").is_none())
             .then_some(super::deepep_matrix::NEEDS_DEPENDENCY)
     }
 
@@ -81,9 +76,6 @@ impl Workload for UccTest {
         test: &TestDefinition,
         chain: &[std::path::PathBuf],
     ) -> Result<Option<TestDefinition>, String> {
-        if !uses_matrix(test) {
-            return Ok(None);
-        }
         super::deepep_matrix::to_ucc(test, chain)
     }
 
@@ -110,7 +102,7 @@ impl Workload for UccTest {
     /// `extra_container_mounts`) describes a team of a fixed size: one that the run's ranks do not match makes
     /// ucc_perftest fail on every node, so it is refused here. A file not present on this machine is not judged.
     fn check(&self, test: &TestDefinition, at: &super::Placement) -> Vec<String> {
-        let matrix = super::deepep_matrix::check(uses_matrix(test), at);
+        let matrix = super::deepep_matrix::check(test, at);
         if !matrix.is_empty() {
             return matrix;
         }

@@ -443,8 +443,12 @@ pub(super) fn named_nodes(a: &CmdArgs, role: &str) -> Vec<String> {
 pub(super) fn check(test: &TestDefinition, at: &Placement) -> Vec<String> {
     let a = &test.cmd_args;
     let mut out = Vec::new();
-    for role in ["prefill_worker", "decode_worker"] {
-        for node in named_nodes(a, role) {
+    let (pn, dn) = (
+        named_nodes(a, "prefill_worker"),
+        named_nodes(a, "decode_worker"),
+    );
+    for (role, named) in [("prefill_worker", &pn), ("decode_worker", &dn)] {
+        for node in named {
             let ok = node
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
@@ -457,16 +461,12 @@ pub(super) fn check(test: &TestDefinition, at: &Placement) -> Vec<String> {
         }
     }
     // a role's named nodes count for it (CloudAI's rule); named lists that overlap share nodes
-    let n = |role: &str| match named_nodes(a, role).len() {
+    let n = |role: &str, named: &[String]| match named.len() {
         0 => a.int_at(&format!("dynamo.{role}.num_nodes")),
         named => Some(named as i64),
     };
-    if let (Some(p), Some(d)) = (n("prefill_worker"), n("decode_worker")) {
+    if let (Some(p), Some(d)) = (n("prefill_worker", &pn), n("decode_worker", &dn)) {
         let (p, d, got) = (p as u64, d as u64, at.nodes);
-        let (pn, dn) = (
-            named_nodes(a, "prefill_worker"),
-            named_nodes(a, "decode_worker"),
-        );
         let shared = pn.iter().any(|x| dn.contains(x)) || got < p + d;
         if shared && got < p.max(d) {
             out.push(format!(

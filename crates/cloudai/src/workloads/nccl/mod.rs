@@ -163,18 +163,13 @@ impl TemplateSchema for NcclTest {
     }
 }
 
-/// Whether the test takes the DeepEP traffic matrix of the MoE benchmark it starts after.
-fn uses_matrix(test: &TestDefinition) -> bool {
-    test.cmd_args.get("use_deepep_matrix") == Some(&ArgValue::Bool(true))
-}
-
 impl Workload for NcclTest {
     fn check(&self, test: &TestDefinition, at: &super::Placement) -> Vec<String> {
-        super::deepep_matrix::check(uses_matrix(test), at)
+        super::deepep_matrix::check(test, at)
     }
 
     fn needs_post_comp(&self, test: &TestDefinition) -> Option<&'static str> {
-        uses_matrix(test).then_some(super::deepep_matrix::NEEDS_DEPENDENCY)
+        super::deepep_matrix::requested(test).then_some(super::deepep_matrix::NEEDS_DEPENDENCY)
     }
 
     /// `use_deepep_matrix`: the benchmark's `nccl_matrix.txt` handed over ([`super::deepep_matrix::to_nccl`]).
@@ -183,10 +178,7 @@ impl Workload for NcclTest {
         test: &TestDefinition,
         chain: &[std::path::PathBuf],
     ) -> Result<Option<TestDefinition>, String> {
-        if !uses_matrix(test) {
-            return Ok(None);
-        }
-        super::deepep_matrix::to_nccl(test, chain).map(Some)
+        super::deepep_matrix::to_nccl(test, chain)
     }
 
     /// `_mpi` subtests run one rank per `ngpus` × `nthreads` GPUs under an MPI launcher (a one-rank run uses the
