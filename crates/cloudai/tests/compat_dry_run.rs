@@ -324,3 +324,23 @@ fn slurm_megatron_bridge_matches_cloudai_but_for_the_image_url() {
         )],
     );
 }
+
+/// Pre-test hooks of a launcher that submits its own job: CloudAI's pre-hook batch job (each hook on every node at
+/// once, one node each) and the wrapper lines that submit it first, make the training depend on it and take its
+/// nodes; each node's step asks for its own node's tasks (CloudAI's inherits the allocation's and cannot start).
+#[test]
+fn slurm_megatron_bridge_pre_hook_matches_cloudai_but_for_the_image_url_and_the_task_count() {
+    check_case_except(
+        "slurm-megatron-bridge-pre-hook",
+        &[
+            (
+                "-i nvcr.io#nvidia/nemo:26.02.00 ",
+                "-i __CONF_ROOT__/nvcr.io#nvidia/nemo:26.02.00 ",
+            ),
+            (
+                "--nodelist=$_node --ntasks=${SLURM_NTASKS_PER_NODE:-1} ",
+                "--nodelist=$_node ",
+            ),
+        ],
+    );
+}

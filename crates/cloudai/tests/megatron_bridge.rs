@@ -246,6 +246,61 @@ fn single_sbatch_refuses_a_launcher_that_submits_its_own_job() {
     assert!(!w.path().join("out").exists());
 }
 
+/// Post-test hooks: CloudAI's wrapper leaves them out, so a dry-run writes the job without them, and a real run
+/// refuses them before anything is created.
+#[test]
+fn post_test_hooks_are_written_as_cloudai_does_and_refused_for_a_real_run() {
+    let w = Work::new();
+    w.file("system.toml", SYSTEM);
+    w.file("tests/t.toml", &format!("{TEST}{ARGS}"));
+    w.file(
+        "s.toml",
+        &format!("name = \"n\"\npost_test = \"hk\"\n{}", &SCENARIO[11..]),
+    );
+    w.file(
+        "conf/hook/hk.toml",
+        "name = \"hk\"\n[[Tests]]\nid = \"h\"\ntest_name = \"b\"\n",
+    );
+    w.file(
+        "conf/hook/test/b.toml",
+        "name = \"b\"\ndescription = \"d\"\ntest_template_name = \"BashCmd\"\n[cmd_args]\ncmd = \"true\"\n",
+    );
+    // installed: what is refused is the hooks
+    w.file(
+        "install/Megatron-Bridge__v0.3.0/scripts/performance/setup_experiment.py",
+        FAKE_SETUP,
+    );
+    w.file("install/Run__main/pyproject.toml", "# NeMo-Run's clone\n");
+    w.file("install/Run__main-venv/bin/python", FAKE_PYTHON);
+    let out = w
+        .cloudai()
+        .env("HF_TOKEN", "t")
+        .args(common::RUN_S_TOML)
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("test 't': its own launcher submits the job, so there is no batch script of ours to run post_test hooks in"),
+        "{text}"
+    );
+    assert!(!w.path().join("out").exists(), "{text}");
+    let out = dry_run(&w);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let root = w.results_root();
+    assert!(root
+        .join("t/0")
+        .join(LOG)
+        .parent()
+        .unwrap()
+        .join("cloudai_megatron_bridge_submit_and_parse_jobid.sh")
+        .exists());
+    assert!(
+        !root.join("t/0/post_test").exists()
+            && !root.join("t/0/pre_hook_sbatch_script.sh").exists()
+    );
+}
+
 /// A token from the environment reaches the launcher by name: no file cloudai writes holds it.
 #[test]
 fn the_hugging_face_token_from_the_environment_is_written_nowhere() {
@@ -301,7 +356,8 @@ fn a_sweep_skips_the_steps_that_break_a_rule() {
 /// A stand-in for Megatron-Bridge's `setup_experiment.py` (run by NeMo-Run's "venv" python): it writes its own
 /// batch script under `NEMORUN_HOME`, submits it with the real sbatch, prints NeMo-Run's `Job id: N`, stays with
 /// the job until it ends and then prints the job's log (the training's step lines), as the launcher does with
-/// `--detach false`; a failed job is submitted again while `--max_retries` allow.
+/// `--detach false`; a failed job is submitted again while `--max_retries` allow. Of `--additional_slurm_params`
+/// it keeps the dependency and the node list.
 const FAKE_SETUP: &str = r#"#!/bin/bash
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -310,6 +366,7 @@ while [ $# -gt 0 ]; do
     -gn) gn="$2"; shift ;;
     -ms) steps="$2"; shift ;;
     --max_retries) retries="$2"; shift ;;
+    --additional_slurm_params) params="$2"; shift ;;
   esac
   shift
 done
@@ -317,9 +374,15 @@ echo "INFO:__main__:Run script path: stand-in"
 nodes=$(( (ng + gn - 1) / gn ))
 job="$NEMORUN_HOME/job"
 mkdir -p "$job"
+# the job's dependency and node list, of the Slurm parameters the launcher is given (its GPU directives are not)
+directives=""
+IFS=';' read -ra kv <<< "$params"
+for p in "${kv[@]}"; do
+  case "$p" in dependency=*|nodelist=*) directives="$directives#SBATCH --$p"$'\n' ;; esac
+done
 cat > "$job/sbatch.sh" <<EOS
 #!/bin/bash
-#SBATCH --job-name=mb_pretrain
+$directives#SBATCH --job-name=mb_pretrain
 #SBATCH --partition=$part
 #SBATCH --nodes=$nodes
 #SBATCH --output=$job/log-%j.out
@@ -354,9 +417,11 @@ done
 const FAKE_PYTHON: &str = "#!/bin/bash\n[ \"$1\" = -m ] && exit 0\nexec bash \"$@\"\n";
 
 fn launcher_work() -> Option<Work> {
-    let scenario =
-        "name = \"mb\"\n[[Tests]]\nid = \"t\"\ntest_name = \"mb\"\nnum_nodes = 2\n".to_string();
-    let w = slurm_work("", &scenario)?;
+    launcher_work_with("name = \"mb\"\n[[Tests]]\nid = \"t\"\ntest_name = \"mb\"\nnum_nodes = 2\n")
+}
+
+fn launcher_work_with(scenario: &str) -> Option<Work> {
+    let w = slurm_work("", scenario)?;
     w.file(
         "tests/mb.toml",
         &format!(
@@ -564,5 +629,180 @@ fn kill_9_while_the_job_runs_then_resume_follows_it_to_its_end() {
     assert_eq!(r.status, cloudai::results::Status::Passed, "{text}");
     let calls = std::fs::read_to_string(&count).unwrap_or_default();
     assert_eq!(calls.lines().count(), 1, "sbatch was called again: {text}");
+    launcher_gone(&root);
+}
+
+/// A stand-in for NCCL's `all_reduce_perf_mpi` run on the hosts as a pre-test hook: the `Avg bus bandwidth` line
+/// after `HOOK_SECONDS`; on `HOOK_FAILS_ON` a warning instead.
+const HOOK_BINARY: &str = "#!/bin/bash\nsleep \"${HOOK_SECONDS:-0}\"\n\
+[ \"$SLURMD_NODENAME\" = \"${HOOK_FAILS_ON:-none}\" ] && { echo 'NCCL WARN NET/IB : no device'; exit 0; }\n\
+echo '# Avg bus bandwidth    : 181.25'\n";
+
+/// Megatron-Bridge with an NCCL `pre_test` hook (bare metal, the stand-in binary on PATH) on the real cluster:
+/// `nodes` a node list, or none.
+fn pre_hook_work(nodes: &str) -> Option<Work> {
+    let w = launcher_work_with(&format!(
+        "name = \"mb\"\npre_test = \"hk\"\n[[Tests]]\nid = \"t\"\ntest_name = \"mb\"\nnum_nodes = 2\n{nodes}"
+    ))?;
+    let bin = w.file("bin/all_reduce_perf_mpi", HOOK_BINARY);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.file(
+        "conf/hook/hk.toml",
+        "name = \"hk\"\n[[Tests]]\nid = \"h\"\ntest_name = \"bw\"\n",
+    );
+    w.file(
+        "conf/hook/test/bw.toml",
+        "name = \"bw\"\ndescription = \"d\"\ntest_template_name = \"NcclTest\"\n[cmd_args]\n\
+         docker_image_url = \"\"\nsubtest_name = \"all_reduce_perf_mpi\"\n",
+    );
+    Some(w)
+}
+
+/// cloudai's output with what the pre-hook job and the launcher said, for a failed assertion.
+fn with_evidence(out: &std::process::Output, w: &Work) -> String {
+    let mut text = stdout_of(out);
+    if let Some(it) = std::fs::read_dir(w.path().join("out"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|e| e.path().join("t/0"))
+    {
+        for f in [
+            "pre_hook/stdout.txt",
+            "pre_hook/stderr.txt",
+            "launcher-stderr.txt",
+        ] {
+            let said = std::fs::read_to_string(it.join(f)).unwrap_or_default();
+            text.push_str(&format!("\n--- {f}:\n{said}"));
+        }
+    }
+    text
+}
+
+/// PATH with the stand-in hook binary first.
+fn hook_path(w: &Work) -> String {
+    format!(
+        "{}:{}",
+        w.path().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// The pre-hook job runs the hook on each node at once and passes; the launcher waited for it to run, took its
+/// nodes and made the training depend on it: the training runs after it, on its nodes, and passes.
+#[test]
+fn a_pre_hook_job_that_passes_lets_the_training_run_on_its_nodes() {
+    let Some(w) = pre_hook_work("") else {
+        return;
+    };
+    // long enough for the wrapper's 10-second poll to see it running
+    let path = hook_path(&w);
+    let out = run(&w, &[("HOOK_SECONDS", "14"), ("PATH", &path)]);
+    let text = with_evidence(&out, &w);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let it = root.join("t/0");
+    let said = std::fs::read_to_string(it.join("launcher-stdout.txt")).unwrap();
+    let hook_id = said
+        .split("Submitted pre-hook batch job ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string();
+    let job = std::fs::read_to_string(it.join("job/sbatch.sh")).unwrap();
+    assert!(
+        job.contains(&format!("#SBATCH --dependency=afterok:{hook_id}\n"))
+            && job.contains("#SBATCH --nodelist=node"),
+        "{job}"
+    );
+    // one output per node of the pre-hook job, each with the line
+    let outputs: Vec<_> = std::fs::read_dir(it.join("pre_test/bw"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stdout_node"))
+        .collect();
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    for o in outputs {
+        let got = std::fs::read_to_string(o.path()).unwrap();
+        assert!(got.contains("Avg bus bandwidth"), "{o:?}: {got}");
+    }
+    let r = record(&root, "t", 0);
+    assert_eq!(r.status, cloudai::results::Status::Passed, "{text}");
+    assert!(summary_says(&root).contains("4 step(s)"));
+    assert!(!common::slurm::squeue_ids().contains(&hook_id));
+    launcher_gone(&root);
+}
+
+/// A hook fails on one node: the pre-hook job fails, the training's dependency can never be satisfied — cloudai
+/// cancels it at once and says which hook failed on which node, nothing left in the queue.
+#[test]
+fn a_pre_hook_job_that_fails_on_a_node_ends_the_test_naming_the_node() {
+    let Some(w) = pre_hook_work("nodes = [\"node001\", \"node002\"]\n") else {
+        return;
+    };
+    let path = hook_path(&w);
+    let out = run(&w, &[("HOOK_FAILS_ON", "node002"), ("PATH", &path)]);
+    let text = with_evidence(&out, &w);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    let root = w.results_root();
+    let r = record(&root, "t", 0);
+    assert_eq!(r.status, cloudai::results::Status::Failed, "{text}");
+    assert_eq!(
+        r.end_reason,
+        cloudai::results::EndReason::PreflightFailed,
+        "{text}"
+    );
+    let says = summary_says(&root);
+    assert!(
+        says.contains("pre-test hooks failed")
+            && says.contains("bw on node002")
+            && !says.contains("node001"),
+        "{says}"
+    );
+    let job = std::fs::read_to_string(root.join("t/0/job/sbatch.sh")).unwrap();
+    assert!(job.contains("#SBATCH --nodelist=node001,node002"), "{job}");
+    let id = r.job_id.clone().unwrap_or_default();
+    assert!(!common::slurm::squeue_ids().contains(&id), "{text}");
+    launcher_gone(&root);
+}
+
+/// Ctrl-C while the pre-hook job runs and the training waits on it: both are cancelled, nothing is left in the
+/// queue or running.
+#[test]
+fn ctrl_c_while_the_pre_hook_job_runs_cancels_it_with_the_training() {
+    use std::os::unix::process::CommandExt;
+    let Some(w) = pre_hook_work("nodes = [\"node001\", \"node002\"]\n") else {
+        return;
+    };
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"))
+        .current_dir(w.path())
+        .args(common::slurm::RUN_ARGS)
+        .env("HF_TOKEN", "t")
+        .env("HOOK_SECONDS", "120")
+        .env("PATH", hook_path(&w))
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (root, id) = wait_for_job(&w);
+    let said = std::fs::read_to_string(root.join("t/0/launcher-stdout.txt")).unwrap();
+    let hook_id = said
+        .split("Submitted pre-hook batch job ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string();
+    assert!(common::slurm::squeue_ids().contains(&hook_id));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    common::signal(-(child.id() as i32), libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let left = common::slurm::squeue_ids();
+    assert!(
+        !left.contains(&id) && !left.contains(&hook_id),
+        "jobs {id} / {hook_id} survived the interrupt: {text}"
+    );
     launcher_gone(&root);
 }

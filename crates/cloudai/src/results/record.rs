@@ -106,7 +106,7 @@ pub enum EndReason {
     Evicted,
     /// The job left the scheduler's queue and the scheduler kept no final state for it.
     Lost,
-    /// The pre-flight check failed on a node: the main command did not run.
+    /// The pre-flight check or the pre-test hooks failed on a node: the main command did not run.
     PreflightFailed,
     /// An `end_post_comp` dependency completed.
     StoppedByDependency,

@@ -61,6 +61,12 @@ pub(crate) fn give_up(
     max: Option<u64>,
     waited: Duration,
 ) -> Option<(EndReason, String)> {
+    if let Some(why) = &q.failed_before {
+        return Some((
+            EndReason::PreflightFailed,
+            format!("job {id} will never start: {why}"),
+        ));
+    }
     if let Some(why) = &q.hopeless {
         return Some((
             EndReason::Unschedulable,
@@ -119,6 +125,17 @@ mod tests {
             blocked: blocked.map(str::to_string),
             ..Queued::new("PENDING", "Resources")
         }
+    }
+
+    #[test]
+    fn a_job_whose_pre_test_hooks_failed_ends_as_a_failed_pre_flight() {
+        let q = Queued {
+            failed_before: Some("its pre-test hooks failed on node003".into()),
+            ..queued(Some("the job's dependency can never be satisfied"), None)
+        };
+        let (end, msg) = give_up("7", &q, None, Duration::ZERO).unwrap();
+        assert_eq!(end, EndReason::PreflightFailed);
+        assert!(msg.contains("pre-test hooks failed on node003"), "{msg}");
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub struct Queued {
     /// Set while the scheduler finds no place for the job now (Kubernetes `Unschedulable`), in its words: past
     /// `max_pending_time` the job ends `unschedulable` rather than `pending_too_long`.
     pub blocked: Option<String>,
+    /// Set when a job it depends on failed, so that its command will never run (its pre-test hooks' job): why.
+    pub failed_before: Option<String>,
 }
 
 impl Queued {
@@ -75,6 +77,7 @@ impl Queued {
             reason: reason.into(),
             hopeless: None,
             blocked: None,
+            failed_before: None,
         }
     }
 }

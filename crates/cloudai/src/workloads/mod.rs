@@ -363,6 +363,12 @@ pub trait Workload: TemplateSchema + Send + Sync {
     ) -> Option<submit::Submission> {
         None
     }
+    /// Whether the test's pre-test hooks run as a batch job of their own, submitted by its launcher ahead of the
+    /// job it depends on (Megatron-Bridge's pre-hook job; [`Needs::Submit`] only): each hook on every node at
+    /// once, one node each, the test's job starting only if all passed.
+    fn pre_test_job(&self) -> bool {
+        false
+    }
     /// Values CloudAI computes from others before the test runs (NeMo-Run's `data.num_train_samples`, NIXL's buffer
     /// size in bytes), some from the system's tasks per node; they show in `test-run.toml` too. Applied when the
     /// test is resolved and to every step of a sweep.

@@ -36,6 +36,10 @@ pub struct SubmitAt<'a> {
     pub srun_args: Vec<String>,
     /// Whether the cluster takes `--gpus-per-node` / `--gres=gpu:N` directives.
     pub gpu_directives: bool,
+    /// The batch script of the test's pre-test hooks (absolute), when the scheduler wrote one for a workload that
+    /// runs them as a job of their own ([`crate::workloads::Workload::pre_test_job`]): the launcher submits it
+    /// first and makes the test's job depend on it.
+    pub pre_hook: Option<PathBuf>,
 }
 
 /// The login-node command of one iteration and what it leaves beside its output.
@@ -56,6 +60,56 @@ pub struct Login {
     /// Files of the iteration's directory where the launcher's own output goes (its log), read for job ids while
     /// it runs, beside what the command prints.
     pub ids_in: Vec<String>,
+}
+
+/// What the pre-hook job finds in a node's output of a hook that passed (CloudAI's rule, whatever the hook: NCCL's
+/// average bus bandwidth line).
+pub(crate) const PRE_HOOK_RESULT: &str = "Avg bus bandwidth";
+
+/// The pre-hook job's check of one node's output of a hook, as a shell condition on `file` (a path expression):
+/// the result line, its last field at least the hook's `min_busbw` when it sets one.
+pub(crate) fn pre_hook_check(test: &crate::config::test::TestDefinition, file: &str) -> String {
+    match test
+        .cmd_args
+        .get("min_busbw")
+        .and_then(crate::config::args::ArgValue::as_float)
+    {
+        Some(min) => format!(
+            "awk '/{PRE_HOOK_RESULT}/ {{ if ($NF+0 >= {}) found=1 }} END {{ exit !found }}' {file} 2>/dev/null",
+            crate::util::pytoml::py_float(min)
+        ),
+        None => format!("grep -q \"{PRE_HOOK_RESULT}\" {file} 2>/dev/null"),
+    }
+}
+
+/// Whether a node's output of a hook has a result at all (its value against a threshold is the check's).
+pub(crate) fn pre_hook_has_result(output: &str) -> bool {
+    output.contains(PRE_HOOK_RESULT)
+}
+
+/// `--key value` / `--key=value` / `--flag` task-launcher arguments as Slurm parameters (`key=value`, `flag`), as
+/// a launcher's `--additional_slurm_params` and a batch script's directives take them; other words are dropped.
+pub(crate) fn slurm_params(args: &str) -> Vec<String> {
+    let words = crate::util::shell::split_words(args)
+        .unwrap_or_else(|_| args.split_whitespace().map(str::to_string).collect());
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        if let Some(key) = words[i].strip_prefix("--") {
+            match key.split_once('=') {
+                Some((k, v)) => out.push(format!("{k}={v}")),
+                None => match words.get(i + 1).filter(|n| !n.starts_with("--")) {
+                    Some(v) => {
+                        out.push(format!("{key}={v}"));
+                        i += 1;
+                    }
+                    None => out.push(key.to_string()),
+                },
+            }
+        }
+        i += 1;
+    }
+    out
 }
 
 /// The job ids `text` announces, in order, each once: after `Submitted batch job` or `Job id` (either case, then
@@ -134,6 +188,19 @@ impl PythonLauncher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_launcher_arguments_become_slurm_parameters() {
+        assert_eq!(
+            slurm_params("--reservation my_reserv --constraint=gpu"),
+            ["reservation=my_reserv", "constraint=gpu"]
+        );
+        assert_eq!(
+            slurm_params("--exclusive --reservation my_reserv --overcommit"),
+            ["exclusive", "reservation=my_reserv", "overcommit"]
+        );
+        assert_eq!(slurm_params("--comment 'a b' -x"), ["comment=a b"]);
+    }
 
     #[test]
     fn job_ids_from_sbatch_nemo_run_and_the_nemo_launcher() {

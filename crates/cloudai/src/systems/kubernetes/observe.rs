@@ -123,8 +123,8 @@ impl Kubernetes {
                 Seen::Waiting(Queued {
                     state,
                     reason: why.clone().unwrap_or(reason),
-                    hopeless: None,
                     blocked: why.or(unschedulable),
+                    ..Queued::default()
                 })
             }
             Phase::Running => Seen::Running,

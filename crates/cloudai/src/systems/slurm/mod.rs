@@ -6,6 +6,7 @@ pub mod fleet;
 mod follow;
 mod foreign;
 pub mod nodes;
+mod poll;
 pub mod quarantine;
 pub mod script;
 mod single;
@@ -23,12 +24,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{JobId, JobState, Prepared, Queued, Settings, System, SystemError};
+use super::{JobId, JobState, Prepared, Settings, System, SystemError};
 use crate::config::system::{SlurmConfig, SystemConfig, SystemKind};
 use crate::results::record::Attempt;
-use crate::results::EndReason;
 use crate::scenario::TestRun;
-use crate::workloads::JobOutcome;
 use crate::{debug, info, warn};
 mod cmd;
 pub use cmd::*;
@@ -216,15 +215,6 @@ impl System for Slurm {
     /// A process that drives more GPUs than a node has (the workload's GPUs per process above `gpus_per_node`) is refused
     /// before anything is submitted; `gpus_per_node` unset or 0 manages no GPUs.
     fn check(&self, run: &TestRun) -> Vec<String> {
-        if run.workload.needs() == crate::workloads::Needs::Submit
-            && (run.pre_test.is_some() || run.post_test.is_some())
-        {
-            return vec![format!(
-                "test '{}': its own launcher submits the job, so there is no batch script of ours to run \
-                 pre_test/post_test hooks in; run the hooks as tests of their own",
-                run.id
-            )];
-        }
         let launch = run.launch();
         match self.slurm().gpus_per_node {
             Some(g) if g > 0 && launch.gpus_per_rank > g => vec![format!(
@@ -259,6 +249,11 @@ impl System for Slurm {
         if let Some(steps) = &g.steps {
             script::make_mount_sources(steps, dir).map_err(SystemError::refused)?;
         }
+        if g.files.iter().any(|(n, _)| n == script::PRE_HOOK_SCRIPT) {
+            // the pre-hook job's output goes there: Slurm does not make it
+            std::fs::create_dir_all(dir.join(script::PRE_HOOK_DIR))
+                .map_err(|e| SystemError::refused(format!("cannot make {}: {e}", dir.display())))?;
+        }
         Ok(Prepared {
             test_cmd: g.test_cmd,
             full_cmd: g.full_cmd,
@@ -291,6 +286,24 @@ impl System for Slurm {
     }
 
     /// Slurm is asked for facts (GPU directives, node states) only from here on.
+    /// A launcher that submits its own job runs pre-test hooks only when it takes them as a job of their own
+    /// ahead of its job, and post-test hooks never (a dry-run writes what CloudAI writes, which leaves them out).
+    fn run_checks(&self, run: &TestRun) -> Vec<String> {
+        if run.workload.needs() != crate::workloads::Needs::Submit {
+            return Vec::new();
+        }
+        let hooks = match (&run.pre_test, &run.post_test) {
+            (_, Some(_)) => "post_test",
+            (Some(_), None) if !run.workload.pre_test_job() => "pre_test",
+            _ => return Vec::new(),
+        };
+        vec![format!(
+            "test '{}': its own launcher submits the job, so there is no batch script of ours to run {hooks} \
+             hooks in; run the hooks as tests of their own",
+            run.id
+        )]
+    }
+
     async fn connect(&self) -> Result<(), SystemError> {
         self.connected.store(true, Ordering::Relaxed);
         Ok(())
@@ -317,7 +330,13 @@ impl System for Slurm {
         job: &Prepared,
     ) -> Result<JobId, SystemError> {
         if let Some(cmd) = &job.submit {
-            let id = submit::by_launcher(cmd, dir).await?;
+            let id = match submit::by_launcher(cmd, dir).await {
+                Ok(id) => id,
+                Err(e) => {
+                    self.cancel_ahead(dir).await;
+                    return Err(e);
+                }
+            };
             info!("Submitted slurm job: {id}");
             self.track(&id, dir, job);
             return Ok(id);
@@ -386,11 +405,11 @@ impl System for Slurm {
         if !out.ok {
             return None;
         }
+        let ahead = watch::ahead_jobs(&out.stdout, dir);
         out.stdout.lines().find_map(|l| {
             let (id, cmd) = l.split_once('|')?;
-            Path::new(cmd.trim())
-                .starts_with(dir)
-                .then(|| id.trim().to_string())
+            let id = id.trim().to_string();
+            (Path::new(cmd.trim()).starts_with(dir) && !ahead.contains(&id)).then_some(id)
         })
     }
 
@@ -414,15 +433,18 @@ impl System for Slurm {
             t.cancelled = true;
             t.dir.clone()
         });
-        if let Some(dir) = dir.filter(|d| submit::launcher_running(d)) {
+        if let Some(dir) = dir.as_ref().filter(|d| submit::launcher_running(d)) {
             // a launcher that stays with its job is stopped first, so that it submits nothing more; a job it
             // submitted in the meantime is cancelled with this one
-            for later in submit::later(&submit::launcher_done(&dir, Duration::ZERO).await, &id) {
+            for later in submit::later(&submit::launcher_done(dir, Duration::ZERO).await, &id) {
                 warn!("The test's launcher had submitted job {later}: cancelling it too");
                 let _ = run_cmd("scancel", &[&later]).await;
             }
         }
         let out = run_cmd("scancel", &[&id]).await;
+        if let Some(dir) = dir {
+            self.cancel_ahead(&dir).await;
+        }
         if out.ok {
             Ok(())
         } else if out.stderr.contains("Invalid job id")
@@ -481,115 +503,5 @@ impl System for Slurm {
     fn time_limit_grace(&self) -> Duration {
         // Slurm enforces --time itself (rounded up to whole minutes); we step in only if it did not.
         Duration::from_secs(5)
-    }
-}
-
-impl Slurm {
-    async fn poll_jobs(&self, ids: &[JobId]) -> Vec<JobState> {
-        let joined = ids.join(",");
-        let out = run_cmd(
-            "squeue",
-            &[
-                "-h",
-                "-O",
-                state::SQUEUE_FORMAT,
-                &format!("--jobs={joined}"),
-            ],
-        )
-        .await;
-        // squeue fails with "Invalid job id" when none of the ids is known any more: all have left the queue.
-        let queue = if out.ok || out.stderr.contains("Invalid job id") {
-            state::parse_squeue(&out.stdout)
-        } else {
-            warn!(
-                "squeue failed ({}); keeping the last known job states",
-                out.stderr
-            );
-            return ids.iter().map(|_| JobState::Running).collect();
-        };
-        let requeued = self.requeued(&queue).await;
-        let live: HashMap<String, state::Live> =
-            queue.into_iter().map(|(id, l, _)| (id, l)).collect();
-        let gone: Vec<&str> = ids
-            .iter()
-            .filter(|id| !live.contains_key(*id))
-            .map(String::as_str)
-            .collect();
-        let rows = if gone.is_empty() {
-            Vec::new()
-        } else {
-            self.sacct(&gone, &["-X"]).await.unwrap_or_default()
-        };
-        let broken = self.broken_nodes(live.values()).await;
-        let mut jobs = self.jobs.lock().unwrap();
-        for (id, attempt) in requeued {
-            warn!(
-                "Slurm job {id} was requeued: its run on {} ended {}{}; it will run again, maybe elsewhere",
-                attempt.nodes.join(","),
-                attempt.state,
-                if attempt.state == "NODE_FAIL" {
-                    " (a node failed: check its health)"
-                } else {
-                    ""
-                }
-            );
-            if let Some(t) = jobs.get_mut(&id) {
-                t.attempts.push(attempt);
-            }
-        }
-        let finals: HashMap<String, state::AcctRow> = rows
-            .into_iter()
-            .filter(|r| state::is_terminal(&r.state))
-            .filter(|r| {
-                jobs.get(&r.job_id)
-                    .is_none_or(|t| t.job_name.is_empty() || t.job_name == r.name)
-            })
-            .map(|r| (r.job_id.clone(), r))
-            .collect();
-        ids.iter()
-            .map(|id| match live.get(id) {
-                Some(state::Live::Pending(st, reason)) => {
-                    let mut q = Queued::new(st.as_str(), reason.as_str());
-                    q.hopeless = watch::hopeless(reason, &broken);
-                    JobState::Pending(q)
-                }
-                Some(state::Live::Running(nodes)) => {
-                    if let Some(t) = jobs.get_mut(id) {
-                        if !nodes.is_empty() {
-                            t.running_on = Some(nodes.clone());
-                        }
-                    }
-                    JobState::Running
-                }
-                None => match finals.get(id) {
-                    Some(row) => {
-                        debug!("Slurm job {id} ended: {row:?}");
-                        let mut outcome = state::outcome(row);
-                        if let Some(t) = jobs.get_mut(id) {
-                            t.nodes = crate::util::nodelist::expand(&row.nodes).unwrap_or_default();
-                            watch::preflight_verdict(&t.dir, &mut outcome);
-                        }
-                        JobState::Finished(outcome)
-                    }
-                    None => {
-                        let misses = jobs.get_mut(id).map_or(SACCT_PATIENCE, |t| {
-                            t.misses += 1;
-                            t.misses
-                        });
-                        if misses >= SACCT_PATIENCE {
-                            JobState::Finished(JobOutcome {
-                                end: Some(EndReason::Lost),
-                                failure: Some(format!(
-                                    "job {id} left the queue but sacct has no final state for it"
-                                )),
-                                ..Default::default()
-                            })
-                        } else {
-                            JobState::Running
-                        }
-                    }
-                },
-            })
-            .collect()
     }
 }

@@ -18,11 +18,13 @@ use crate::workloads::launch::{
 use crate::workloads::{Launch, Procs};
 
 mod job_toml;
+mod pre_hook;
 mod preflight;
 mod steps;
 mod submitted;
 
 pub(crate) use job_toml::{job_toml, JobFacts, StepFacts};
+pub(crate) use pre_hook::{PRE_HOOK_DIR, PRE_HOOK_FAILED, PRE_HOOK_SCRIPT};
 use preflight::preflight_lines;
 pub(crate) use preflight::{PREFLIGHT_DIR, PREFLIGHT_FAILED};
 pub(crate) use steps::make_mount_sources;
@@ -327,6 +329,43 @@ impl Ctx<'_> {
             .collect()
     }
 
+    /// The host file of a node list: each node once per task of the system's `ntasks_per_node`.
+    fn hostfile(&self, nodes: &[String]) -> String {
+        let per = self.slurm.ntasks_per_node.unwrap_or(1).max(1);
+        nodes
+            .iter()
+            .flat_map(|n| (0..per).map(move |_| format!("{n}\n")))
+            .collect()
+    }
+
+    /// The directives every batch script of a run states after its nodes: GPUs, tasks per node, time limit, the
+    /// system's own.
+    fn job_directives(&self, run: &TestRun) -> Vec<String> {
+        let mut lines = Vec::new();
+        // gpus_per_node = 0: nodes without GPUs, and no GPU directive at all (as CloudAI)
+        if let Some(g) = self
+            .slurm
+            .gpus_per_node
+            .filter(|g| *g > 0 && self.gpu_directives)
+        {
+            lines.push(format!("#SBATCH --gpus-per-node={g}"));
+            lines.push(format!("#SBATCH --gres=gpu:{g}"));
+        }
+        if let Some(n) = self.slurm.ntasks_per_node {
+            lines.push(format!("#SBATCH --ntasks-per-node={n}"));
+        }
+        if let Some(tl) = run.effective_time_limit() {
+            lines.push(format!("#SBATCH --time={}", time_limit::format(tl)));
+        }
+        lines.extend(
+            self.slurm
+                .extra_sbatch_args
+                .iter()
+                .map(|a| format!("#SBATCH {a}")),
+        );
+        lines
+    }
+
     fn job_name(&self, run: &TestRun) -> String {
         match &self.slurm.account {
             Some(acc) => format!("{acc}-{}.{}", run.test.name, self.timestamp),
@@ -411,35 +450,10 @@ impl Ctx<'_> {
         } else {
             lines.push("#SBATCH --distribution=arbitrary".into());
             lines.push(format!("#SBATCH --nodelist={}", nodes.join(",")));
-            let per = self.slurm.ntasks_per_node.unwrap_or(1).max(1);
-            let content: String = nodes
-                .iter()
-                .flat_map(|n| (0..per).map(move |_| format!("{n}\n")))
-                .collect();
-            files.push(("hostfile.txt".into(), content));
+            files.push(("hostfile.txt".into(), self.hostfile(nodes)));
             hostfile = Some(dir.join("hostfile.txt"));
         }
-        // gpus_per_node = 0: nodes without GPUs, and no GPU directive at all (as CloudAI)
-        if let Some(g) = self
-            .slurm
-            .gpus_per_node
-            .filter(|g| *g > 0 && self.gpu_directives)
-        {
-            lines.push(format!("#SBATCH --gpus-per-node={g}"));
-            lines.push(format!("#SBATCH --gres=gpu:{g}"));
-        }
-        if let Some(n) = self.slurm.ntasks_per_node {
-            lines.push(format!("#SBATCH --ntasks-per-node={n}"));
-        }
-        if let Some(tl) = run.effective_time_limit() {
-            lines.push(format!("#SBATCH --time={}", time_limit::format(tl)));
-        }
-        lines.extend(
-            self.slurm
-                .extra_sbatch_args
-                .iter()
-                .map(|a| format!("#SBATCH {a}")),
-        );
+        lines.extend(self.job_directives(run));
         if let Some(h) = hostfile {
             lines.push(format!("export SLURM_HOSTFILE={}", quote_path(&h)));
         }

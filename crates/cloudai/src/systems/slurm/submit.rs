@@ -16,6 +16,9 @@ use crate::{info, warn};
 /// The launcher may install its runtime's packages first (Megatron-Bridge's pip), but a command that has not
 /// submitted within this time is stuck.
 const LAUNCHER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// With a pre-hook job ahead of the test's (its pre-test hooks), a launcher may wait this much longer for that job
+/// to start before it submits the test's (CloudAI's wrapper gives up after an hour).
+const AHEAD_WAIT: Duration = Duration::from_secs(60 * 60);
 /// How long a launcher that stays with its job may take, once the job ended, to submit it again or end.
 pub(super) const AFTER_JOB: Duration = Duration::from_secs(5 * 60);
 /// Where the launcher's own output is kept, in the iteration's directory.
@@ -36,6 +39,30 @@ fn latest(ids: &[String]) -> Option<String> {
 fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+impl super::Slurm {
+    /// Cancels the jobs the iteration's launcher submitted ahead of the test's (its pre-test hooks' job) that are
+    /// still queued or running: they serve nothing once the test's job is gone or was never submitted.
+    pub(super) async fn cancel_ahead(&self, dir: &Path) {
+        if !dir.join(super::script::PRE_HOOK_SCRIPT).exists() {
+            return;
+        }
+        let out = super::run_cmd("squeue", &["-h", "--me", "-o", "%i|%o"]).await;
+        for id in super::watch::ahead_jobs(&out.stdout, dir) {
+            warn!("Cancelling job {id}, the pre-test hooks the test's launcher submitted ahead of its job");
+            let _ = super::run_cmd("scancel", &[&id]).await;
+        }
+    }
+}
+
+/// How long the launcher of the iteration in `dir` may take to print its job's id.
+fn patience(dir: &Path) -> Duration {
+    if dir.join(super::script::PRE_HOOK_SCRIPT).exists() {
+        LAUNCHER_TIMEOUT + AHEAD_WAIT
+    } else {
+        LAUNCHER_TIMEOUT
+    }
 }
 
 /// Runs the launcher's command and returns the id of the job it submitted, as soon as one shows (a launcher that
@@ -68,6 +95,7 @@ pub(super) async fn by_launcher(login: &Login, dir: &Path) -> Result<JobId, Syst
         }
     }
     let started = Instant::now();
+    let patience = patience(dir);
     let status = loop {
         if let Some(id) = latest(&printed(dir, &login.ids_in)) {
             info!("The test's launcher submitted job {id}; it stays with it (pid file {LAUNCHER_PID})");
@@ -80,13 +108,13 @@ pub(super) async fn by_launcher(login: &Login, dir: &Path) -> Result<JobId, Syst
                     "the test's launcher failed to run: {e}"
                 )))
             }
-            Err(_) if started.elapsed() < LAUNCHER_TIMEOUT => {}
+            Err(_) if started.elapsed() < patience => {}
             Err(_) => {
                 let _ = child.kill().await;
                 let _ = std::fs::remove_file(dir.join(LAUNCHER_PID));
                 return Err(SystemError::refused(format!(
                     "the test's launcher printed no job id within {} minutes (it was stopped); see {}",
-                    LAUNCHER_TIMEOUT.as_secs() / 60,
+                    patience.as_secs() / 60,
                     dir.join(LAUNCHER_STDERR).display()
                 )));
             }
@@ -177,7 +205,7 @@ pub(super) fn launcher_running(dir: &Path) -> bool {
 /// launcher still running from before has shown one or ended (it may be between its `sbatch` and its output).
 pub(super) async fn recovered(dir: &Path) -> Option<JobId> {
     let ids_in = running_launcher(dir).map(|(_, f)| f).unwrap_or_default();
-    let deadline = Instant::now() + LAUNCHER_TIMEOUT;
+    let deadline = Instant::now() + patience(dir);
     let mut said_so = false;
     while launcher_running(dir)
         && latest(&printed(dir, &ids_in)).is_none()

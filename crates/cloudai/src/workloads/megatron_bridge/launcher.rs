@@ -14,8 +14,8 @@ use std::path::Path;
 
 use super::{bridge_repo, Image, TestDefinition, HF_TOKEN_ENV};
 use crate::config::args::ArgValue;
-use crate::util::shell::{py_quote, quote, split_words};
-use crate::workloads::submit::{Login, PythonLauncher, Submission, SubmitAt};
+use crate::util::shell::{py_quote, quote};
+use crate::workloads::submit::{slurm_params, Login, PythonLauncher, Submission, SubmitAt};
 
 pub(super) const WRAPPER: &str = "cloudai_megatron_bridge_submit_and_parse_jobid.sh";
 /// The launcher's output: its own lines, then the job's log while it stays with the job.
@@ -28,31 +28,6 @@ const RUNTIME_VARS: &[&str] = &[
     "NVIDIA_DRIVER_CAPABILITIES",
     "NVIDIA_VISIBLE_DEVICES",
 ];
-
-/// `--key value` / `--key=value` / `--flag` task-launcher arguments as the launcher's Slurm parameters
-/// (`key=value`, `flag`).
-fn slurm_params(args: &str) -> Vec<String> {
-    let words =
-        split_words(args).unwrap_or_else(|_| args.split_whitespace().map(str::to_string).collect());
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        if let Some(key) = words[i].strip_prefix("--") {
-            match key.split_once('=') {
-                Some((k, v)) => out.push(format!("{k}={v}")),
-                None => match words.get(i + 1).filter(|n| !n.starts_with("--")) {
-                    Some(v) => {
-                        out.push(format!("{key}={v}"));
-                        i += 1;
-                    }
-                    None => out.push(key.to_string()),
-                },
-            }
-        }
-        i += 1;
-    }
-    out
-}
 
 /// A comma list written as the launcher reads it: items without quotes or brackets, joined by commas.
 fn comma_list(v: &ArgValue) -> String {
@@ -105,6 +80,74 @@ fn image(test: &TestDefinition, at: &SubmitAt) -> Option<String> {
         }
         Image::Url(url) => at.image.clone().or_else(|| Some(url.to_string())),
     }
+}
+
+/// The Slurm parameters of the launcher's job: the GPU directives, the node list (else the nodes to avoid), both
+/// task-launcher argument strings.
+fn job_params(at: &SubmitAt) -> Vec<String> {
+    let mut params = Vec::new();
+    if let Some(g) = at.gpus_per_node.filter(|_| at.gpu_directives) {
+        params.push(format!("gpus-per-node={g}"));
+        params.push(format!("gres=gpu:{g}"));
+    }
+    if !at.nodes.is_empty() {
+        params.push(format!("nodelist={}", at.nodes.join(",")));
+    } else if !at.exclude.is_empty() {
+        params.push(format!("exclude={}", at.exclude.join(",")));
+    }
+    for a in &at.srun_args {
+        params.extend(slurm_params(a));
+    }
+    params
+}
+
+/// CloudAI's lines that submit the pre-hook job (`sbatch`), start the job parameters with the dependency on it and,
+/// when no node list is asked, wait (at most an hour) for the pre-hook to run and take its nodes for the job.
+fn pre_hook_lines(script: &Path, at: &SubmitAt) -> Vec<String> {
+    let mut lines: Vec<String> = [
+        &format!("PRE_HOOK_SBATCH=\"{}\"", script.display()),
+        "PRE_HOOK_OUTPUT=$(sbatch \"$PRE_HOOK_SBATCH\" 2>&1)",
+        "PRE_HOOK_JOB_ID=$(echo \"$PRE_HOOK_OUTPUT\" | grep -Eo \"Submitted batch job [0-9]+\" | grep -Eo \"[0-9]+\" | tail -n1 || true)",
+        "if [ -z \"$PRE_HOOK_JOB_ID\" ]; then",
+        "  echo \"Failed to submit pre-hook job: $PRE_HOOK_OUTPUT\" >&2",
+        "  exit 1",
+        "fi",
+        "echo \"Submitted pre-hook batch job $PRE_HOOK_JOB_ID\"",
+        &format!("ADDITIONAL_SLURM_PARAMS=\"{}\"", job_params(at).join(";")),
+        "ADDITIONAL_SLURM_PARAMS=\"${ADDITIONAL_SLURM_PARAMS};dependency=afterok:${PRE_HOOK_JOB_ID}\"",
+        "",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    if at.nodes.is_empty() {
+        lines.extend(
+            [
+                "# Wait for pre-hook to reach RUNNING; exit on terminal state or timeout (1 h)",
+                "PRE_HOOK_NODES=''",
+                "_NODELIST_WAIT=0",
+                "_NODELIST_TIMEOUT=3600",
+                "while true; do",
+                "    _state=$(squeue -j \"$PRE_HOOK_JOB_ID\" -h -o \"%T\" 2>/dev/null || true)",
+                "    if [ \"$_state\" = \"RUNNING\" ]; then",
+                "        PRE_HOOK_NODES=$(squeue -j \"$PRE_HOOK_JOB_ID\" -h -o \"%N\" 2>/dev/null | head -1 || true)",
+                "        break",
+                "    elif [ -z \"$_state\" ] || [ \"$_state\" = \"FAILED\" ] || [ \"$_state\" = \"CANCELLED\" ] || [ \"$_state\" = \"COMPLETED\" ] || [ \"$_state\" = \"TIMEOUT\" ]; then",
+                "        echo \"Pre-hook job $PRE_HOOK_JOB_ID ended in state '${_state:-gone}' before reaching RUNNING.\" >&2",
+                "        exit 1",
+                "    elif [ \"$_NODELIST_WAIT\" -ge \"$_NODELIST_TIMEOUT\" ]; then",
+                "        echo \"Timed out after ${_NODELIST_TIMEOUT}s waiting for pre-hook job $PRE_HOOK_JOB_ID to reach RUNNING (last state: ${_state}).\" >&2",
+                "        exit 1",
+                "    fi",
+                "    sleep 10",
+                "    _NODELIST_WAIT=$((_NODELIST_WAIT + 10))",
+                "done",
+                "ADDITIONAL_SLURM_PARAMS=\"${ADDITIONAL_SLURM_PARAMS};nodelist=${PRE_HOOK_NODES}\"",
+                "",
+            ]
+            .map(str::to_string),
+        );
+    }
+    lines
 }
 
 fn launcher_parts(
@@ -281,20 +324,9 @@ fn launcher_parts(
     ] {
         f.field(k, flag);
     }
-    let mut params = Vec::new();
-    if let Some(g) = at.gpus_per_node.filter(|_| at.gpu_directives) {
-        params.push(format!("gpus-per-node={g}"));
-        params.push(format!("gres=gpu:{g}"));
-    }
-    if !at.nodes.is_empty() {
-        params.push(format!("nodelist={}", at.nodes.join(",")));
-    } else if !at.exclude.is_empty() {
-        params.push(format!("exclude={}", at.exclude.join(",")));
-    }
-    for a in &at.srun_args {
-        params.extend(slurm_params(a));
-    }
-    if !params.is_empty() {
+    // with a pre-hook job the wrapper passes them, the dependency on that job added
+    let params = job_params(at);
+    if at.pre_hook.is_none() && !params.is_empty() {
         f.parts.push("--additional_slurm_params".into());
         f.parts.push(py_quote(&params.join(";")));
     }
@@ -330,6 +362,11 @@ pub(super) fn submission(
         |g| crate::config::test::repo_dir(at.install, &g.url, &g.commit),
     );
     let launch = launcher_parts(test, at, launcher, &bridge).join(" ");
+    let params = if at.pre_hook.is_some() {
+        " --additional_slurm_params \"$ADDITIONAL_SLURM_PARAMS\""
+    } else {
+        ""
+    };
     let python = launcher.python(at.install);
     let dir = at.dir.display();
     let mut runtime: Vec<&(String, String)> = at
@@ -356,6 +393,9 @@ pub(super) fn submission(
             .map(|(k, v)| format!("export {k}={}", py_quote(v))),
     );
     lines.push(String::new());
+    if let Some(script) = &at.pre_hook {
+        lines.extend(pre_hook_lines(script, at));
+    }
     let python_word = py_quote(&python.display().to_string());
     lines.extend(
         [
@@ -371,7 +411,7 @@ pub(super) fn submission(
             "fi",
             "",
             "LAUNCH_RC=0",
-            &format!("{launch} >>\"$LOG\" 2>&1 || LAUNCH_RC=$?"),
+            &format!("{launch}{params} >>\"$LOG\" 2>&1 || LAUNCH_RC=$?"),
             "",
             "",
             "JOB_ID=\"\"",
@@ -413,19 +453,6 @@ pub(super) fn submission(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn task_launcher_arguments_become_slurm_parameters() {
-        assert_eq!(
-            slurm_params("--reservation my_reserv --constraint=gpu"),
-            ["reservation=my_reserv", "constraint=gpu"]
-        );
-        assert_eq!(
-            slurm_params("--exclusive --reservation my_reserv --overcommit"),
-            ["exclusive", "reservation=my_reserv", "overcommit"]
-        );
-        assert_eq!(slurm_params("--comment 'a b' -x"), ["comment=a b"]);
-    }
 
     #[test]
     fn comma_lists_are_written_bare() {

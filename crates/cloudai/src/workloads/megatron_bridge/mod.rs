@@ -341,6 +341,9 @@ impl Workload for MegatronBridge {
         constraints::failed(&test.cmd_args)
     }
 
+    fn pre_test_job(&self) -> bool {
+        true
+    }
     fn submission(&self, test: &TestDefinition, at: &SubmitAt) -> Option<Submission> {
         let launcher = self.python_launcher(test)?;
         Some(launcher::submission(test, at, &launcher))

@@ -27,6 +27,12 @@ impl Ctx<'_> {
             .filter(|a| !a.trim().is_empty())
             .cloned()
             .collect();
+        let pre_hook = match &t.run.pre_test {
+            Some(hooks) if t.run.workload.pre_test_job() => {
+                Some(self.pre_hook(&t, hooks, &mut files))
+            }
+            _ => None,
+        };
         let at = SubmitAt {
             partition: &self.slurm.default_partition,
             account: self.slurm.account.as_deref(),
@@ -47,6 +53,7 @@ impl Ctx<'_> {
             },
             srun_args,
             gpu_directives: self.gpu_directives,
+            pre_hook,
         };
         let sub = t
             .run
