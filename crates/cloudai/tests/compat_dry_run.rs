@@ -157,9 +157,30 @@ fn standalone_aiconfigurator_matches_cloudai() {
     check_case("standalone-aiconfigurator");
 }
 
+/// A sweep of predictions: one step directory each, scored by AI Dynamo's log-scale reward in `trajectory.csv`
+/// (a failed metric's -1e-3); the quantization options the test sets are passed (CloudAI drops them, documented).
+#[test]
+fn standalone_aiconfigurator_dse_matches_cloudai_but_for_the_quantization_options() {
+    check_case_except(
+        "standalone-aiconfigurator-dse",
+        &[(
+            "--gemm-quant-mode fp8_block --moe-quant-mode fp8 --kvcache-quant-mode fp8 --fmha-quant-mode fp8 \
+             --comm-quant-mode half ",
+            "",
+        )],
+    );
+}
+
 #[test]
 fn slurm_ai_dynamo_vllm_matches_cloudai() {
     check_case("slurm-ai-dynamo-vllm");
+}
+
+/// AI Dynamo on SGLang: the workers' `model-path` / `served-model-name` come back from CloudAI's re-read of the
+/// test as undeclared keys beside the declared fields (`test-run.toml`), one flag each in the job.
+#[test]
+fn slurm_ai_dynamo_sglang_matches_cloudai() {
+    check_case("slurm-ai-dynamo-sglang");
 }
 
 /// The DynamoGraphDeployment (`deployment.yaml`, PyYAML's layout) and `test-run.toml`; no kubeconfig is read.

@@ -121,3 +121,27 @@ job_image = "ubuntu 24.04"
         "{text}"
     );
 }
+
+/// A reward function that is not one of CloudAI's names is refused where it is written, the names listed.
+#[test]
+fn an_unknown_reward_function_is_refused_with_the_names() {
+    let w = Work::new();
+    w.standalone();
+    w.file(
+        "tests/s.toml",
+        "name = \"s\"\ndescription = \"s\"\ntest_template_name = \"Sleep\"\nagent_reward_function = \"log_scale\"\n",
+    );
+    w.file(
+        "s.toml",
+        "name = \"x\"\n[[Tests]]\nid = \"a\"\ntest_name = \"s\"\n",
+    );
+    let out = w.cloudai().args(common::DRY_RUN_S_TOML).output().unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("tests/s.toml:4:25: field 'agent_reward_function': Reward function 'log_scale' not found")
+            && text.contains("ai_dynamo_log_scale"),
+        "{text}"
+    );
+    assert!(!w.path().join("out").exists());
+}

@@ -43,6 +43,15 @@ pub(crate) const CLOUDAI_TEMPLATES: &[&str] = &[
 
 /// Design-space exploration agents (`agent` of a test), with CloudAI's class name and what each does.
 pub const AGENTS: &[&str] = &["grid_search"];
+/// The reward functions a sweep's agent may score its steps with (CloudAI's registered names).
+pub const REWARDS: &[&str] = &[
+    "inverse",
+    "negative",
+    "identity",
+    "ai_dynamo_weighted_normalized",
+    "ai_dynamo_ratio_normalized",
+    "ai_dynamo_log_scale",
+];
 pub(crate) const AGENT_CLASSES: &[(&str, &str)] = &[(
     "GridSearchAgent",
     "Visits every combination of the swept values, in the order CloudAI's grid search does.",
@@ -350,6 +359,20 @@ pub fn decode(
     let agent_reward_function = v
         .opt_str(&mut ctx, "agent_reward_function")
         .unwrap_or_else(|| "inverse".into());
+    if !REWARDS.contains(&agent_reward_function.as_str()) {
+        let loc = v
+            .get("agent_reward_function")
+            .map_or(v.loc.clone(), |n| n.loc.clone());
+        ctx.err(
+            &loc,
+            &v.field("agent_reward_function"),
+            format!(
+                "Reward function '{agent_reward_function}' not found. Available functions: {}",
+                REWARDS.join(", ")
+            ),
+            None,
+        );
+    }
     let agent_config = v.get("agent_config").and_then(ArgValue::from_node);
     let env_params = match v.get("env_params").and_then(ArgValue::from_node) {
         Some(ArgValue::Table(t)) => t,

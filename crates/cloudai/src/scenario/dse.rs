@@ -115,9 +115,34 @@ pub(crate) fn floats_repr(v: &[f64]) -> String {
 /// CloudAI's reward functions of an observation.
 pub fn reward(function: &str, obs: &[f64]) -> f64 {
     let first = obs.first().copied();
+    // AI Dynamo's: the observation is time to first token, inter-token latency, throughput (in that order)
+    let dynamo = match obs {
+        [ttft, itl, tput, ..] => Some((*ttft, *itl, *tput)),
+        _ => None,
+    };
+    let positive = |(a, b, c): (f64, f64, f64)| a > 0.0 && b > 0.0 && c > 0.0;
     match function {
         "negative" => first.map_or(0.0, |x| -x),
         "identity" => first.unwrap_or(0.0),
+        "ai_dynamo_weighted_normalized" => match dynamo {
+            None => -1.0,
+            Some((ttft, itl, tput)) => {
+                0.45 * (0.3 / ttft) + 0.1 * (0.02 / itl) + 0.45 * (tput / 50.0)
+            }
+        },
+        "ai_dynamo_ratio_normalized" => match dynamo {
+            Some(m @ (ttft, itl, tput)) if positive(m) => {
+                (tput / 1000.0) / ((ttft / 1.0) * (itl / 0.03))
+            }
+            _ => 0.0,
+        },
+        "ai_dynamo_log_scale" => match dynamo {
+            None => 0.0,
+            Some(m) if !positive(m) => -1e-3,
+            Some((ttft, itl, tput)) => {
+                (tput + 1.0).ln() - 0.7 * (ttft + 1.0).ln() - 0.1 * (itl + 1.0).ln()
+            }
+        },
         // inverse, the default
         _ => match first {
             Some(x) if x != 0.0 => 1.0 / x,
@@ -150,6 +175,18 @@ mod tests {
         assert_eq!(reward("inverse", &[-1.0]), -1.0);
         assert_eq!(reward("inverse", &[4.0]), 0.25);
         assert_eq!(reward("inverse", &[0.0]), 0.0);
+        // AI Dynamo's three, with CloudAI's values for failed metrics and short observations
+        assert_eq!(reward("ai_dynamo_log_scale", &[-1.0; 4]), -1e-3);
+        assert_eq!(reward("ai_dynamo_log_scale", &[1.0, 1.0]), 0.0);
+        let r = reward("ai_dynamo_log_scale", &[0.5, 0.02, 120.0]);
+        let want = 121f64.ln() - 0.7 * 1.5f64.ln() - 0.1 * 1.02f64.ln();
+        assert!((r - want).abs() < 1e-12, "{r}");
+        assert_eq!(reward("ai_dynamo_ratio_normalized", &[-1.0; 4]), 0.0);
+        let r = reward("ai_dynamo_ratio_normalized", &[0.5, 0.015, 2000.0]);
+        assert!((r - 8.0).abs() < 1e-12, "{r}");
+        assert_eq!(reward("ai_dynamo_weighted_normalized", &[1.0]), -1.0);
+        let r = reward("ai_dynamo_weighted_normalized", &[0.3, 0.02, 50.0]);
+        assert!((r - 1.0).abs() < 1e-12, "{r}");
         let space: Space = vec![
             ("a".into(), vec![ArgValue::Int(1), ArgValue::Int(2)]),
             ("b".into(), vec![ArgValue::Int(3), ArgValue::Int(4)]),

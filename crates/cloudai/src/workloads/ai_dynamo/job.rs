@@ -48,6 +48,14 @@ pub(super) fn derive(args: &mut CmdArgs) {
             .iter()
             .filter_map(|s| Some((s.name.to_string(), a.get(s.name)?.clone())))
             .collect();
+        if !vllm {
+            // CloudAI reads a scenario's test back from its dump by alias, and these two aliases are written but
+            // not read: they come back as undeclared keys, in the dump's order, ahead of the worker's own
+            for alias in ["model-path", "served-model-name"] {
+                let v = a.get(alias).cloned().unwrap_or_else(|| model.clone());
+                ordered.insert(alias.into(), v);
+            }
+        }
         for (k, v) in a.iter() {
             ordered.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -89,7 +97,8 @@ fn fields(
     let Some(ArgValue::Table(t)) = args.at(path) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
+    // by serialization name, as a dict: a later value of a name takes the place of the first
+    let mut out: IndexMap<String, String> = IndexMap::new();
     for (k, v) in t {
         if k == "args" || exclude.contains(&k.as_str()) {
             continue;
@@ -104,7 +113,7 @@ fn fields(
                 if let Some(src) = f.get("src") {
                     let file = src.py_str();
                     let file = file.rsplit('/').next().unwrap_or_default();
-                    out.push(format!("{prefix}{name} \"{INSTALL}/{file}\""));
+                    out.insert(name.into(), format!("{prefix}{name} \"{INSTALL}/{file}\""));
                 }
             }
             ("repo", ArgValue::Table(r)) => {
@@ -114,13 +123,18 @@ fn fields(
                         &r.get("url").map(ArgValue::py_str).unwrap_or_default(),
                         &r.get("commit").map(ArgValue::py_str).unwrap_or_default(),
                     );
-                    out.push(format!("{prefix}{name} \"{INSTALL}/{}\"", dir.display()));
+                    out.insert(
+                        name.into(),
+                        format!("{prefix}{name} \"{INSTALL}/{}\"", dir.display()),
+                    );
                 }
             }
-            _ => out.push(flag(&format!("{prefix}{name}"), v)),
+            _ => {
+                out.insert(name.into(), flag(&format!("{prefix}{name}"), v));
+            }
         }
     }
-    out
+    out.into_values().collect()
 }
 
 /// A model's values, then its `args` (`<prefix>args-<name>`).

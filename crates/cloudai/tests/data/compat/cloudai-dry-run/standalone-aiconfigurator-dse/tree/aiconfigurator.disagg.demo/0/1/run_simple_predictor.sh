@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+set -euo pipefail
+install/aiconfigurator-py3.10-f5c92280eed1/bin/python __CONF_ROOT__/src/cloudai/workloads/aiconfig/runtime/simple_predictor.py --model-name LLAMA3.1_70B --system h200_sxm --backend trtllm --version 0.20.0 --isl 4000 --osl 500 --mode disagg --p-tp 1 --p-pp 1 --p-dp 1 --p-bs 1 --p-workers 1 --d-tp 1 --d-pp 1 --d-dp 1 --d-bs 8 --d-workers 1 --prefill-correction-scale 1.0 --decode-correction-scale 1.0 --output __OUTPUT_DIR__/aiconfigurator.disagg.demo/0/1/report.json 1> __OUTPUT_DIR__/aiconfigurator.disagg.demo/0/1/stdout.txt 2> __OUTPUT_DIR__/aiconfigurator.disagg.demo/0/1/stderr.txt
