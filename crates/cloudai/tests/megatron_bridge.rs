@@ -680,6 +680,16 @@ fn with_evidence(out: &std::process::Output, w: &Work) -> String {
     text
 }
 
+/// The pre-hook job's id, as the wrapper announced it in the iteration directory `it`.
+fn pre_hook_job(it: &Path) -> String {
+    let said = std::fs::read_to_string(it.join("launcher-stdout.txt")).unwrap();
+    said.split("Submitted pre-hook batch job ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string()
+}
+
 /// PATH with the stand-in hook binary first.
 fn hook_path(w: &Work) -> String {
     format!(
@@ -703,13 +713,7 @@ fn a_pre_hook_job_that_passes_lets_the_training_run_on_its_nodes() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     let root = w.results_root();
     let it = root.join("t/0");
-    let said = std::fs::read_to_string(it.join("launcher-stdout.txt")).unwrap();
-    let hook_id = said
-        .split("Submitted pre-hook batch job ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{said}"))
-        .to_string();
+    let hook_id = pre_hook_job(&it);
     let job = std::fs::read_to_string(it.join("job/sbatch.sh")).unwrap();
     assert!(
         job.contains(&format!("#SBATCH --dependency=afterok:{hook_id}\n"))
@@ -786,13 +790,7 @@ fn ctrl_c_while_the_pre_hook_job_runs_cancels_it_with_the_training() {
         .spawn()
         .unwrap();
     let (root, id) = wait_for_job(&w);
-    let said = std::fs::read_to_string(root.join("t/0/launcher-stdout.txt")).unwrap();
-    let hook_id = said
-        .split("Submitted pre-hook batch job ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("{said}"))
-        .to_string();
+    let hook_id = pre_hook_job(&root.join("t/0"));
     assert!(common::slurm::squeue_ids().contains(&hook_id));
     std::thread::sleep(std::time::Duration::from_secs(2));
     common::signal(-(child.id() as i32), libc::SIGINT);
