@@ -285,7 +285,6 @@ impl System for Slurm {
         Some(single::script(self.slurm(), scenario, root, items))
     }
 
-    /// Slurm is asked for facts (GPU directives, node states) only from here on.
     /// A launcher that submits its own job runs pre-test hooks only when it takes them as a job of their own
     /// ahead of its job, and post-test hooks never (a dry-run writes what CloudAI writes, which leaves them out).
     fn run_checks(&self, run: &TestRun) -> Vec<String> {
@@ -304,6 +303,7 @@ impl System for Slurm {
         )]
     }
 
+    /// Slurm is asked for facts (GPU directives, node states) only from here on.
     async fn connect(&self) -> Result<(), SystemError> {
         self.connected.store(true, Ordering::Relaxed);
         Ok(())
