@@ -176,11 +176,19 @@ fn slurm_ai_dynamo_vllm_matches_cloudai() {
     check_case("slurm-ai-dynamo-vllm");
 }
 
-/// AI Dynamo on SGLang: the workers' `model-path` / `served-model-name` come back from CloudAI's re-read of the
-/// test as undeclared keys beside the declared fields (`test-run.toml`), one flag each in the job.
+/// AI Dynamo on SGLang: the workers' `model-path` / `served-model-name` come back from CloudAI's second reading of
+/// a test named by `test_name` as undeclared keys beside the declared fields (`test-run.toml`), one flag each in
+/// the job.
 #[test]
 fn slurm_ai_dynamo_sglang_matches_cloudai() {
     check_case("slurm-ai-dynamo-sglang");
+}
+
+/// A test the scenario defines itself (`test_template_name` in the entry) is read once by CloudAI: no
+/// `model-path` / `served-model-name` come back; HiCache's config file.
+#[test]
+fn slurm_ai_dynamo_sglang_hicache_matches_cloudai() {
+    check_case("slurm-ai-dynamo-sglang-hicache");
 }
 
 /// The DynamoGraphDeployment (`deployment.yaml`, PyYAML's layout) and `test-run.toml`; no kubeconfig is read.

@@ -227,6 +227,9 @@ fn resolve_entry(
     let workload = workloads::find(&def.test_template_name).expect("decode checked the template");
     let mut def = def;
     workload.derive(&mut def, system.and_then(|s| s.kind.tasks_per_node()));
+    if entry.test_name.is_some() {
+        workload.reread(&mut def);
+    }
     if let Some(spec) = workload.script() {
         let src = script::locate(&spec, origins);
         let installed = match system {

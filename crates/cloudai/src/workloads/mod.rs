@@ -373,6 +373,11 @@ pub trait Workload: TemplateSchema + Send + Sync {
     /// size in bytes), some from the system's tasks per node; they show in `test-run.toml` too. Applied when the
     /// test is resolved and to every step of a sweep.
     fn derive(&self, _test: &mut TestDefinition, _tasks_per_node: Option<u64>) {}
+    /// What CloudAI's second reading changes of a test a scenario entry names by `test_name` (it dumps the test
+    /// by alias, merges the entry's values and reads it again: an alias it writes but does not read comes back as
+    /// an undeclared key). Applied after [`Workload::derive`] when such a test is resolved; not to a test the
+    /// scenario defines itself.
+    fn reread(&self, _test: &mut TestDefinition) {}
     /// Reports of a finished iteration, `None` when there is nothing to report (no output).
     fn report(&self, _test: &TestDefinition, _dir: &Path, _title: &str) -> Option<IterationReport> {
         None

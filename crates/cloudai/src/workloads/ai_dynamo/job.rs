@@ -48,14 +48,6 @@ pub(super) fn derive(args: &mut CmdArgs) {
             .iter()
             .filter_map(|s| Some((s.name.to_string(), a.get(s.name)?.clone())))
             .collect();
-        if !vllm {
-            // CloudAI reads a scenario's test back from its dump by alias, and these two aliases are written but
-            // not read: they come back as undeclared keys, in the dump's order, ahead of the worker's own
-            for alias in ["model-path", "served-model-name"] {
-                let v = a.get(alias).cloned().unwrap_or_else(|| model.clone());
-                ordered.insert(alias.into(), v);
-            }
-        }
         for (k, v) in a.iter() {
             ordered.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -69,6 +61,35 @@ pub(super) fn derive(args: &mut CmdArgs) {
                 ArgValue::Str(format!("{name}_report.csv")),
             );
         }
+    }
+}
+
+/// CloudAI reads a test a scenario entry names back from its dump by alias, and two aliases of a worker's `args`
+/// are written but not read (`model_path` as `model-path`, `served_model_name` as `served-model-name`): they come
+/// back as undeclared keys with the declared fields' values, after the declared fields and ahead of the worker's
+/// own undeclared keys (a value the test gave them itself is kept).
+pub(super) fn reread(args: &mut CmdArgs) {
+    for role in ["prefill_worker", "decode_worker"] {
+        let Some(a) = args.table_at_mut(&format!("dynamo.{role}.args")) else {
+            continue;
+        };
+        let mut ordered: IndexMap<String, ArgValue> = IndexMap::new();
+        let declared = |k: &str| WORKER_ARGS.iter().any(|s| s.name == k);
+        for (k, v) in a.iter().filter(|(k, _)| declared(k)) {
+            ordered.insert(k.clone(), v.clone());
+        }
+        for (field, alias) in [
+            ("model_path", "model-path"),
+            ("served_model_name", "served-model-name"),
+        ] {
+            if let Some(v) = a.get(alias).or_else(|| a.get(field)) {
+                ordered.insert(alias.into(), v.clone());
+            }
+        }
+        for (k, v) in a.iter() {
+            ordered.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        *a = ordered;
     }
 }
 

@@ -404,6 +404,10 @@ impl Workload for AiDynamo {
         job::derive(&mut test.cmd_args);
     }
 
+    fn reread(&self, test: &mut TestDefinition) {
+        job::reread(&mut test.cmd_args);
+    }
+
     /// The workers' own node lists (`nodes`, comma-separated), prefill's first, as CloudAI orders them.
     fn nodes_named(&self, test: &TestDefinition, scheduler: &str) -> Vec<String> {
         if on_object(scheduler) {
