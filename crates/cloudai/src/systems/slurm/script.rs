@@ -306,16 +306,7 @@ impl Ctx<'_> {
         hook.test_runs
             .iter()
             .map(|tr| {
-                let dir = base.join(kind).join(&tr.test.name);
-                let t = Target {
-                    run: tr,
-                    launch: tr.launch(),
-                    dir: &dir,
-                    rel: format!("{kind}/{}", tr.test.name),
-                    nodes: &[],
-                    iteration: 0,
-                };
-                let srun = self.srun_command(&t, files);
+                let (srun, dir, launch) = self.hook_srun(tr, kind, base, files);
                 let with_output = srun.replace(
                     "srun ",
                     &format!(
@@ -324,9 +315,32 @@ impl Ctx<'_> {
                         quote_path(&dir.join("stderr.txt"))
                     ),
                 );
-                (with_output, t.launch.shell_check(&dir.join("stdout.txt")))
+                (with_output, launch.shell_check(&dir.join("stdout.txt")))
             })
             .collect()
+    }
+
+    /// A hook's task launch (its `env_vars.sh` into `files`), its output directory `<base>/<kind>/<test name>`
+    /// and what it runs.
+    fn hook_srun(
+        &self,
+        run: &TestRun,
+        kind: &str,
+        base: &Path,
+        files: &mut Vec<(String, String)>,
+    ) -> (String, std::path::PathBuf, Launch) {
+        let dir = base.join(kind).join(&run.test.name);
+        let t = Target {
+            run,
+            launch: run.launch(),
+            dir: &dir,
+            rel: format!("{kind}/{}", run.test.name),
+            nodes: &[],
+            iteration: 0,
+        };
+        let srun = self.srun_command(&t, files);
+        let Target { launch, .. } = t;
+        (srun, dir, launch)
     }
 
     /// The host file of a node list: each node once per task of the system's `ntasks_per_node`.

@@ -34,25 +34,15 @@ const LMCACHE_BACKUP: &str = "lmcache-config.original.yaml";
 pub(super) fn derive(args: &mut CmdArgs) {
     let model = ArgValue::Str(args.text_at("dynamo.model"));
     let vllm = args.text_at("dynamo.backend") == "vllm";
-    for role in ["prefill_worker", "decode_worker"] {
-        let Some(a) = args.table_at_mut(&format!("dynamo.{role}.args")) else {
-            continue;
-        };
+    each_worker(args, |a| {
         if vllm {
             a.insert("model".into(), model.clone());
         } else {
             a.insert("model_path".into(), model.clone());
             a.insert("served_model_name".into(), model.clone());
         }
-        let mut ordered: IndexMap<String, ArgValue> = WORKER_ARGS
-            .iter()
-            .filter_map(|s| Some((s.name.to_string(), a.get(s.name)?.clone())))
-            .collect();
-        for (k, v) in a.iter() {
-            ordered.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        *a = ordered;
-    }
+        *a = model_order(a, Vec::new());
+    });
     if let Some(g) = args.table_at_mut("genai_perf") {
         if g.get("report_name").is_none_or(|r| r.py_str().is_empty()) {
             let name = g.get("name").map_or("genai_perf".into(), ArgValue::py_str);
@@ -69,28 +59,45 @@ pub(super) fn derive(args: &mut CmdArgs) {
 /// back as undeclared keys with the declared fields' values, after the declared fields and ahead of the worker's
 /// own undeclared keys (a value the test gave them itself is kept).
 pub(super) fn reread(args: &mut CmdArgs) {
-    for role in ["prefill_worker", "decode_worker"] {
-        let Some(a) = args.table_at_mut(&format!("dynamo.{role}.args")) else {
-            continue;
-        };
-        let mut ordered: IndexMap<String, ArgValue> = IndexMap::new();
-        let declared = |k: &str| WORKER_ARGS.iter().any(|s| s.name == k);
-        for (k, v) in a.iter().filter(|(k, _)| declared(k)) {
-            ordered.insert(k.clone(), v.clone());
-        }
-        for (field, alias) in [
+    each_worker(args, |a| {
+        let back = [
             ("model_path", "model-path"),
             ("served_model_name", "served-model-name"),
-        ] {
-            if let Some(v) = a.get(alias).or_else(|| a.get(field)) {
-                ordered.insert(alias.into(), v.clone());
-            }
+        ]
+        .into_iter()
+        .filter_map(|(field, alias)| {
+            let v = a.get(alias).or_else(|| a.get(field))?;
+            Some((alias.to_string(), v.clone()))
+        })
+        .collect();
+        *a = model_order(a, back);
+    });
+}
+
+/// Calls `f` with each worker's `args` (prefill's, then decode's) that the test has.
+fn each_worker(args: &mut CmdArgs, mut f: impl FnMut(&mut IndexMap<String, ArgValue>)) {
+    for role in ["prefill_worker", "decode_worker"] {
+        if let Some(a) = args.table_at_mut(&format!("dynamo.{role}.args")) {
+            f(a);
         }
-        for (k, v) in a.iter() {
-            ordered.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        *a = ordered;
     }
+}
+
+/// A worker's `args` in the order CloudAI's model holds them: its declared fields in the model's order, then
+/// `then` (keys that came back undeclared), then the other keys in their order.
+fn model_order(
+    a: &IndexMap<String, ArgValue>,
+    then: Vec<(String, ArgValue)>,
+) -> IndexMap<String, ArgValue> {
+    let mut ordered: IndexMap<String, ArgValue> = WORKER_ARGS
+        .iter()
+        .filter_map(|s| Some((s.name.to_string(), a.get(s.name)?.clone())))
+        .collect();
+    ordered.extend(then);
+    for (k, v) in a {
+        ordered.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    ordered
 }
 
 /// CloudAI's `_get_toml_args` for one value: `<flag> "<value>"`; a value in braces between single quotes; one

@@ -71,16 +71,7 @@ impl Ctx<'_> {
                 num_nodes: 1,
                 ..(**tr).clone()
             };
-            let dir = t.dir.join("pre_test").join(&tr.test.name);
-            let hook = Target {
-                run: &one,
-                launch: one.launch(),
-                dir: &dir,
-                rel: format!("pre_test/{}", tr.test.name),
-                nodes: &[],
-                iteration: 0,
-            };
-            let srun = self.srun_command(&hook, files);
+            let (srun, dir, _) = self.hook_srun(&one, "pre_test", t.dir, files);
             let at = quote_path(&dir);
             // the node's own tasks: a step inherits the allocation's task count (SLURM_NTASKS, every node's), which
             // cannot fit on one node — CloudAI's script leaves it so and fails with `ntasks_per_node` set
