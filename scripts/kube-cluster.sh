@@ -4,7 +4,7 @@
 #
 #   scripts/kube-cluster.sh install   # Debian packages (golang-1.19, etcd-server) and a build of kube-apiserver and
 #                                     # kube-controller-manager 1.20 from Debian's source package (~8 min, cached)
-#   scripts/kube-cluster.sh start     # own CA, token auth, RBAC; writes build/kube/kubeconfig; MPIJob CRD; 4 nodes
+#   scripts/kube-cluster.sh start     # own CA, token auth, RBAC; writes build/kube/kubeconfig; MPIJob and DGD CRDs; 4 nodes
 #   scripts/kube-cluster.sh stop
 #
 # KUBE_AUDIT=1 at start writes every request (verb, resource, user agent) to build/kube/run/audit.log; the benchmark
@@ -183,6 +183,9 @@ start() {
     # the upstream MPI operator CRD, unedited: its structural schema prunes every field it does not describe
     api POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions \
         "$ROOT/crates/cloudai/tests/data/kubernetes/mpijob-crd-v2beta1.yaml" application/yaml >/dev/null
+    # the Dynamo operator's DynamoGraphDeployment CRD, its service fields' schema (tests/data/README.md)
+    api POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions \
+        "$ROOT/crates/cloudai/tests/data/kubernetes/dgd-crd-v1alpha1-subset.yaml" application/yaml >/dev/null
     for n in node001 node002 node003 node004; do
         printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"%s","labels":{"kubernetes.io/hostname":"%s"}}}' \
             "$n" "$n" >"$RUN/node.json"
@@ -190,6 +193,7 @@ start() {
         printf '{"status":{"capacity":{"nvidia.com/gpu":"8","cpu":"64","memory":"512Gi","pods":"110"},"allocatable":{"nvidia.com/gpu":"8","cpu":"64","memory":"512Gi","pods":"110"}}}' >"$RUN/node.json"
         api PATCH "/api/v1/nodes/$n/status" "$RUN/node.json" application/merge-patch+json >/dev/null
     done
+    wait_for "the DynamoGraphDeployment CRD" sh -c "curl -sf --cacert '$pki/ca.crt' -H 'Authorization: Bearer $(cat "$pki/token")' https://127.0.0.1:$PORT/apis/nvidia.com/v1alpha1/dynamographdeployments"
     wait_for "the MPIJob CRD" sh -c "api() { :; }; curl -sf --cacert '$pki/ca.crt' -H 'Authorization: Bearer $(cat "$pki/token")' https://127.0.0.1:$PORT/apis/kubeflow.org/v2beta1/mpijobs"
     wait_for "the controller manager" curl -sk -o /dev/null https://127.0.0.1:10257/healthz
     log "up: kubeconfig $BASE/kubeconfig ($("$BIN/kube-apiserver" --version))"

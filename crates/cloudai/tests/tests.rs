@@ -18,6 +18,7 @@ extern "C" fn isolate_ledger() {
 }
 
 mod ai_dynamo;
+mod ai_dynamo_k8s;
 mod aiconfigurator;
 mod architecture;
 mod bad_input;

@@ -54,7 +54,6 @@ fn json(what: What) -> serde_json::Value {
                 json!({
                     "name": w.template(),
                     "schedulers": w.schedulers(),
-                    "dry_run_only": w.written_only_on(),
                     "cmd_args": w.args().iter().map(|a| a.name).collect::<Vec<_>>(),
                 })
             })
@@ -101,21 +100,7 @@ pub fn list(args: &ListArgs) -> i32 {
         }
         What::Templates => {
             println!("Available test templates:");
-            // a scheduler where the test is only written (a dry-run) is marked so
-            let runs_on = |w: &&dyn crate::workloads::Workload| {
-                let written = w.written_only_on();
-                w.schedulers()
-                    .iter()
-                    .map(|s| {
-                        if written.contains(s) {
-                            format!("{s}(dry-run)")
-                        } else {
-                            s.to_string()
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
+            let runs_on = |w: &&dyn crate::workloads::Workload| w.schedulers().join(",");
             for (i, w) in workloads::all().iter().enumerate() {
                 if args.verbose {
                     let args: Vec<&str> = w.args().iter().map(|a| a.name).collect();

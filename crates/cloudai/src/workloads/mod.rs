@@ -250,6 +250,10 @@ pub struct Point {
     pub time_ip_us: Option<f64>,
 }
 
+/// Every workload's own kind of object ([`Workload::own_object`]): what `cloudai status` lists beside a
+/// scheduler's own objects.
+pub const OWN_KINDS: &[object::OwnKind] = &[ai_dynamo::OBJECT_KIND];
+
 /// A test template: its config schema ([`TemplateSchema`]), what it runs ([`Launch`], rendered by every
 /// scheduler) and how it is graded and reported.
 pub trait Workload: TemplateSchema + Send + Sync {
@@ -265,11 +269,6 @@ pub trait Workload: TemplateSchema + Send + Sync {
             .filter(|s| s.gives.contains(&self.needs()))
             .map(|s| s.name)
             .collect()
-    }
-    /// Schedulers among [`Workload::schedulers`] where this version writes the test's job or object (a dry-run)
-    /// but refuses to run it (AI Dynamo's DynamoGraphDeployment on Kubernetes).
-    fn written_only_on(&self) -> Vec<&'static str> {
-        Vec::new()
     }
     /// A design-space exploration metric (`agent_metrics`) of a finished iteration; None when it cannot be
     /// measured (the agent observes -1 then, as CloudAI does).

@@ -14,32 +14,14 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::manifest::{self, Kind, JOB_LABEL};
+use std::collections::HashMap;
+
+use super::manifest::{self, job_resource, mpijob_resource, pod_resource, Kind, JOB_LABEL};
+use super::plan::Spec;
 use crate::warn;
 
-pub(crate) fn pod_resource() -> ApiResource {
-    ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
-}
-
-pub(crate) fn job_resource() -> ApiResource {
-    ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&())
-}
-
-pub(crate) fn mpijob_resource() -> ApiResource {
-    ApiResource {
-        group: manifest::MPIJOB_GROUP.into(),
-        version: manifest::MPIJOB_VERSION.into(),
-        api_version: format!("{}/{}", manifest::MPIJOB_GROUP, manifest::MPIJOB_VERSION),
-        kind: "MPIJob".into(),
-        plural: manifest::MPIJOB_PLURAL.into(),
-    }
-}
-
-pub fn resource(kind: Kind) -> ApiResource {
-    match kind {
-        Kind::Job => job_resource(),
-        Kind::MpiJob => mpijob_resource(),
-    }
+fn key(ar: &ApiResource) -> String {
+    format!("{}.{}", ar.plural, ar.group)
 }
 
 /// A kind's watch mirrored into a store, and whether the store is current: false from a watch error until the
@@ -55,8 +37,10 @@ pub(crate) struct Cache {
     namespace: String,
     wake: Arc<Notify>,
     pods: Watched,
-    jobs: Watched,
-    mpijobs: OnceLock<Watched>,
+    jobs: Arc<Watched>,
+    mpijobs: OnceLock<Arc<Watched>>,
+    /// The workloads' own kinds, by resource (plural.group), each watched from its first object on.
+    own: Mutex<HashMap<String, Arc<Watched>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -69,8 +53,9 @@ impl Cache {
             namespace: namespace.to_string(),
             wake,
             pods,
-            jobs,
+            jobs: Arc::new(jobs),
             mpijobs: OnceLock::new(),
+            own: Mutex::default(),
             tasks: Mutex::new(vec![t1, t2]),
         }
     }
@@ -80,21 +65,45 @@ impl Cache {
         self.mpijobs.get_or_init(|| {
             let (w, task) = spawn(&self.client, &self.namespace, mpijob_resource(), &self.wake);
             self.tasks.lock().unwrap().push(task);
-            w
+            Arc::new(w)
         });
     }
 
-    fn watched(&self, kind: Kind) -> Option<&Watched> {
-        match kind {
-            Kind::Job => Some(&self.jobs),
-            Kind::MpiJob => self.mpijobs.get(),
+    /// Watching a kind other than Jobs starts with its first object: a cluster without an MPIJob or an operator's
+    /// CRD must not warn for runs that create none.
+    pub(crate) fn watch(&self, spec: &Spec) {
+        match spec.kind {
+            Kind::Job => {}
+            Kind::MpiJob => self.watch_mpijobs(),
+            Kind::Own => {
+                let ar = spec.resource();
+                let mut own = self.own.lock().unwrap();
+                own.entry(key(&ar)).or_insert_with(|| {
+                    let (w, task) = spawn(&self.client, &self.namespace, ar, &self.wake);
+                    self.tasks.lock().unwrap().push(task);
+                    Arc::new(w)
+                });
+            }
+        }
+    }
+
+    fn watched(&self, spec: &Spec) -> Option<Arc<Watched>> {
+        match spec.kind {
+            Kind::Job => Some(self.jobs.clone()),
+            Kind::MpiJob => self.mpijobs.get().cloned(),
+            Kind::Own => self
+                .own
+                .lock()
+                .unwrap()
+                .get(&key(&spec.resource()))
+                .cloned(),
         }
     }
 
     /// The object as JSON (metadata, spec, status): as last seen by the watch, or read from the API server while
     /// the watch is failing (a proxy cutting long requests, RBAC without `watch`). `Ok(None)`: not (yet) there.
-    pub async fn object(&self, kind: Kind, name: &str) -> Result<Option<Value>, kube::Error> {
-        let Some(w) = self.watched(kind) else {
+    pub async fn object(&self, spec: &Spec, name: &str) -> Result<Option<Value>, kube::Error> {
+        let Some(w) = self.watched(spec) else {
             return Ok(None);
         };
         if !w.current.load(Ordering::Relaxed) {
@@ -104,7 +113,7 @@ impl Cache {
                 .await?
                 .and_then(|o| serde_json::to_value(&o).ok()));
         }
-        let key = kube::runtime::reflector::ObjectRef::new_with(name, resource(kind))
+        let key = kube::runtime::reflector::ObjectRef::new_with(name, spec.resource())
             .within(&self.namespace);
         Ok(w.store
             .get(&key)

@@ -24,11 +24,31 @@ pub(crate) const IDENTITY: &str = "cloudai-identity";
 
 pub(crate) const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
+pub(crate) fn pod_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())
+}
+
+pub(crate) fn job_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&())
+}
+
+pub(crate) fn mpijob_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: MPIJOB_GROUP.into(),
+        version: MPIJOB_VERSION.into(),
+        api_version: format!("{}/{}", MPIJOB_GROUP, MPIJOB_VERSION),
+        kind: "MPIJob".into(),
+        plural: MPIJOB_PLURAL.into(),
+    }
+}
+
 /// Which kind of object a step is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Job,
     MpiJob,
+    /// The workload's own kind ([`crate::workloads::object::OwnObject`]): its resource is in the step's spec.
+    Own,
 }
 
 impl Kind {
@@ -36,6 +56,7 @@ impl Kind {
         match self {
             Kind::Job => "Job",
             Kind::MpiJob => "MPIJob",
+            Kind::Own => "object",
         }
     }
 }
@@ -74,7 +95,7 @@ pub struct Meta<'a> {
 }
 
 impl Meta<'_> {
-    fn labels(&self, run: &TestRun, role: &str) -> Value {
+    pub(crate) fn labels(&self, run: &TestRun, role: &str) -> Value {
         let mut m = Map::new();
         for (k, v) in [
             (MANAGED_BY, "cloudai".to_string()),
@@ -92,7 +113,7 @@ impl Meta<'_> {
         Value::Object(m)
     }
 
-    fn metadata(&self, run: &TestRun) -> Value {
+    pub(crate) fn metadata(&self, run: &TestRun) -> Value {
         let mut labels = self.labels(run, "");
         labels
             .as_object_mut()

@@ -8,12 +8,14 @@
 mod cache;
 mod client;
 mod events;
+mod exec;
 pub mod fleet;
 mod logs;
 pub mod manifest;
 pub mod nodes;
 mod observe;
 mod ops;
+mod own;
 pub mod plan;
 pub mod quarantine;
 pub mod state;
@@ -107,8 +109,8 @@ impl Kubernetes {
         kube::Api::namespaced(c.client.clone(), self.ns())
     }
 
-    fn object_api(&self, c: &Conn, kind: Kind) -> kube::Api<kube::api::DynamicObject> {
-        kube::Api::namespaced_with(c.client.clone(), self.ns(), &cache::resource(kind))
+    fn object_api(&self, c: &Conn, spec: &Spec) -> kube::Api<kube::api::DynamicObject> {
+        kube::Api::namespaced_with(c.client.clone(), self.ns(), &spec.resource())
     }
 }
 
@@ -132,8 +134,8 @@ pub async fn live(
     Ok(super::Live::from_phases(ids, &phases(cfg).await?))
 }
 
-/// Every Job and MPIJob cloudai made in the system's namespace by name, with its phase: one list per kind
-/// (`cloudai status`).
+/// Every Job, MPIJob and workload's own object (a DynamoGraphDeployment) cloudai made in the system's namespace by
+/// name, with its phase: one list per kind (`cloudai status`).
 pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, (String, String)>, String> {
     let SystemKind::Kubernetes(k) = &cfg.kind else {
         return Err("not a Kubernetes system".into());
@@ -141,20 +143,26 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, (String, Strin
     let (client, server) = client::connect(&k.kube_config_path).await?;
     let lp = kube::api::ListParams::default().labels(&format!("{}=cloudai", manifest::MANAGED_BY));
     let mut out = HashMap::new();
-    for kind in [Kind::Job, Kind::MpiJob] {
-        let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-            client.clone(),
-            &k.default_namespace,
-            &cache::resource(kind),
-        );
+    let own = crate::workloads::OWN_KINDS
+        .iter()
+        .map(|k| (Kind::Own, plan::own_resource(k)));
+    for (kind, resource) in [
+        (Kind::Job, manifest::job_resource()),
+        (Kind::MpiJob, manifest::mpijob_resource()),
+    ]
+    .into_iter()
+    .chain(own)
+    {
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(client.clone(), &k.default_namespace, &resource);
         let list = match api.list(&lp).await {
             Ok(l) => l,
-            // a cluster without the MPIJob CRD simply has none
-            Err(e) if kind == Kind::MpiJob && client::status_code(&e) == Some(404) => continue,
+            // a cluster without the MPIJob CRD (or an operator's) simply has none
+            Err(e) if kind != Kind::Job && client::status_code(&e) == Some(404) => continue,
             Err(e) => {
                 return Err(format!(
                     "cannot list {}s at {server}: {}",
-                    kind.name(),
+                    resource.kind,
                     client::describe(&e)
                 ))
             }
@@ -167,7 +175,12 @@ pub async fn phases(cfg: &SystemConfig) -> Result<HashMap<String, (String, Strin
                 .flatten()
                 .filter(|c| c["status"] == "True")
                 .filter_map(|c| c["type"].as_str())
-                .find(|t| matches!(*t, "Complete" | "Succeeded" | "Failed" | "Running"))
+                .find(|t| {
+                    matches!(
+                        *t,
+                        "Complete" | "Succeeded" | "Failed" | "Running" | "Ready"
+                    )
+                })
                 .map(str::to_string)
                 .unwrap_or_else(|| {
                     if v["status"]["active"].as_i64().unwrap_or(0) > 0 {
@@ -198,7 +211,10 @@ impl Backend for Kubernetes {
     }
 
     fn spec(&self, run: &TestRun, launch: &Launch, env: &[(String, String)], n: &Naming) -> Spec {
-        plan::spec(run, launch, self.k(), env, n)
+        match self.own_object(run) {
+            Some(o) => plan::own(run, o, self.k(), n),
+            None => plan::spec(run, launch, self.k(), env, n),
+        }
     }
 
     fn render(spec: &Spec) -> String {
@@ -241,7 +257,8 @@ impl Backend for Kubernetes {
     async fn connect(&self) -> Result<(), SystemError> {
         let c = self.conn().await?;
         // proves the credentials and that we may manage Jobs in the namespace before anything exists
-        let api = self.object_api(c, Kind::Job);
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(c.client.clone(), self.ns(), &manifest::job_resource());
         api.list(&kube::api::ListParams::default().limit(1))
             .await
             .map(|_| ())
@@ -264,22 +281,19 @@ impl Backend for Kubernetes {
     fn describe(&self, step: &Step, _: &()) -> String {
         format!(
             "Kubernetes {} {}/{}",
-            step.spec.kind.name(),
+            step.spec.kind_name(),
             self.ns(),
             step.name
         )
     }
 
     fn leftover(&self, step: &Step, _: &()) -> (String, BTreeMap<String, String>) {
-        let api_version = match step.spec.kind {
-            Kind::Job => "batch/v1",
-            Kind::MpiJob => "kubeflow.org/v2beta1",
-        };
+        let r = step.spec.resource();
         let resource = [
-            ("kind", step.spec.kind.name()),
+            ("kind", r.kind.as_str()),
             ("name", step.name.as_str()),
             ("namespace", self.ns()),
-            ("api_version", api_version),
+            ("api_version", r.api_version.as_str()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -324,6 +338,11 @@ impl Backend for Kubernetes {
         if let Ok(c) = self.conn().await {
             let pods = c.cache().pods(&step.name).await;
             let refs: Vec<&serde_json::Value> = pods.iter().collect();
+            if step.spec.kind == Kind::Own {
+                w.bench = None;
+                self.own_logs(step, &refs).await;
+                return;
+            }
             // still running: its stream would not end by itself
             let _ = self
                 .settle_log(step, w, &refs, "cancelled", Duration::ZERO)

@@ -48,6 +48,12 @@ pub struct Watch {
     restarts: HashMap<String, i64>,
     /// Since when the object exists without any pod, and what was last found to say why.
     podless: Option<Podless>,
+    /// A workload's own object: its benchmark once started, the pod it runs in, since when it waits for its
+    /// pods, what was last said of their start.
+    pub(super) bench: Option<super::exec::Bench>,
+    pub(super) bench_pod: String,
+    pub(super) own_since: Option<Instant>,
+    pub(super) own_said: String,
 }
 
 struct Podless {
@@ -67,7 +73,7 @@ impl Kubernetes {
             return Seen::Running;
         };
         let kind = step.spec.kind;
-        let read = match c.cache().object(kind, &step.name).await {
+        let read = match c.cache().object(&step.spec, &step.name).await {
             Ok(o) => o,
             Err(e) if matches!(status_code(&e), Some(401 | 403)) => {
                 // no right to read what we created: waiting cannot help, and the object must still go
@@ -103,8 +109,11 @@ impl Kubernetes {
         let pods = c.cache().pods(&step.name).await;
         let refs: Vec<&Value> = pods.iter().collect();
         note_restarts(w, &refs, attempts);
-        self.follow_log(step, w, &refs);
         w.seen = true;
+        if kind == Kind::Own {
+            return self.look_own(step, w, &obj, &refs);
+        }
+        self.follow_log(step, w, &refs);
         if !refs.is_empty() {
             w.podless = None;
         }
@@ -290,9 +299,14 @@ impl Kubernetes {
         };
         let refs: Vec<&Value> = pods.iter().collect();
         let last_event = self.write_events(step).await;
-        ending.log_incomplete = self
-            .settle_log(step, w, &refs, &ending.state, LOG_WAIT)
-            .await;
+        if step.spec.kind == Kind::Own {
+            w.bench = None;
+            self.own_logs(step, &refs).await;
+        } else {
+            ending.log_incomplete = self
+                .settle_log(step, w, &refs, &ending.state, LOG_WAIT)
+                .await;
+        }
         if step.spec.per_node > 0 {
             self.node_logs(step, &refs).await;
         }

@@ -14,11 +14,8 @@ impl Kubernetes {
     /// Creates the step's object; a 409 adopts it only when it carries our identity.
     pub(super) async fn create_object(&self, step: &Step) -> Result<(), SystemError> {
         let c = self.conn().await?;
-        let cache = c.cache();
-        if step.spec.kind == Kind::MpiJob {
-            cache.watch_mpijobs();
-        }
-        let api = self.object_api(c, step.spec.kind);
+        c.cache().watch(&step.spec);
+        let api = self.object_api(c, &step.spec);
         let obj: DynamicObject =
             serde_json::from_value(step.spec.manifest.clone()).map_err(|e| {
                 format!(
@@ -28,12 +25,12 @@ impl Kubernetes {
             })?;
         match api.create(&PostParams::default(), &obj).await {
             Ok(_) => {
-                info!("Created Kubernetes {} {}/{}", step.spec.kind.name(), self.ns(), step.name);
+                info!("Created Kubernetes {} {}/{}", step.spec.kind_name(), self.ns(), step.name);
                 Ok(())
             }
             Err(e) if status_code(&e) == Some(409) => match self.adopt_object(step).await {
                 Ok(true) => Ok(()),
-                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.spec.kind.name(), step.name).into()),
+                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.spec.kind_name(), step.name).into()),
                 Err(e) => Err(e),
             },
             Err(e) if status_code(&e) == Some(404) && step.spec.kind == Kind::MpiJob => Err(format!(
@@ -44,11 +41,25 @@ impl Kubernetes {
                 describe(&e)
             )
             .into()),
+            Err(e) if status_code(&e) == Some(404) && step.spec.kind == Kind::Own => {
+                let r = step.spec.resource();
+                Err(format!(
+                    "cannot create {} {}: the API server at {} does not serve {} {}s ({}); install its operator \
+                     (its CRD) in the cluster",
+                    r.kind,
+                    step.name,
+                    c.server,
+                    r.api_version,
+                    r.kind,
+                    describe(&e)
+                )
+                .into())
+            }
             Err(e) => Err(SystemError::new(
                 super::client::kind(&e).creating(),
                 format!(
                     "cannot create {} {}/{} at {}: {}",
-                    step.spec.kind.name(),
+                    step.spec.kind_name(),
                     self.ns(),
                     step.name,
                     c.server,
@@ -62,18 +73,15 @@ impl Kubernetes {
     /// else.
     pub(super) async fn adopt_object(&self, step: &Step) -> Result<bool, SystemError> {
         let c = self.conn().await?;
-        let cache = c.cache();
-        if step.spec.kind == Kind::MpiJob {
-            cache.watch_mpijobs();
-        }
-        let api = self.object_api(c, step.spec.kind);
+        c.cache().watch(&step.spec);
+        let api = self.object_api(c, &step.spec);
         let obj = match api.get_opt(&step.name).await {
             Ok(Some(o)) => o,
             Ok(None) => return Ok(false),
             Err(e) => {
                 return Err(error(
                     &e,
-                    &format!("cannot look up {} {}", step.spec.kind.name(), step.name),
+                    &format!("cannot look up {} {}", step.spec.kind_name(), step.name),
                 ))
             }
         };
@@ -90,7 +98,7 @@ impl Kubernetes {
             "namespace {} already has a {} named {} that this run did not create (its {IDENTITY} is {}, ours {}); \
              not adopting it: delete it or change the test id",
             self.ns(),
-            step.spec.kind.name(),
+            step.spec.kind_name(),
             step.name,
             theirs.as_deref().unwrap_or("missing"),
             step.identity
@@ -101,7 +109,7 @@ impl Kubernetes {
     /// Asks for the object's deletion in the foreground (its pods go first); the machine confirms it is gone.
     pub(super) async fn delete_object(&self, step: &Step) -> Result<(), SystemError> {
         let c = self.conn().await?;
-        let api = self.object_api(c, step.spec.kind);
+        let api = self.object_api(c, &step.spec);
         match api.delete(&step.name, &DeleteParams::foreground()).await {
             Ok(_) => Ok(()),
             Err(e) if status_code(&e) == Some(404) => Ok(()),
@@ -112,7 +120,7 @@ impl Kubernetes {
     /// Whether the object is gone (its deletion finished); an error when the server cannot say.
     pub(super) async fn object_gone(&self, step: &Step) -> Result<bool, SystemError> {
         let c = self.conn().await?;
-        let api = self.object_api(c, step.spec.kind);
+        let api = self.object_api(c, &step.spec);
         match api.get_opt(&step.name).await {
             Ok(None) => Ok(true),
             Ok(Some(_)) => Ok(false),
@@ -147,7 +155,7 @@ impl Kubernetes {
         if last.is_none() {
             warn!(
                 "No Kubernetes events for {} {}",
-                step.spec.kind.name(),
+                step.spec.kind_name(),
                 step.name
             );
         }

@@ -1,12 +1,16 @@
 //! A step's object from the workload's launch: a Kubeflow MPIJob for MPI ranks on several nodes, else a
 //! `batch/v1` Job; and what this system cannot run.
 
+use std::sync::Arc;
+
+use kube::api::ApiResource;
 use serde_json::Value;
 
 use super::manifest::{self, Fit, Kind, Limits, Meta, Mpi, Pod};
 use crate::config::system::KubernetesConfig;
 use crate::scenario::TestRun;
 use crate::systems::objects::Naming;
+use crate::workloads::object::{ObjectRun, OwnObject};
 use crate::workloads::Launch;
 
 /// A step's object: its kind and manifest.
@@ -16,16 +20,45 @@ pub struct Spec {
     pub manifest: Value,
     /// A Job of one pod on each of this many nodes (a per-node check), each node's log kept apart; 0 otherwise.
     pub per_node: u64,
+    /// The workload's own object ([`Kind::Own`]): its resource and how a run drives it.
+    pub own: Option<Arc<Own>>,
+}
+
+/// A workload's own object as a step: its API resource and how a run drives it.
+#[derive(Debug)]
+pub struct Own {
+    pub resource: ApiResource,
+    pub run: ObjectRun,
 }
 
 pub type Step = crate::systems::objects::Step<Spec>;
 
 impl Spec {
-    /// The pod role whose log is the step's output, and its container.
+    /// The pod role whose log is the step's output, and its container (none for the workload's own object:
+    /// each role's log is kept).
     pub(crate) fn log_source(&self) -> (&'static str, &'static str) {
         match self.kind {
             Kind::Job => ("main", "main"),
             Kind::MpiJob => ("launcher", "launcher"),
+            Kind::Own => ("", ""),
+        }
+    }
+
+    /// The object's kind as the API names it.
+    pub fn kind_name(&self) -> &str {
+        match &self.own {
+            Some(o) => &o.resource.kind,
+            None => self.kind.name(),
+        }
+    }
+
+    /// The object's API resource.
+    pub fn resource(&self) -> ApiResource {
+        match (&self.own, self.kind) {
+            (Some(o), _) => o.resource.clone(),
+            (None, Kind::MpiJob) => manifest::mpijob_resource(),
+            // a workload's own kind always has its resource (`own`)
+            (None, _) => manifest::job_resource(),
         }
     }
 
@@ -36,6 +69,7 @@ impl Spec {
             Kind::MpiJob => {
                 &self.manifest["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
             }
+            Kind::Own => return "n/a".into(),
         };
         spec["containers"][0]["command"]
             .as_array()
@@ -102,6 +136,7 @@ pub fn spec(
             kind: Kind::MpiJob,
             manifest,
             per_node: 0,
+            own: None,
         };
     }
     let mut cmd = launch.node_command(&run.test, per_node);
@@ -128,7 +163,76 @@ pub fn spec(
         kind: Kind::Job,
         manifest: manifest::job(run, &fit, &meta, &pod, &limits, spread),
         per_node: spread,
+        own: None,
     }
+}
+
+/// The workload's own object as the step creates it: named and labelled as our objects are (the file CloudAI
+/// writes keeps its own name), its pods labelled through each role's `labels_at` so the watch finds them and
+/// knows their role.
+pub fn own(run: &TestRun, o: OwnObject, k: &KubernetesConfig, n: &Naming) -> Spec {
+    let dir_s = n.dir.display().to_string();
+    let meta = Meta {
+        name: n.name,
+        namespace: &k.default_namespace,
+        run_tag: n.run_tag,
+        identity: n.identity,
+        scenario: n.scenario,
+        iteration: n.iteration,
+        results_dir: &dir_s,
+    };
+    let mut manifest = o.manifest;
+    manifest["metadata"] = meta.metadata(run);
+    for role in &o.run.roles {
+        let Value::Object(ours) = meta.labels(run, &role.name) else {
+            continue;
+        };
+        let at = pointer_or_insert(&mut manifest, &role.labels_at);
+        if !at.is_object() {
+            *at = Value::Object(Default::default());
+        }
+        if let Value::Object(labels) = at {
+            labels.extend(ours);
+        }
+    }
+    let resource = own_resource(&o.run.kind);
+    Spec {
+        kind: Kind::Own,
+        manifest,
+        per_node: 0,
+        own: Some(Arc::new(Own {
+            resource,
+            run: o.run,
+        })),
+    }
+}
+
+/// The API resource of a workload's own kind.
+pub(crate) fn own_resource(k: &crate::workloads::object::OwnKind) -> ApiResource {
+    ApiResource {
+        group: k.group.into(),
+        version: k.version.into(),
+        api_version: format!("{}/{}", k.group, k.version),
+        kind: k.kind.into(),
+        plural: k.plural.into(),
+    }
+}
+
+/// The value at a JSON pointer, made (as objects) where missing.
+fn pointer_or_insert<'a>(v: &'a mut Value, pointer: &str) -> &'a mut Value {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .fold(v, |v, key| {
+            if !v.is_object() {
+                *v = Value::Object(Default::default());
+            }
+            v.as_object_mut()
+                .expect("made an object above")
+                .entry(key)
+                .or_insert(Value::Null)
+        })
 }
 
 /// What cannot run as configured, one sentence each, before anything is created (warnings are logged).

@@ -34,7 +34,7 @@ pub enum Phase {
     },
 }
 
-fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+pub(super) fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     path.iter().fold(v, |v, k| &v[*k]).as_str().unwrap_or("")
 }
 
@@ -43,7 +43,7 @@ pub fn name(obj: &Value) -> &str {
 }
 
 /// Conditions of the object that are true, as (type, reason, message).
-fn true_conditions(obj: &Value) -> Vec<(&str, &str, &str)> {
+pub(super) fn true_conditions(obj: &Value) -> Vec<(&str, &str, &str)> {
     obj["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -53,13 +53,13 @@ fn true_conditions(obj: &Value) -> Vec<(&str, &str, &str)> {
         .collect()
 }
 
-fn container_statuses(pod: &Value) -> impl Iterator<Item = &Value> {
+pub(super) fn container_statuses(pod: &Value) -> impl Iterator<Item = &Value> {
     ["initContainerStatuses", "containerStatuses"]
         .into_iter()
         .flat_map(move |k| pod["status"][k].as_array().into_iter().flatten())
 }
 
-fn with_message(reason: &str, message: &str) -> String {
+pub(super) fn with_message(reason: &str, message: &str) -> String {
     if message.is_empty() {
         reason.to_string()
     } else {
@@ -119,7 +119,7 @@ fn cannot_start(pod: &Value, cs: &Value, reason: &str, message: &str) -> String 
 }
 
 /// A pod problem that ends the step at once, whatever the controller says.
-fn fatal(pod: &Value) -> Option<(String, String, Option<EndReason>)> {
+pub(super) fn fatal(pod: &Value) -> Option<(String, String, Option<EndReason>)> {
     let pname = name(pod);
     for cs in container_statuses(pod) {
         if let Some((reason, message)) = start_error(cs) {
@@ -190,7 +190,7 @@ fn oom_killed(pod: &Value) -> Option<String> {
 }
 
 /// Why a pod is not running yet, and the scheduler's message when no node fits it.
-fn pending_reason(pod: &Value) -> Option<(String, Option<String>)> {
+pub(super) fn pending_reason(pod: &Value) -> Option<(String, Option<String>)> {
     if s(pod, &["status", "phase"]) != "Pending" && !s(pod, &["status", "phase"]).is_empty() {
         return None;
     }
@@ -229,6 +229,8 @@ pub(crate) fn evaluate(kind: Kind, obj: &Value, pods: &[&Value]) -> Phase {
     let (done, failed) = match kind {
         Kind::Job => ("Complete", "Failed"),
         Kind::MpiJob => ("Succeeded", "Failed"),
+        // its pods serve until deleted: see `own::phase`
+        Kind::Own => ("", "Failed"),
     };
     let conds = true_conditions(obj);
     if let Some((t, r, m)) = conds.iter().find(|c| c.0 == done || c.0 == failed) {

@@ -208,7 +208,9 @@ pub fn plan<B: Backend>(b: &B, run: &TestRun, dir: &Path) -> Vec<Step<B::Spec>> 
         let identity_src = format!("{salt}|{}", within.display());
         let launch = run.launch();
         let readable = [run.id.as_str(), part.tag()];
-        let name = if launch.across_nodes(run.num_nodes) {
+        let name = if b.own_object(run).is_some() {
+            names::object_name(&readable, &identity_src)
+        } else if launch.across_nodes(run.num_nodes) {
             // the MPI operator names its pods after the job
             names::mpi_job_name(&readable, &identity_src, run.num_nodes)
         } else {
@@ -367,6 +369,16 @@ impl<B: Backend> Stepped<B> {
         &self.backend
     }
 
+    /// A step's object as written into the iteration's directory `dir`: (its path within, its text).
+    pub(super) fn step_file(&self, dir: &Path, st: &Step<B::Spec>) -> (String, String) {
+        let rel = st
+            .dir
+            .strip_prefix(dir)
+            .unwrap_or(Path::new(""))
+            .join(B::FILE);
+        (rel.display().to_string(), B::render(&st.spec))
+    }
+
     fn job(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<Job<B>>>> {
         self.jobs.lock().unwrap().get(id).cloned()
     }
@@ -419,34 +431,22 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn prepare(&self, run: &TestRun, _iteration: u64, dir: &Path) -> Result<Prepared, SystemError> {
-        if let Some(p) = self.prepare_own(run) {
-            return Ok(p);
-        }
         let steps = plan(&self.backend, run, dir);
-        let files = steps
-            .iter()
-            .map(|st| {
-                let rel = st
-                    .dir
-                    .strip_prefix(dir)
-                    .unwrap_or(Path::new(""))
-                    .join(B::FILE);
-                (rel.display().to_string(), B::render(&st.spec))
-            })
-            .collect();
-        let full_cmd = B::full_cmd(&steps[main_of(&steps)].spec);
+        let prepared = self
+            .prepare_own(run, dir, &steps)
+            .unwrap_or_else(|| Prepared {
+                test_cmd: run.launch().command_line(),
+                full_cmd: B::full_cmd(&steps[main_of(&steps)].spec),
+                files: steps.iter().map(|st| self.step_file(dir, st)).collect(),
+                env: super::job_env(self.backend.config(), run),
+                submit: None,
+                runs: None,
+            });
         self.planned
             .lock()
             .unwrap()
             .insert(dir.to_path_buf(), steps);
-        Ok(Prepared {
-            test_cmd: run.launch().command_line(),
-            full_cmd,
-            files,
-            env: super::job_env(self.backend.config(), run),
-            submit: None,
-            runs: None,
-        })
+        Ok(prepared)
     }
 
     fn settings(&self) -> Settings {
@@ -454,12 +454,12 @@ impl<B: Backend> System for Stepped<B> {
     }
 
     fn would_submit(&self, run: &TestRun, dir: &Path, _job: &Prepared) -> JobId {
-        if let Some(id) = self.would_create_own(run) {
-            return id;
-        }
         let planned = self.planned.lock().unwrap().remove(dir);
         let steps = planned.unwrap_or_else(|| plan(&self.backend, run, dir));
         let main = steps[main_of(&steps)].name.clone();
+        if let Some(id) = self.would_create_own(run, &main) {
+            return id;
+        }
         info!(
             "Would create {} {main} ({} with hooks)",
             B::RUNNER.trim_end_matches("Runner"),

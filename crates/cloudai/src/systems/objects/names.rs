@@ -60,6 +60,16 @@ pub(crate) fn mpi_job_name(readable: &[&str], identity: &str, workers: u64) -> S
     unique_name_within(readable, identity, room.min(MPI_NAME_MAX), true)
 }
 
+/// The name of a workload's own object (AI Dynamo's DynamoGraphDeployment): its operator names Services and pods
+/// after it and the service (`<name>-frontend`, `<name>-decode-<i>-…`), which must be DNS-1035 labels; so at most
+/// [`OBJECT_NAME_MAX`] characters, a letter first.
+pub(crate) fn object_name(readable: &[&str], identity: &str) -> String {
+    unique_name_within(readable, identity, OBJECT_NAME_MAX, true)
+}
+
+/// The longest name of a workload's own object: room for its operator's suffixes.
+pub(crate) const OBJECT_NAME_MAX: usize = 40;
+
 /// The longest MPI job name: room for `-worker-<i>` up to 100 workers whatever the count, so a name never changes
 /// length with the number of nodes.
 pub(crate) const MPI_NAME_MAX: usize = 53;
@@ -98,5 +108,11 @@ mod tests {
             assert!(n.len() <= MPI_NAME_MAX, "{n}");
         }
         assert!(mpi_job_name(&["8node"], "x", 2).starts_with("t8node-"));
+        let n = object_name(&[&long], "run|t|0");
+        assert!(
+            n.len() <= OBJECT_NAME_MAX && n.ends_with(&short_hash("run|t|0")),
+            "{n}"
+        );
+        assert!(object_name(&["1x"], "x").starts_with("t1x-"));
     }
 }

@@ -6,14 +6,35 @@
 //! every pod (tolerations, node selector, image pull secrets, service account). With secondary networks the workers
 //! carry Multus' annotation and ask for one `nvidia.com/<network>` each; pods use the host's network as the
 //! system says (by default when it names no secondary network).
+//!
+//! A real run goes as CloudAI's: once every pod is ready, its `genai_perf.sh` runs in the frontend pod against
+//! the frontend (`http://localhost`), the results directory comes back into the iteration's, the success marker
+//! is written when the report did, and each role's pod log is kept as `<role>_pod.log`.
+
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::super::object::{ObjectAt, OwnObject};
+use super::super::object::{ObjectAt, ObjectBench, ObjectRun, OwnKind, OwnObject, PodRole};
 use crate::config::args::ArgValue;
 use crate::config::test::TestDefinition;
 
 pub(super) const FILE: &str = "deployment.yaml";
+/// The Dynamo operator's resource.
+pub(crate) const KIND: OwnKind = OwnKind {
+    group: "nvidia.com",
+    version: "v1alpha1",
+    kind: "DynamoGraphDeployment",
+    plural: "dynamographdeployments",
+};
+/// The services, in the order CloudAI writes their pod logs.
+const SERVICES: [(&str, &str); 3] = [
+    ("decode", "decode_worker"),
+    ("prefill", "prefill_worker"),
+    ("frontend", ""),
+];
+/// Where the benchmark writes in the frontend pod (CloudAI's path).
+const RESULTS_IN_POD: &str = "/tmp/cloudai/genai-perf";
 
 /// The deployment and what a real run of it could not do.
 pub(super) fn object(test: &TestDefinition, at: &ObjectAt) -> OwnObject {
@@ -21,8 +42,77 @@ pub(super) fn object(test: &TestDefinition, at: &ObjectAt) -> OwnObject {
     OwnObject {
         file: FILE,
         text: crate::util::pyyaml::dump(&manifest),
-        manifest,
         problems: problems(test, at),
+        run: run(test, at, &manifest),
+        manifest,
+    }
+}
+
+/// How a real run drives the deployment: its pods by service, then CloudAI's benchmark in the frontend pod.
+fn run(test: &TestDefinition, at: &ObjectAt, manifest: &Value) -> ObjectRun {
+    let a = &test.cmd_args;
+    let roles = SERVICES
+        .iter()
+        .map(|(svc, _)| {
+            let s = &manifest["spec"]["services"][svc];
+            let replicas = s["replicas"].as_u64().unwrap_or(1);
+            let nodes = s["multinode"]["nodeCount"].as_u64().unwrap_or(1).max(1);
+            PodRole {
+                name: svc.to_string(),
+                labels_at: format!("/spec/services/{svc}/extraPodMetadata/labels"),
+                pods: replicas * nodes,
+            }
+        })
+        .collect();
+    let report = a.text_at("genai_perf.report_name");
+    let mut args: Vec<String> = [
+        "--result-dir",
+        RESULTS_IN_POD,
+        "--gpus-per-node",
+        &at.gpus_per_node.to_string(),
+        "--model",
+        &a.text_at("dynamo.model"),
+        "--url",
+        "http://localhost",
+        "--port",
+        &a.text_at("dynamo.port"),
+        "--endpoint",
+        &a.text_at("dynamo.endpoint"),
+        "--cmd",
+        &a.text_at("genai_perf.cmd"),
+        "--report-name",
+        &report,
+    ]
+    .map(String::from)
+    .into();
+    let extra = match a.at("genai_perf.extra_args") {
+        Some(ArgValue::List(l)) => l.iter().map(ArgValue::py_str).collect::<Vec<_>>().join(" "),
+        Some(v) => v.py_str(),
+        None => String::new(),
+    };
+    if !extra.is_empty() {
+        args.extend(["--extra-args".to_string(), extra]);
+    }
+    args.push("--".into());
+    if let Some(ArgValue::Table(t)) = a.at("genai_perf.args") {
+        for (k, v) in t {
+            args.extend([format!("--{k}"), v.py_str()]);
+        }
+    }
+    ObjectRun {
+        kind: KIND,
+        roles,
+        bench: ObjectBench {
+            role: "frontend".into(),
+            script: PathBuf::from(a.text_at("genai_perf.script._installed_path")),
+            args,
+            log: "genai_perf.log",
+            fetch: RESULTS_IN_POD.into(),
+            done: Some((
+                report,
+                super::marker(test, "success_marker", "success-marker.txt"),
+            )),
+        },
     }
 }
 
@@ -40,8 +130,8 @@ pub(super) fn deployment(test: &TestDefinition, at: &ObjectAt) -> Value {
     }
     for_every_pod(&mut frontend, at);
     json!({
-        "apiVersion": "nvidia.com/v1alpha1",
-        "kind": "DynamoGraphDeployment",
+        "apiVersion": format!("{}/{}", KIND.group, KIND.version),
+        "kind": KIND.kind,
         "metadata": {"name": at.namespace},
         "spec": {"services": {
             "frontend": frontend,
@@ -119,7 +209,7 @@ fn for_every_pod(service: &mut Value, at: &ObjectAt) {
 }
 
 /// What a real run of the deployment could not do: a worker whose parallel sizes need more GPUs than its pod asks
-/// for (vLLM and SGLang stop at start-up), and the run itself, which this version does not drive yet.
+/// for (vLLM and SGLang stop at start-up); a benchmark other than GenAI-Perf (the only one CloudAI runs there).
 fn problems(test: &TestDefinition, at: &ObjectAt) -> Vec<String> {
     let a = &test.cmd_args;
     let mut out = Vec::new();
@@ -139,10 +229,17 @@ fn problems(test: &TestDefinition, at: &ObjectAt) -> Vec<String> {
             ));
         }
     }
-    out.push(
-        "running a DynamoGraphDeployment is not supported by this version: `cloudai dry-run` writes it \
-         (deployment.yaml) for `kubectl apply -f`; run AI Dynamo on Slurm here, or on Kubernetes with CloudAI"
-            .into(),
-    );
+    let others: Vec<String> = super::workloads(a)
+        .into_iter()
+        .filter(|w| w != "genai_perf.sh")
+        .collect();
+    if !others.is_empty() {
+        out.push(format!(
+            "workloads = \"{}\": on Kubernetes the deployment is benchmarked with genai_perf.sh only (as CloudAI \
+             does); run {} on Slurm",
+            a.text_at("workloads"),
+            others.join(", ")
+        ));
+    }
     out
 }

@@ -11,6 +11,8 @@
 mod aiperf;
 mod configs;
 mod dgd;
+
+pub(crate) use dgd::KIND as OBJECT_KIND;
 mod grade;
 mod job;
 
@@ -346,14 +348,6 @@ impl Workload for AiDynamo {
             .filter(|s| {
                 s.gives.contains(&super::Needs::Srun) || s.gives.contains(&super::Needs::Object)
             })
-            .map(|s| s.name)
-            .collect()
-    }
-    /// Its DynamoGraphDeployment is written, not yet run.
-    fn written_only_on(&self) -> Vec<&'static str> {
-        crate::config::system::SCHEDULERS
-            .iter()
-            .filter(|s| s.gives.contains(&super::Needs::Object))
             .map(|s| s.name)
             .collect()
     }

@@ -17,7 +17,9 @@ use serde_json::json;
 
 use super::skip;
 
+mod dynamo;
 mod standin;
+pub use dynamo::{dgds, Execs};
 use standin::{kubelet, Standin};
 
 pub fn kubeconfig() -> PathBuf {
@@ -76,6 +78,9 @@ pub struct Cluster {
     /// Served as each pod's log, by the pod's `cloudai-role` label; `launcher@<node>` first for an MPIJob's
     /// launcher whose workers run on that node.
     pub logs: Arc<Mutex<HashMap<String, String>>>,
+    /// Commands run in pods through `exec`, and where each pod's file system is (`pod_root`).
+    pub execs: Execs,
+    pub pods_root: tempfile::TempDir,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -116,7 +121,15 @@ pub async fn cluster_of(test: &str, act: Act, n: usize) -> Option<Cluster> {
         });
     let logs = Arc::new(Mutex::new(HashMap::new()));
     let placed = Arc::new(Mutex::new(HashMap::new()));
-    let port = kubelet(logs.clone(), placed.clone()).await;
+    let pods_root = tempfile::tempdir().unwrap();
+    let execs: Execs = Default::default();
+    let port = kubelet(
+        logs.clone(),
+        placed.clone(),
+        pods_root.path().to_path_buf(),
+        execs.clone(),
+    )
+    .await;
     let nodes: Vec<String> = (1..=n).map(|i| format!("{ns}-n{i}")).collect();
     let napi: Api<Node> = Api::all(client.clone());
     for n in &nodes {
@@ -152,6 +165,8 @@ pub async fn cluster_of(test: &str, act: Act, n: usize) -> Option<Cluster> {
         ns,
         nodes,
         logs,
+        execs,
+        pods_root,
         tasks: Vec::new(),
     };
     let standin = Standin {
@@ -162,6 +177,7 @@ pub async fn cluster_of(test: &str, act: Act, n: usize) -> Option<Cluster> {
         seen: Default::default(),
         started: Default::default(),
         placed,
+        deployed: Default::default(),
     };
     c.tasks.push(tokio::spawn(standin.run()));
     Some(c)
@@ -234,10 +250,10 @@ NCCL_IB_GID_INDEX = "3"
         )
     }
 
-    /// Names of the Jobs, MPIJobs and pods left in the namespace.
+    /// Names of the Jobs, MPIJobs, DynamoGraphDeployments and pods left in the namespace.
     pub async fn objects(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for ar in [jobs(), mpijobs()] {
+        for ar in [jobs(), mpijobs(), dgds()] {
             let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
             for o in api.list(&ListParams::default()).await.unwrap().items {
                 out.push(format!(

@@ -25,6 +25,8 @@ pub(super) struct Standin {
     pub(super) started: HashMap<String, std::time::Instant>,
     /// The node each pod was bound to, shared with the kubelet.
     pub(super) placed: Placed,
+    /// DynamoGraphDeployments whose pods were made.
+    pub(super) deployed: HashSet<String>,
 }
 
 pub(super) type Placed = Arc<Mutex<HashMap<String, String>>>;
@@ -159,6 +161,10 @@ impl Standin {
                 )
                 .await?;
             self.status(&mpi, &name, "Created", "MPIJobCreated").await?;
+        }
+        if self.act != Act::NoOperator {
+            // a cluster without the CRD has none to operate
+            let _ = super::dynamo::operate(&self.client, &self.ns, &mut self.deployed).await;
         }
         let list = pods.list(&ListParams::default()).await?.items;
         for (i, p) in list.iter().enumerate() {
@@ -309,6 +315,8 @@ impl Standin {
                         }
                     } else if self.act != Act::RunForever
                         && role != "worker"
+                        // a deployment's servers run until deleted
+                        && label(p, "nvidia.com/dynamo-graph-deployment-name").is_empty()
                         && self
                             .started
                             .get(&name)
@@ -452,7 +460,12 @@ fn rand_suffix() -> String {
 
 /// A kubelet's log endpoint over TLS (`GET /containerLogs/<ns>/<pod>/<container>`): the pod's log by its role,
 /// sent in two pieces so that a follower sees it arrive.
-pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>, placed: Placed) -> u16 {
+pub(super) async fn kubelet(
+    logs: Arc<Mutex<HashMap<String, String>>>,
+    placed: Placed,
+    root: std::path::PathBuf,
+    execs: super::Execs,
+) -> u16 {
     // the API server does not verify kubelet certificates unless told to (no --kubelet-certificate-authority)
     let (acceptor, _) = super::super::tls_acceptor(&["localhost", "127.0.0.1"]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -460,6 +473,7 @@ pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>, placed: P
     tokio::spawn(async move {
         while let Ok((s, _)) = listener.accept().await {
             let (acceptor, logs, placed) = (acceptor.clone(), logs.clone(), placed.clone());
+            let (root, execs) = (root.clone(), execs.clone());
             tokio::spawn(async move {
                 let Ok(mut tls) = acceptor.accept(s).await else {
                     return;
@@ -485,14 +499,23 @@ pub(super) async fn kubelet(logs: Arc<Mutex<HashMap<String, String>>>, placed: P
                     .next()
                     .unwrap_or("")
                     .to_string();
-                // /containerLogs/<ns>/<pod>/<container>: launcher and main pods print the test's output
+                if path.starts_with("/exec/") {
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    super::dynamo::exec(tls, &head, &root, &execs).await;
+                    return;
+                }
+                // /containerLogs/<ns>/<pod>/<container>: launcher and main pods print the test's output, a
+                // deployment's pods their service's
                 let pod = path.split('/').nth(3).unwrap_or("");
+                let service = ["frontend", "decode", "prefill"]
+                    .into_iter()
+                    .find(|s| pod.contains(&format!("-{s}-")));
                 let role = if pod.ends_with("-launcher") {
                     "launcher"
                 } else if pod.contains("-worker-") {
                     "worker"
                 } else {
-                    "main"
+                    service.unwrap_or("main")
                 };
                 // a launcher prints what its workers' nodes measured
                 let workers: Vec<String> = pod
