@@ -177,11 +177,7 @@ async fn the_deployment_is_benchmarked_in_its_frontend_pod_graded_and_deleted() 
         text.contains("Created Kubernetes DynamoGraphDeployment"),
         "{text}"
     );
-    assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
-    );
+    c.assert_nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,11 +196,7 @@ async fn an_image_that_cannot_be_pulled_ends_the_run_and_removes_the_deployment(
     assert_eq!(r.end_reason, EndReason::ImagePullFailed, "{}", r.message);
     assert!(r.message.contains("ImagePullBackOff"), "{}", r.message);
     assert!(c.execs.lock().unwrap().is_empty());
-    assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
-    );
+    c.assert_nothing_left().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,9 +223,132 @@ async fn ctrl_c_while_the_benchmark_runs_deletes_the_deployment() {
     assert_eq!(out.status.code(), Some(130), "{text}");
     let r = record(&w.results_root(), "dyn", 0);
     assert_eq!(r.end_reason, EndReason::Cancelled, "{}", r.message);
+    c.assert_nothing_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_right_to_exec_the_run_fails_naming_it_and_removes_the_deployment() {
+    let Some(c) = cluster("k8s-dgd-noexec", Act::Succeed).await else {
+        return;
+    };
+    let w = setup(&c, 0);
+    let verbs = ["get", "list", "watch", "create", "delete", "patch"];
+    let system = c
+        .restricted_kubeconfig(&w.path().join("kubeconfig"), &verbs)
+        .await;
+    w.file("system.toml", &system);
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    let r = record(&w.results_root(), "dyn", 0);
+    assert_eq!(r.status, Status::Failed, "{text}");
     assert!(
-        c.objects().await.is_empty(),
-        "left behind: {:?}",
-        c.objects().await
+        r.message.contains("cannot run a command in pod")
+            && r.message.contains("`create` on `pods/exec`"),
+        "{}",
+        r.message
     );
+    assert!(c.execs.lock().unwrap().is_empty());
+    c.assert_nothing_left().await;
+}
+
+/// kill -9 while the benchmark runs: `status` finds the deployment live, `resume` adopts it by name and identity
+/// (not created twice), runs the benchmark again in its frontend pod, grades it and deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_then_resume_adopts_the_deployment() {
+    let Some(c) = cluster("k8s-dgd-resume", Act::Succeed).await else {
+        return;
+    };
+    let w = setup(&c, 3);
+    let mut child = command(&w)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while c.execs.lock().unwrap().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(60), "no exec");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // its operator (the stand-in) marks it Ready once every pod runs
+    let dgds: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(c.client.clone(), &c.ns, &common::kube::dgds());
+    let t = Instant::now();
+    loop {
+        let l = dgds.list(&Default::default()).await.unwrap();
+        if l.items
+            .iter()
+            .any(|d| d.data["status"]["conditions"][0]["type"] == "Ready")
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "never Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let root = w.results_root();
+    let cloudai = |args: Vec<String>| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+        cmd.current_dir(w.path()).args(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let st = cloudai(vec![
+        "status".into(),
+        "--json".into(),
+        root.display().to_string(),
+    ])
+    .await
+    .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    // the deployment as its operator says: every pod up
+    assert_eq!(st["iterations"][0]["state"], "ready", "{st}");
+    let out = cloudai(vec!["resume".into(), root.display().to_string()])
+        .await
+        .unwrap();
+    let text = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Re-attached to Kubernetes DynamoGraphDeployment"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Created Kubernetes"),
+        "created again: {text}"
+    );
+    let r = record(&root, "dyn", 0);
+    assert_eq!(r.status, Status::Passed, "{}", r.message);
+    assert!(root.join("dyn/0/genai_perf_report.csv").is_file());
+    // the same frontend pod both times: one deployment was ever made
+    let execs = c.execs.lock().unwrap().clone();
+    let benches: Vec<&String> = execs
+        .iter()
+        .filter(|(_, argv)| argv[0] == "/bin/bash")
+        .map(|(pod, _)| pod)
+        .collect();
+    assert_eq!(benches.len(), 2, "{execs:?}");
+    assert_eq!(benches[0], benches[1]);
+    c.assert_nothing_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_benchmark_script_is_found_before_the_deployment_exists() {
+    let Some(c) = cluster("k8s-dgd-noscript", Act::Succeed).await else {
+        return;
+    };
+    let w = setup(&c, 0);
+    std::fs::remove_file(w.path().join("install/genai_perf.sh")).unwrap();
+    let out = run(&w).await;
+    let text = stdout_of(&out);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    let r = record(&w.results_root(), "dyn", 0);
+    assert_eq!(r.end_reason, EndReason::SubmitFailed, "{}", r.message);
+    assert!(
+        r.message
+            .contains("not created: cannot read the benchmark script")
+            && r.message.contains("`cloudai install` puts it there"),
+        "{}",
+        r.message
+    );
+    assert!(!text.contains("Created Kubernetes"), "{text}");
+    c.assert_nothing_left().await;
 }

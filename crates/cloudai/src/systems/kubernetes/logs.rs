@@ -134,3 +134,22 @@ pub(crate) async fn settle(
         }
     }
 }
+
+/// A pod's whole log (one container) into `out`, while the pod exists; a log that cannot be read leaves one
+/// `logs unavailable: <why>` line instead.
+pub(crate) async fn write_whole(api: &Api<Pod>, pod: &str, container: &str, out: &Path) {
+    let lp = LogParams {
+        container: Some(container.to_string()),
+        ..Default::default()
+    };
+    let text = match api.logs(pod, &lp).await {
+        Ok(t) => t,
+        Err(e) => format!(
+            "logs unavailable: cannot read the log of pod {pod}: {}\n",
+            describe(&e)
+        ),
+    };
+    if let Err(e) = crate::util::fsx::write_atomic(out, text.as_bytes()) {
+        warn!("Cannot write {}: {e}", out.display());
+    }
+}

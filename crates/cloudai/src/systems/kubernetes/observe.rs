@@ -267,22 +267,7 @@ impl Kubernetes {
                 warn!("Cannot create {}: {e}", dir.display());
                 continue;
             }
-            let out = dir.join("stdout.txt");
-            let lp = kube::api::LogParams {
-                container: Some(container.to_string()),
-                ..Default::default()
-            };
-            let text = match api.logs(state::name(p), &lp).await {
-                Ok(t) => t,
-                Err(e) => format!(
-                    "logs unavailable: cannot read the log of pod {}: {}\n",
-                    state::name(p),
-                    super::client::describe(&e)
-                ),
-            };
-            if let Err(e) = crate::util::fsx::write_atomic(&out, text.as_bytes()) {
-                warn!("Cannot write {}: {e}", out.display());
-            }
+            logs::write_whole(&api, state::name(p), container, &dir.join("stdout.txt")).await;
         }
     }
 

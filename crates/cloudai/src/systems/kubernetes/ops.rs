@@ -13,6 +13,21 @@ use crate::{info, warn};
 impl Kubernetes {
     /// Creates the step's object; a 409 adopts it only when it carries our identity.
     pub(super) async fn create_object(&self, step: &Step) -> Result<(), SystemError> {
+        // what runs in the object once it is up must be here before the servers spend minutes starting
+        if let Some(own) = &step.spec.own {
+            let script = &own.run.bench.script;
+            if let Err(why) = std::fs::metadata(script) {
+                let e = super::exec::BenchError::Script {
+                    path: script.clone(),
+                    why,
+                };
+                return Err(SystemError::refused(format!(
+                    "{} {} not created: {e}",
+                    step.spec.kind_name(),
+                    step.name
+                )));
+            }
+        }
         let c = self.conn().await?;
         c.cache().watch(&step.spec);
         let api = self.object_api(c, &step.spec);

@@ -199,7 +199,7 @@ impl Kubernetes {
                 Some(Err(why)) => Seen::Ended(Ending {
                     state: "BenchmarkFailed".into(),
                     failed: true,
-                    reason: why,
+                    reason: why.to_string(),
                     ..Default::default()
                 }),
             };
@@ -282,22 +282,8 @@ impl Kubernetes {
             let Some(p) = sorted.iter().find(|p| role_of(p) == role.name) else {
                 continue;
             };
-            let lp = kube::api::LogParams {
-                container: Some(first_container(p)),
-                ..Default::default()
-            };
-            let text = match api.logs(state::name(p), &lp).await {
-                Ok(t) => t,
-                Err(e) => format!(
-                    "logs unavailable: cannot read the log of pod {}: {}\n",
-                    state::name(p),
-                    super::client::describe(&e)
-                ),
-            };
             let out = step.dir.join(format!("{}_pod.log", role.name));
-            if let Err(e) = crate::util::fsx::write_atomic(&out, text.as_bytes()) {
-                warn!("Cannot write {}: {e}", out.display());
-            }
+            super::logs::write_whole(&api, state::name(p), &first_container(p), &out).await;
         }
     }
 }

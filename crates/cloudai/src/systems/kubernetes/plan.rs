@@ -80,6 +80,19 @@ impl Spec {
     }
 }
 
+/// Who the step's object is (`n`), in the system's namespace; `dir_s` is its directory's text.
+fn meta<'a>(k: &'a KubernetesConfig, n: &Naming<'a>, dir_s: &'a str) -> Meta<'a> {
+    Meta {
+        name: n.name,
+        namespace: &k.default_namespace,
+        run_tag: n.run_tag,
+        identity: n.identity,
+        scenario: n.scenario,
+        iteration: n.iteration,
+        results_dir: dir_s,
+    }
+}
+
 /// The object of `run` named as `n` says, in the system's namespace.
 pub fn spec(
     run: &TestRun,
@@ -90,15 +103,7 @@ pub fn spec(
 ) -> Spec {
     let per_node = k.gpus_per_node;
     let dir_s = n.dir.display().to_string();
-    let meta = Meta {
-        name: n.name,
-        namespace: &k.default_namespace,
-        run_tag: n.run_tag,
-        identity: n.identity,
-        scenario: n.scenario,
-        iteration: n.iteration,
-        results_dir: &dir_s,
-    };
+    let meta = meta(k, n, &dir_s);
     let env = job_env.to_vec();
     let image = launch
         .image
@@ -172,28 +177,11 @@ pub fn spec(
 /// knows their role.
 pub fn own(run: &TestRun, o: OwnObject, k: &KubernetesConfig, n: &Naming) -> Spec {
     let dir_s = n.dir.display().to_string();
-    let meta = Meta {
-        name: n.name,
-        namespace: &k.default_namespace,
-        run_tag: n.run_tag,
-        identity: n.identity,
-        scenario: n.scenario,
-        iteration: n.iteration,
-        results_dir: &dir_s,
-    };
+    let meta = meta(k, n, &dir_s);
     let mut manifest = o.manifest;
     manifest["metadata"] = meta.metadata(run);
     for role in &o.run.roles {
-        let Value::Object(ours) = meta.labels(run, &role.name) else {
-            continue;
-        };
-        let at = pointer_or_insert(&mut manifest, &role.labels_at);
-        if !at.is_object() {
-            *at = Value::Object(Default::default());
-        }
-        if let Value::Object(labels) = at {
-            labels.extend(ours);
-        }
+        add_labels(&mut manifest, &role.labels_at, meta.labels(run, &role.name));
     }
     let resource = own_resource(&o.run.kind);
     Spec {
@@ -215,6 +203,20 @@ pub(crate) fn own_resource(k: &crate::workloads::object::OwnKind) -> ApiResource
         api_version: format!("{}/{}", k.group, k.version),
         kind: k.kind.into(),
         plural: k.plural.into(),
+    }
+}
+
+/// Adds `labels` (a map) to the map at `pointer` in `v`, made where missing; ours win over the same keys.
+fn add_labels(v: &mut Value, pointer: &str, labels: Value) {
+    let Value::Object(ours) = labels else {
+        return;
+    };
+    let at = pointer_or_insert(v, pointer);
+    if !at.is_object() {
+        *at = Value::Object(Default::default());
+    }
+    if let Value::Object(map) = at {
+        map.extend(ours);
     }
 }
 
@@ -241,4 +243,43 @@ pub fn check(run: &TestRun, k: &KubernetesConfig, env: &[(String, String)]) -> V
         crate::systems::container::checks(run, "Kubernetes", "one pod", k.gpus_per_node, true);
     out.extend(k.pods.nic_errors(&run.id, env));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn labels_go_where_each_role_says_beside_what_is_there() {
+        let mut dgd = json!({"spec": {"services": {
+            "decode": {"extraPodMetadata": {"annotations": {"a": "1"}, "labels": {"team": "x", "cloudai-role": "no"}}},
+            "frontend": {"replicas": 1},
+        }}});
+        for (svc, role) in [
+            ("decode", "decode"),
+            ("frontend", "frontend"),
+            ("a~1b", "odd"),
+        ] {
+            add_labels(
+                &mut dgd,
+                &format!("/spec/services/{svc}/extraPodMetadata/labels"),
+                json!({"cloudai-role": role, "cloudai-job": "j"}),
+            );
+        }
+        assert_eq!(
+            dgd["spec"]["services"]["decode"]["extraPodMetadata"],
+            json!({"annotations": {"a": "1"}, "labels": {"team": "x", "cloudai-role": "decode", "cloudai-job": "j"}})
+        );
+        assert_eq!(
+            dgd["spec"]["services"]["frontend"],
+            json!({"replicas": 1, "extraPodMetadata": {"labels": {"cloudai-role": "frontend", "cloudai-job": "j"}}})
+        );
+        // a pointer's escapes: `~1` is `/`
+        assert_eq!(
+            dgd["spec"]["services"]["a/b"]["extraPodMetadata"]["labels"]["cloudai-role"],
+            "odd"
+        );
+    }
 }

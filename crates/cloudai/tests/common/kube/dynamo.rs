@@ -42,7 +42,26 @@ pub(super) async fn operate(
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     for d in api.list(&ListParams::default()).await?.items {
         let name = d.metadata.name.clone().unwrap_or_default();
-        if d.metadata.deletion_timestamp.is_some() || !done.insert(name.clone()) {
+        if d.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if !done.insert(name.clone()) {
+            // its status as the operator keeps it: Ready once every pod it made runs
+            let lp = ListParams::default()
+                .labels(&format!("nvidia.com/dynamo-graph-deployment-name={name}"));
+            let mine = pods.list(&lp).await?.items;
+            let running = !mine.is_empty()
+                && mine
+                    .iter()
+                    .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+            let ready = d.data["status"]["conditions"][0]["status"] == "True";
+            if running && !ready {
+                let st = json!({"status": {"state": "successful", "conditions": [{"type": "Ready",
+                    "status": "True", "reason": "all_resources_are_ready", "message": "All resources are ready",
+                    "lastTransitionTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()}]}});
+                api.patch_status(&name, &Default::default(), &kube::api::Patch::Merge(st))
+                    .await?;
+            }
             continue;
         }
         let owner = json!([{"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "name": name,

@@ -204,15 +204,16 @@ NCCL_IB_GID_INDEX = "3"
         )
     }
 
-    /// A kubeconfig for a user holding only `verbs` on what cloudai touches in this namespace (the admin
-    /// impersonates it), written to `path`; the system then uses it.
+    /// A kubeconfig for a user holding only `verbs` on what cloudai touches in this namespace (not `pods/exec`; the
+    /// admin impersonates it), written to `path`; the system then uses it.
     pub async fn restricted_kubeconfig(&self, path: &std::path::Path, verbs: &[&str]) -> String {
         let user = format!("{}-limited", self.ns);
         let role = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": "cloudai", "namespace": self.ns},
-            "rules": [{"apiGroups": ["", "batch", "kubeflow.org"],
-                       "resources": ["pods", "pods/log", "jobs", "mpijobs", "events"], "verbs": verbs}],
+            "rules": [{"apiGroups": ["", "batch", "kubeflow.org", "nvidia.com"],
+                       "resources": ["pods", "pods/log", "jobs", "mpijobs", "dynamographdeployments", "events"],
+                       "verbs": verbs}],
         });
         let binding = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -296,6 +297,12 @@ NCCL_IB_GID_INDEX = "3"
             }
         }
         out
+    }
+
+    /// Fails when any Job, MPIJob, DynamoGraphDeployment or pod is left in the namespace.
+    pub async fn assert_nothing_left(&self) {
+        let left = self.objects().await;
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 
     /// Waits until a pod of ours runs.
