@@ -287,24 +287,9 @@ async fn kill_9_then_resume_adopts_the_deployment() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let root = w.results_root();
-    let cloudai = |args: Vec<String>| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
-        cmd.current_dir(w.path()).args(args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-    };
-    let st = cloudai(vec![
-        "status".into(),
-        "--json".into(),
-        root.display().to_string(),
-    ])
-    .await
-    .unwrap();
-    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let (st, out) = common::kube::status_then_resume(&w, &root).await;
     // the deployment as its operator says: every pod up
     assert_eq!(st["iterations"][0]["state"], "ready", "{st}");
-    let out = cloudai(vec!["resume".into(), root.display().to_string()])
-        .await
-        .unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
@@ -350,5 +335,31 @@ async fn a_missing_benchmark_script_is_found_before_the_deployment_exists() {
         r.message
     );
     assert!(!text.contains("Created Kubernetes"), "{text}");
+    c.assert_nothing_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_operator_the_wait_names_it() {
+    let Some(c) = cluster("k8s-dgd-nooperator", Act::NoOperator).await else {
+        return;
+    };
+    let w = setup(&c, 0);
+    w.file("system.toml", &c.system(r#"max_pending_time = "00:00:04""#));
+    let mut cmd = command(&w);
+    cmd.env("CLOUDAI_K8S_OPERATOR_WAIT_S", "1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let text = stdout_of(&out);
+    let r = record(&w.results_root(), "dyn", 0);
+    assert_eq!(r.end_reason, EndReason::Unschedulable, "{text}");
+    assert!(
+        r.message.contains("no operator took DynamoGraphDeployment")
+            && r.message
+                .contains("is its operator (nvidia.com/v1alpha1) running in the cluster?"),
+        "{}",
+        r.message
+    );
+    assert!(c.execs.lock().unwrap().is_empty());
     c.assert_nothing_left().await;
 }

@@ -559,23 +559,8 @@ async fn kill_9_then_resume_adopts_the_job() {
     child.kill().unwrap();
     child.wait().unwrap();
     let root = w.results_root();
-    let cloudai = |args: Vec<String>| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
-        cmd.current_dir(w.path()).args(args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-    };
-    let st = cloudai(vec![
-        "status".into(),
-        "--json".into(),
-        root.display().to_string(),
-    ])
-    .await
-    .unwrap();
-    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let (st, out) = common::kube::status_then_resume(&w, &root).await;
     assert_eq!(st["iterations"][0]["state"], "active", "{st}");
-    let out = cloudai(vec!["resume".into(), root.display().to_string()])
-        .await
-        .unwrap();
     let text = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("Re-attached to Kubernetes Job"), "{text}");

@@ -2,6 +2,7 @@
 //! mirrored into in-memory stores: a poll reads the stores and costs no request. Every event wakes the runner.
 //! While a watch fails, polls read the API server directly, so a broken watch slows a run but never stalls it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -13,8 +14,6 @@ use kube::Client;
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-
-use std::collections::HashMap;
 
 use super::manifest::{self, job_resource, mpijob_resource, pod_resource, Kind, JOB_LABEL};
 use super::plan::Spec;

@@ -98,9 +98,10 @@ impl std::fmt::Display for BenchError {
     }
 }
 
-/// The benchmark under way.
+/// The benchmark under way, and the pod it runs in.
 pub(crate) struct Bench {
     task: JoinHandle<Result<(), BenchError>>,
+    pod: String,
 }
 
 impl Bench {
@@ -113,12 +114,17 @@ impl Bench {
         dir: PathBuf,
         wake: Arc<Notify>,
     ) -> Self {
+        let at = pod.clone();
         let task = tokio::spawn(async move {
-            let r = run(&api, &pod, &container, &b, &dir).await;
+            let r = run(&api, &at, &container, &b, &dir).await;
             wake.notify_one();
             r
         });
-        Self { task }
+        Self { task, pod }
+    }
+
+    pub fn pod(&self) -> &str {
+        &self.pod
     }
 
     /// How it ended, once it has: `Err` says why it did not run or did not succeed.

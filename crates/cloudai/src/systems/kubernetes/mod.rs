@@ -210,8 +210,15 @@ impl Backend for Kubernetes {
         &self.cfg
     }
 
-    fn spec(&self, run: &TestRun, launch: &Launch, env: &[(String, String)], n: &Naming) -> Spec {
-        match self.own_object(run) {
+    fn spec(
+        &self,
+        run: &TestRun,
+        launch: &Launch,
+        env: &[(String, String)],
+        n: &Naming,
+        own: Option<crate::workloads::object::OwnObject>,
+    ) -> Spec {
+        match own {
             Some(o) => plan::own(run, o, self.k(), n),
             None => plan::spec(run, launch, self.k(), env, n),
         }
@@ -339,8 +346,7 @@ impl Backend for Kubernetes {
             let pods = c.cache().pods(&step.name).await;
             let refs: Vec<&serde_json::Value> = pods.iter().collect();
             if step.spec.kind == Kind::Own {
-                w.bench = None;
-                self.own_logs(step, &refs).await;
+                self.end_own(step, w, &refs).await;
                 return;
             }
             // still running: its stream would not end by itself

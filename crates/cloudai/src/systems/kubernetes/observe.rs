@@ -22,7 +22,8 @@ const LOG_WAIT: Duration = Duration::from_secs(10);
 const PODLESS_GRACE: Duration = Duration::from_secs(3);
 const PODLESS_RECHECK: Duration = Duration::from_secs(5);
 
-/// An MPI operator sets an MPIJob's `Created` condition at once; this long without one means there is none.
+/// An operator sets the status of what it serves (an MPIJob's `Created` condition) at once; this long without
+/// one means there is none.
 fn operator_wait() -> Duration {
     secs_from_env("CLOUDAI_K8S_OPERATOR_WAIT_S", 30.0)
 }
@@ -48,11 +49,8 @@ pub struct Watch {
     restarts: HashMap<String, i64>,
     /// Since when the object exists without any pod, and what was last found to say why.
     podless: Option<Podless>,
-    /// A workload's own object: its benchmark once started, the pod it runs in, since when it waits for its
-    /// pods, what was last said of their start.
+    /// A workload's own object: its benchmark once started, what was last said of its pods' start.
     pub(super) bench: Option<super::exec::Bench>,
-    pub(super) bench_pod: String,
-    pub(super) own_since: Option<Instant>,
     pub(super) own_said: String,
 }
 
@@ -110,13 +108,18 @@ impl Kubernetes {
         let refs: Vec<&Value> = pods.iter().collect();
         note_restarts(w, &refs, attempts);
         w.seen = true;
-        if kind == Kind::Own {
-            return self.look_own(step, w, &obj, &refs);
-        }
-        self.follow_log(step, w, &refs);
         if !refs.is_empty() {
             w.podless = None;
         }
+        if kind == Kind::Own {
+            let podless = if refs.is_empty() {
+                self.podless(step, w, &obj).await
+            } else {
+                None
+            };
+            return self.look_own(step, w, &obj, &refs, podless);
+        }
+        self.follow_log(step, w, &refs);
         match state::evaluate(kind, &obj, &refs) {
             Phase::Waiting {
                 state,
@@ -154,7 +157,8 @@ impl Kubernetes {
     }
 
     /// Why the step's object has no pod yet, once that lasted longer than a controller takes: its newest Warning
-    /// event (asked at most every few seconds), or for an MPIJob no operator ever giving it a status.
+    /// event (asked at most every few seconds), or for a kind an operator serves (an MPIJob, a workload's own) no
+    /// operator ever giving it a status.
     async fn podless(&self, step: &Step, w: &mut Watch, obj: &Value) -> Option<String> {
         let now = Instant::now();
         let p = w.podless.get_or_insert(Podless {
@@ -169,19 +173,21 @@ impl Kubernetes {
         let c = self.conn().await.ok()?;
         let api = kube::Api::namespaced(c.client.clone(), self.ns());
         let mut why = events::latest_warning(&api, &step.name).await;
-        if why.is_none()
-            && step.spec.kind == Kind::MpiJob
-            && obj["status"]["conditions"]
+        if let (None, Some((who, named))) = (&why, step.spec.operator()) {
+            if obj["status"]["conditions"]
                 .as_array()
                 .is_none_or(|c| c.is_empty())
-            && now - since >= operator_wait()
-        {
-            why = Some(format!(
-                "no MPI operator took MPIJob {} up within {} s (no status, no pods, no events): is the Kubeflow \
-                 MPI operator (kubeflow.org/v2beta1) running in the cluster?",
-                step.name,
-                operator_wait().as_secs()
-            ));
+                && now - since >= operator_wait()
+            {
+                why = Some(format!(
+                    "no {who} took {} {} up within {} s (no status, no pods, no events): is {named} ({}) running \
+                     in the cluster?",
+                    step.spec.kind_name(),
+                    step.name,
+                    operator_wait().as_secs(),
+                    step.spec.resource().api_version
+                ));
+            }
         }
         if let Some(p) = w.podless.as_mut() {
             p.checked = Some(now);
@@ -285,8 +291,7 @@ impl Kubernetes {
         let refs: Vec<&Value> = pods.iter().collect();
         let last_event = self.write_events(step).await;
         if step.spec.kind == Kind::Own {
-            w.bench = None;
-            self.own_logs(step, &refs).await;
+            self.end_own(step, w, &refs).await;
         } else {
             ending.log_incomplete = self
                 .settle_log(step, w, &refs, &ending.state, LOG_WAIT)

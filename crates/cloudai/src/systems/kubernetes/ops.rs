@@ -4,7 +4,7 @@
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 
 use super::client::{bare, describe, error, status_code};
-use super::manifest::{Kind, IDENTITY};
+use super::manifest::IDENTITY;
 use super::plan::Step;
 use super::{events, Kubernetes};
 use crate::systems::SystemError;
@@ -40,26 +40,29 @@ impl Kubernetes {
             })?;
         match api.create(&PostParams::default(), &obj).await {
             Ok(_) => {
-                info!("Created Kubernetes {} {}/{}", step.spec.kind_name(), self.ns(), step.name);
+                info!(
+                    "Created Kubernetes {} {}/{}",
+                    step.spec.kind_name(),
+                    self.ns(),
+                    step.name
+                );
                 Ok(())
             }
             Err(e) if status_code(&e) == Some(409) => match self.adopt_object(step).await {
                 Ok(true) => Ok(()),
-                Ok(false) => Err(format!("{} {} was refused as a duplicate but cannot be found", step.spec.kind_name(), step.name).into()),
+                Ok(false) => Err(format!(
+                    "{} {} was refused as a duplicate but cannot be found",
+                    step.spec.kind_name(),
+                    step.name
+                )
+                .into()),
                 Err(e) => Err(e),
             },
-            Err(e) if status_code(&e) == Some(404) && step.spec.kind == Kind::MpiJob => Err(format!(
-                "cannot create MPIJob {}: the API server at {} does not serve kubeflow.org/v2beta1 MPIJobs ({}); \
-                 install the Kubeflow MPI operator (its CRD) in the cluster",
-                step.name,
-                c.server,
-                describe(&e)
-            )
-            .into()),
-            Err(e) if status_code(&e) == Some(404) && step.spec.kind == Kind::Own => {
+            Err(e) if status_code(&e) == Some(404) && step.spec.operator().is_some() => {
                 let r = step.spec.resource();
+                let (_, operator) = step.spec.operator().unwrap_or_default();
                 Err(format!(
-                    "cannot create {} {}: the API server at {} does not serve {} {}s ({}); install its operator \
+                    "cannot create {} {}: the API server at {} does not serve {} {}s ({}); install {operator} \
                      (its CRD) in the cluster",
                     r.kind,
                     step.name,

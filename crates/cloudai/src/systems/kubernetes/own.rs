@@ -3,10 +3,10 @@
 //! is not placed (the scheduler's words), runs while they start, and once every pod the object asks for is
 //! ready runs the workload's benchmark in one of them ([`super::exec`]); it ends when the benchmark returns, or
 //! at once when a pod cannot run (image, eviction, a server that keeps crashing). At its end each role's pod log
-//! is kept as `<role>_pod.log`.
+//! is kept as `<role>_pod.log`. With no pod at all, it waits as other objects do ([`Kubernetes::podless`]: the
+//! object's Warning events, or no operator giving it a status).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ use super::plan::Step;
 use super::state::{self, container_statuses, s};
 use super::Kubernetes;
 use crate::results::EndReason;
-use crate::systems::objects::{secs_from_env, Ending, Seen};
+use crate::systems::objects::{Ending, Seen};
 use crate::systems::Queued;
 use crate::workloads::object::ObjectRun;
 use crate::{info, warn};
@@ -24,11 +24,6 @@ use crate::{info, warn};
 /// Restarts of a container in CrashLoopBackOff after which the step ends: a server that failed to start this
 /// often will not by waiting.
 const CRASH_RESTARTS: i64 = 3;
-
-/// An operator makes its pods within seconds; this long with none means it is not taking the object up.
-fn operator_wait() -> Duration {
-    secs_from_env("CLOUDAI_K8S_OPERATOR_WAIT_S", 30.0)
-}
 
 /// What the object's pods say.
 #[derive(Clone, Debug, PartialEq)]
@@ -177,13 +172,14 @@ pub(crate) fn phase(run: &ObjectRun, obj: &Value, pods: &[&Value]) -> OwnPhase {
 
 impl Kubernetes {
     /// One look at the object's step: the benchmark's end, or what its pods say (starting the benchmark once
-    /// they are all ready).
+    /// they are all ready); `podless`: why it has no pod yet, when it has none ([`Kubernetes::podless`]).
     pub(super) fn look_own(
         &self,
         step: &Step,
         w: &mut Watch,
         obj: &Value,
         pods: &[&Value],
+        podless: Option<String>,
     ) -> Seen {
         let Some(own) = step.spec.own.as_ref() else {
             return Seen::Running;
@@ -193,7 +189,7 @@ impl Kubernetes {
                 None => Seen::Running,
                 Some(Ok(())) => Seen::Ended(Ending {
                     state: "Completed".into(),
-                    reason: format!("{} ran in pod {}", own.run.bench.log, w.bench_pod),
+                    reason: format!("{} ran in pod {}", own.run.bench.log, b.pod()),
                     ..Default::default()
                 }),
                 Some(Err(why)) => Seen::Ended(Ending {
@@ -210,19 +206,7 @@ impl Kubernetes {
                 reason,
                 unschedulable,
             } => {
-                let since = *w.own_since.get_or_insert_with(Instant::now);
-                let blocked = unschedulable.or_else(|| {
-                    (pods.is_empty() && since.elapsed() >= operator_wait()).then(|| {
-                        format!(
-                            "no operator made a pod for {} {} within {} s: is the operator of {} running in the \
-                             cluster?",
-                            step.spec.kind_name(),
-                            step.name,
-                            operator_wait().as_secs(),
-                            own.resource.api_version
-                        )
-                    })
-                });
+                let blocked = unschedulable.or(podless);
                 Seen::Waiting(Queued {
                     state,
                     reason: blocked.clone().unwrap_or(reason),
@@ -249,7 +233,6 @@ impl Kubernetes {
                     step.spec.kind_name(),
                     step.name
                 );
-                w.bench_pod = pod.clone();
                 w.bench = Some(super::exec::Bench::start(
                     self.pod_api(c),
                     pod,
@@ -270,8 +253,10 @@ impl Kubernetes {
         }
     }
 
-    /// Each role's first pod's log into `<role>_pod.log`, while the pods exist.
-    pub(super) async fn own_logs(&self, step: &Step, pods: &[&Value]) {
+    /// The step ended or is cancelled: its benchmark stopped if still running, each role's first pod's log into
+    /// `<role>_pod.log` while the pods exist.
+    pub(super) async fn end_own(&self, step: &Step, w: &mut Watch, pods: &[&Value]) {
+        w.bench = None;
         let (Some(own), Some(c)) = (step.spec.own.as_ref(), self.conn.get()) else {
             return;
         };

@@ -52,6 +52,16 @@ impl Spec {
         }
     }
 
+    /// Who serves the object's kind when it is not built in: (in a sentence's subject, as a name), for the messages
+    /// of a cluster without it.
+    pub fn operator(&self) -> Option<(&'static str, &'static str)> {
+        match self.kind {
+            Kind::Job => None,
+            Kind::MpiJob => Some(("MPI operator", "the Kubeflow MPI operator")),
+            Kind::Own => Some(("operator", "its operator")),
+        }
+    }
+
     /// The object's API resource.
     pub fn resource(&self) -> ApiResource {
         match (&self.own, self.kind) {

@@ -105,13 +105,15 @@ pub trait Backend: Send + Sync + 'static {
     const STEP_PER_NODE: bool = false;
 
     fn config(&self) -> &Arc<SystemConfig>;
-    /// The step's object for `run`, whose launch is `launch` and environment `env`.
+    /// The step's object for `run`, whose launch is `launch` and environment `env`; `own`: the workload's own
+    /// object here ([`Backend::own_object`], built once by the plan), which the step is instead.
     fn spec(
         &self,
         run: &TestRun,
         launch: &Launch,
         env: &[(String, String)],
         n: &Naming,
+        own: Option<crate::workloads::object::OwnObject>,
     ) -> Self::Spec;
     /// The object as written to [`Self::FILE`].
     fn render(spec: &Self::Spec) -> String;
@@ -208,7 +210,8 @@ pub fn plan<B: Backend>(b: &B, run: &TestRun, dir: &Path) -> Vec<Step<B::Spec>> 
         let identity_src = format!("{salt}|{}", within.display());
         let launch = run.launch();
         let readable = [run.id.as_str(), part.tag()];
-        let name = if b.own_object(run).is_some() {
+        let own = b.own_object(run);
+        let name = if own.is_some() {
             names::object_name(&readable, &identity_src)
         } else if launch.across_nodes(run.num_nodes) {
             // the MPI operator names its pods after the job
@@ -226,7 +229,7 @@ pub fn plan<B: Backend>(b: &B, run: &TestRun, dir: &Path) -> Vec<Step<B::Spec>> 
             iteration: &iteration,
             dir,
         };
-        let spec = b.spec(run, &launch, &env, &n);
+        let spec = b.spec(run, &launch, &env, &n, own);
         Step {
             part,
             name: name.clone(),

@@ -50,7 +50,15 @@ impl Backend for Arc<Fake> {
     fn config(&self) -> &Arc<SystemConfig> {
         unreachable!("the machine tests plan no steps")
     }
-    fn spec(&self, _: &TestRun, _: &Launch, _: &[(String, String)], _: &Naming) {}
+    fn spec(
+        &self,
+        _: &TestRun,
+        _: &Launch,
+        _: &[(String, String)],
+        _: &Naming,
+        _: Option<crate::workloads::object::OwnObject>,
+    ) {
+    }
     fn render(_: &()) -> String {
         String::new()
     }

@@ -219,7 +219,15 @@ impl Backend for RunAi {
         &self.cfg
     }
 
-    fn spec(&self, run: &TestRun, launch: &Launch, env: &[(String, String)], n: &Naming) -> Spec {
+    /// Run:ai has no workload's own object ([`Backend::own_object`] is none).
+    fn spec(
+        &self,
+        run: &TestRun,
+        launch: &Launch,
+        env: &[(String, String)],
+        n: &Naming,
+        _own: Option<crate::workloads::object::OwnObject>,
+    ) -> Spec {
         plan::spec(run, launch, self.r(), env, n)
     }
 

@@ -411,6 +411,26 @@ pub async fn run_with(w: &super::Work, env: &[(&str, &str)]) -> std::process::Ou
         .unwrap()
 }
 
+/// `cloudai status --json` of a results tree, then `cloudai resume` of it (after a kill -9), off the test's
+/// runtime: the status as JSON and resume's output.
+pub async fn status_then_resume(
+    w: &super::Work,
+    root: &std::path::Path,
+) -> (serde_json::Value, std::process::Output) {
+    let cloudai = |args: Vec<String>| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cloudai"));
+        cmd.current_dir(w.path()).args(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let root = root.display().to_string();
+    let st = cloudai(vec!["status".into(), "--json".into(), root.clone()])
+        .await
+        .unwrap();
+    let st = serde_json::from_slice(&st.stdout).unwrap();
+    let out = cloudai(vec!["resume".into(), root]).await.unwrap();
+    (st, out)
+}
+
 /// A real nccl-tests output from tests/data/nccl-samples.
 pub fn sample(name: &str) -> String {
     std::fs::read_to_string(super::data().join("nccl-samples").join(name)).unwrap()
