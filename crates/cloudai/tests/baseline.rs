@@ -60,7 +60,9 @@ fn a_known_good_tree_passes_its_own_baseline() {
         "{text}"
     );
     assert!(
-        text.contains("size = 134217728\nbusbw_oop = 181.32\nbusbw_ip = 182.9"),
+        text.contains(
+            "metric = \"busbw\"\nunit = \"GB/s\"\nnodes = 1\ngpus_per_node = 8\nsize = 134217728\nvalue = 181.32\nin_place = 182.9\ntime_us = "
+        ),
         "{text}"
     );
     assert!(text.contains("iterations = 2"), "{text}");
@@ -219,6 +221,66 @@ time_oop_us = 1.0
         text.contains("bad.toml:8:8") && text.contains("entry.0.size"),
         "{text}"
     );
+}
+
+/// A baseline written before points named their metric (`busbw_oop`, …) still grades as bus bandwidth; a metric
+/// or unit the file gets wrong is one clear error at its place.
+#[test]
+fn an_older_baseline_file_still_grades_and_a_wrong_unit_is_refused() {
+    let w = Work::new();
+    let good = tree(&w, &sample(SAMPLE), 1);
+    let b = create(&w, &[&good]);
+    let text = std::fs::read_to_string(&b).unwrap();
+    let old = text
+        .replace("metric = \"busbw\"\nunit = \"GB/s\"\n", "")
+        .replace("\nvalue = ", "\nbusbw_oop = ")
+        .replace("\nin_place = ", "\nbusbw_ip = ")
+        .replace("\ntime_us = ", "\ntime_oop_us = ");
+    assert!(
+        !old.contains("metric =") && old.contains("busbw_ip = 182.9"),
+        "{old}"
+    );
+    let old_file = w.file("old.toml", &old);
+    let w2 = Work::new();
+    let slow = tree(&w2, &scaled(&sample(SAMPLE), 32 << 20, 0.8), 1);
+    let (code, out, s) = report(&w2, &slow, &old_file);
+    assert_eq!(code, 3, "{out}");
+    let msg = s["tests"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("busbw more than 5% below the baseline at 6 size(s)")
+            && msg.contains("128 MiB out-of-place: 145.06 GB/s vs baseline 181.32 (-20%)"),
+        "{msg}"
+    );
+    for (from, to, place, said) in [
+        (
+            "unit = \"GB/s\"",
+            "unit = \"MB/s\"",
+            "entry.0.unit",
+            "busbw is measured in GB/s",
+        ),
+        (
+            "metric = \"busbw\"",
+            "metric = \"speed\"",
+            "entry.0.metric",
+            "expected one of busbw, bandwidth, latency",
+        ),
+    ] {
+        let bad = w.file("bad.toml", &text.replacen(from, to, 1));
+        let out = w
+            .cloudai()
+            .args(["generate-report", "--result-dir"])
+            .arg(&good)
+            .arg("--baseline")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        let shown = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{shown}");
+        assert!(
+            shown.contains("bad.toml:") && shown.contains(place) && shown.contains(said),
+            "{shown}"
+        );
+    }
 }
 
 #[test]

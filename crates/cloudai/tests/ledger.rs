@@ -432,18 +432,46 @@ fn an_older_ledger_is_migrated_and_a_newer_one_refused() {
             .unwrap();
         assert!(tables.is_empty(), "v1 has no pairs table");
     }
-    let trees = nccl_trees(&d.path().join("t"), &[1.0]);
-    let rows = cloudai::ledger::rows::of_tree(&trees[0]).unwrap().unwrap();
-    Ledger::open_at_version(&at, 1)
-        .unwrap()
-        .write(&rows)
-        .unwrap();
+    // a v1 ledger's rows, as v1 wrote them: sizes as busbw
+    {
+        let mut old = Ledger::open_at_version(&at, 1).unwrap();
+        for sql in [
+            "INSERT INTO names (id, name) VALUES (1, 'Tests.all_reduce')",
+            "INSERT INTO runs (id, uid, kind, scenario, results, at, recorded_at) \
+             VALUES (1, 'run:t:1', 'run', 's', '/r', 100, 100)",
+            "INSERT INTO iterations (id, run_id, test_id, template, iteration, status, reasons, nodes, collective, \
+             dtype, nnodes, gpus_per_node, at) \
+             VALUES (1, 1, 1, 'NcclTest', 0, 'PASSED', '', 'n1', 'all_reduce_perf', 'float', 1, 8, 100)",
+            "INSERT INTO iterations (id, run_id, test_id, template, iteration, status, reasons, nodes, metric, value, \
+             at) VALUES (2, 1, 1, 'Sleep', 0, 'PASSED', '', 'n1', 'seconds', 1.0, 100)",
+            "INSERT INTO sizes (iteration_id, size, busbw, algbw, time_us) VALUES (1, 1048576, 181.3, 90.6, 11.5)",
+        ] {
+            old.db().exec(sql, &[]).unwrap();
+        }
+    }
     let mut l = Ledger::open(&at).unwrap();
     assert_eq!(
         l.schema_version().unwrap(),
         cloudai::ledger::schema::CURRENT
     );
-    assert_eq!(l.counts().unwrap()["iterations"], 1, "rows kept");
+    assert_eq!(l.counts().unwrap()["iterations"], 2, "rows kept");
+    // the sizes were bus bandwidth: v4 names it, on the iteration that has sizes only
+    let migrated = l
+        .db()
+        .query(
+            "SELECT i.id, i.point_metric, s.value FROM iterations i LEFT JOIN sizes s ON s.iteration_id = i.id \
+             ORDER BY i.id",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(migrated[0][1].text(), "busbw");
+    assert_eq!(migrated[0][2].real(), Some(181.3));
+    assert!(migrated[1][1].text().is_empty(), "{:?}", migrated[1]);
+    // and what this cloudai writes lands beside them
+    let trees = nccl_trees(&d.path().join("t"), &[1.0]);
+    let rows = cloudai::ledger::rows::of_tree(&trees[0]).unwrap().unwrap();
+    l.write(&rows).unwrap();
+    assert_eq!(l.counts().unwrap()["iterations"], 3);
     l.db()
         .exec(
             "UPDATE meta SET value = '99' WHERE key = 'schema_version'",

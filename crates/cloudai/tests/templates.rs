@@ -501,6 +501,13 @@ fn osu_runs_and_is_held_to_a_baseline() {
         .output()
         .unwrap();
     assert_eq!(made.status.code(), Some(0), "{}", stdout_of(&made));
+    // a latency table is held to its latency, named with its unit
+    let text = std::fs::read_to_string(&baseline).unwrap();
+    assert!(
+        text.contains("metric = \"latency\"\nunit = \"us\"")
+            && text.contains("size = 4\nvalue = 11.69\n"),
+        "{text}"
+    );
 
     // 50% more latency from 1 MiB up
     let slower: String = good
@@ -530,7 +537,13 @@ fn osu_runs_and_is_held_to_a_baseline() {
     let summary: Value =
         serde_json::from_slice(&std::fs::read(root2.join("summary.json")).unwrap()).unwrap();
     let msg = summary["tests"][0]["message"].as_str().unwrap();
-    assert!(msg.contains("baseline") && msg.contains("1 MiB"), "{msg}");
+    assert!(
+        msg.contains("latency more than 5% above the baseline")
+            && msg.contains("1 MiB out-of-place: ")
+            && msg.contains(" us vs baseline ")
+            && msg.contains("(+50%)"),
+        "{msg}"
+    );
     assert!(!msg.contains("512 KiB"), "{msg}");
 }
 

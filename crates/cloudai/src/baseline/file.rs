@@ -8,16 +8,21 @@
 //! template = "NcclTest"
 //! collective = "all_reduce_perf"
 //! dtype = "float"
+//! metric = "busbw"       # busbw, bandwidth or latency (workloads::Metric)
+//! unit = "GB/s"          # the metric's; written for the reader, checked when read
 //! nodes = 2
 //! gpus_per_node = 8
 //! size = 1048576
-//! busbw_oop = 45.1
-//! busbw_ip = 44.9        # absent when the test has no in-place side
-//! time_oop_us = 40.2
+//! value = 45.1
+//! in_place = 44.9        # absent when the test has no in-place side
+//! time_us = 40.2         # absent when the output gives no time
 //! time_ip_us = 40.6
 //! iterations = 3
 //! from = ["results/known-good_2026-11-01_09-00-00/ar"]
 //! ```
+//!
+//! A file written before points named their metric (`busbw_oop`, `busbw_ip`, `time_oop_us`, `time_ip_us`) is
+//! read as bus bandwidth.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -26,6 +31,7 @@ use super::{Baseline, Entry, Key};
 use crate::config::decode::{as_float, Ctx, View};
 use crate::config::node::{self, Kind};
 use crate::config::ConfigErrors;
+use crate::workloads::Metric;
 
 fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
@@ -39,7 +45,7 @@ fn list(items: &[String]) -> String {
 /// Writes the baseline atomically.
 pub fn write(path: &Path, b: &Baseline) -> std::io::Result<()> {
     let mut o = String::from(
-        "# cloudai baseline: medians of known-good runs per (template, collective, dtype, nodes x GPUs, size)\n",
+        "# cloudai baseline: medians of known-good runs per (template, collective, dtype, metric, nodes x GPUs, size)\n",
     );
     let _ = writeln!(o, "created_at = {}", q(&b.created_at));
     let _ = writeln!(o, "sources = {}", list(&b.sources));
@@ -47,19 +53,23 @@ pub fn write(path: &Path, b: &Baseline) -> std::io::Result<()> {
         let k = &e.key;
         let _ = write!(
             o,
-            "\n[[entry]]\ntemplate = {}\ncollective = {}\ndtype = {}\nnodes = {}\ngpus_per_node = {}\nsize = {}\nbusbw_oop = {:?}\n",
+            "\n[[entry]]\ntemplate = {}\ncollective = {}\ndtype = {}\nmetric = {}\nunit = {}\nnodes = {}\ngpus_per_node = {}\nsize = {}\nvalue = {:?}\n",
             q(&k.template),
             q(&k.collective),
             q(&k.dtype),
+            q(k.metric.name),
+            q(k.metric.unit),
             k.nodes,
             k.gpus_per_node,
             k.size,
-            e.busbw_oop
+            e.value
         );
-        if let Some(v) = e.busbw_ip {
-            let _ = writeln!(o, "busbw_ip = {v:?}");
+        if let Some(v) = e.in_place {
+            let _ = writeln!(o, "in_place = {v:?}");
         }
-        let _ = writeln!(o, "time_oop_us = {:?}", e.time_oop_us);
+        if let Some(v) = e.time_us {
+            let _ = writeln!(o, "time_us = {v:?}");
+        }
         if let Some(v) = e.time_ip_us {
             let _ = writeln!(o, "time_ip_us = {v:?}");
         }
@@ -75,6 +85,24 @@ const ENTRY_FIELDS: &[&str] = &[
     "template",
     "collective",
     "dtype",
+    "metric",
+    "unit",
+    "nodes",
+    "gpus_per_node",
+    "size",
+    "value",
+    "in_place",
+    "time_us",
+    "time_ip_us",
+    "iterations",
+    "from",
+];
+
+/// The fields of a file written before points named their metric (bus bandwidth).
+const OLD_ENTRY_FIELDS: &[&str] = &[
+    "template",
+    "collective",
+    "dtype",
     "nodes",
     "gpus_per_node",
     "size",
@@ -85,6 +113,39 @@ const ENTRY_FIELDS: &[&str] = &[
     "iterations",
     "from",
 ];
+
+/// The entry's metric: named by `metric` (and `unit`, when given, the metric's), or bus bandwidth in a file
+/// written before (`busbw_oop`).
+fn metric(ctx: &mut Ctx, e: &View) -> Option<Metric> {
+    if e.has("busbw_oop") && !e.has("metric") {
+        return Some(Metric::BUSBW);
+    }
+    let name = e.req_str(ctx, "metric")?;
+    let Some(m) = Metric::named(&name) else {
+        let loc = e.get("metric").map_or(e.loc.clone(), |n| n.loc.clone());
+        ctx.err(
+            &loc,
+            &e.field("metric"),
+            format!(
+                "unknown metric {name:?}: expected one of {}",
+                Metric::names()
+            ),
+            Some("recreate the file with `cloudai baseline create`".into()),
+        );
+        return None;
+    };
+    if let Some(unit) = e.opt_str(ctx, "unit").filter(|u| u != m.unit) {
+        let loc = e.get("unit").map_or(e.loc.clone(), |n| n.loc.clone());
+        ctx.err(
+            &loc,
+            &e.field("unit"),
+            format!("{name} is measured in {}, not {unit:?}", m.unit),
+            Some(format!("write unit = \"{}\" (values in that unit)", m.unit)),
+        );
+        return None;
+    }
+    Some(m)
+}
 
 fn float(ctx: &mut Ctx, v: &View, key: &str) -> Option<f64> {
     v.get(key).and_then(|n| as_float(ctx, n, &v.field(key)))
@@ -118,35 +179,42 @@ pub fn load(path: &Path) -> Result<Baseline, ConfigErrors> {
                     let Some(e) = ctx.table(item, &path) else {
                         continue;
                     };
+                    let old = e.has("busbw_oop") && !e.has("metric");
                     let key = (|| {
                         Some(Key {
                             template: e.req_str(&mut ctx, "template")?,
                             collective: e.req_str(&mut ctx, "collective")?,
                             dtype: e.req_str(&mut ctx, "dtype")?,
+                            metric: metric(&mut ctx, &e)?,
                             nodes: req_count(&mut ctx, &e, "nodes")?,
                             gpus_per_node: req_count(&mut ctx, &e, "gpus_per_node")?,
                             size: req_count(&mut ctx, &e, "size")?,
                         })
                     })();
-                    let oop = req_float(&mut ctx, &e, "busbw_oop");
-                    let t_oop = req_float(&mut ctx, &e, "time_oop_us");
+                    let [value, in_place, time, time_ip] = if old {
+                        ["busbw_oop", "busbw_ip", "time_oop_us", "time_ip_us"]
+                    } else {
+                        ["value", "in_place", "time_us", "time_ip_us"]
+                    };
+                    let value = req_float(&mut ctx, &e, value);
                     let entry = Entry {
                         key: key.unwrap_or_else(|| Key {
                             template: String::new(),
                             collective: String::new(),
                             dtype: String::new(),
+                            metric: Metric::BUSBW,
                             nodes: 0,
                             gpus_per_node: 0,
                             size: 0,
                         }),
-                        busbw_oop: oop.unwrap_or(0.0),
-                        busbw_ip: float(&mut ctx, &e, "busbw_ip"),
-                        time_oop_us: t_oop.unwrap_or(0.0),
-                        time_ip_us: float(&mut ctx, &e, "time_ip_us"),
+                        value: value.unwrap_or(0.0),
+                        in_place: float(&mut ctx, &e, in_place),
+                        time_us: float(&mut ctx, &e, time),
+                        time_ip_us: float(&mut ctx, &e, time_ip),
                         iterations: e.count(&mut ctx, "iterations", 0) as usize,
                         from: e.str_list(&mut ctx, "from"),
                     };
-                    e.done(&mut ctx, ENTRY_FIELDS);
+                    e.done(&mut ctx, if old { OLD_ENTRY_FIELDS } else { ENTRY_FIELDS });
                     entries.push(entry);
                 }
             }

@@ -1,5 +1,6 @@
-//! Baselines: what known-good runs measured, per (test template, collective, data type, nodes × GPUs shape, message
-//! size), and the check of a new run against them. `cloudai baseline create` writes one from results trees; `run`
+//! Baselines: what known-good runs measured, per (test template, collective, data type, metric, nodes × GPUs
+//! shape, message size), and the check of a new run against them, in the direction of its metric (less bandwidth,
+//! more latency). `cloudai baseline create` writes one from results trees; `run`
 //! and `generate-report` grade against it with `--baseline`.
 
 mod file;
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::workloads::Point;
+use crate::workloads::{Metric, Point};
 
 pub use file::{load, write};
 
@@ -19,6 +20,8 @@ pub struct Key {
     pub template: String,
     pub collective: String,
     pub dtype: String,
+    /// What the values measure (`busbw`, `bandwidth`, `latency`).
+    pub metric: Metric,
     pub nodes: u64,
     pub gpus_per_node: u64,
     pub size: u64,
@@ -30,6 +33,7 @@ impl Key {
             template: template.to_string(),
             collective: p.collective.clone(),
             dtype: p.dtype.clone(),
+            metric: p.metric,
             nodes: p.nodes,
             gpus_per_node: p.gpus_per_node,
             size: p.size,
@@ -50,9 +54,11 @@ impl Key {
 pub struct Entry {
     #[serde(flatten)]
     pub key: Key,
-    pub busbw_oop: f64,
-    pub busbw_ip: Option<f64>,
-    pub time_oop_us: f64,
+    /// The metric's value (out of place) and, where measured, in place.
+    pub value: f64,
+    pub in_place: Option<f64>,
+    /// Time of one operation, microseconds, where the outputs gave it.
+    pub time_us: Option<f64>,
     pub time_ip_us: Option<f64>,
     /// How many iterations measured it, and where they are (test directories: `<results tree>/<test id>`).
     pub iterations: usize,
@@ -65,12 +71,13 @@ pub struct Baseline {
     pub created_at: String,
     pub sources: Vec<String>,
     pub entries: Vec<Entry>,
-    /// template → collective → dtype → (nodes, GPUs per node, size) → entry: looked up with borrowed strings, so
-    /// checking a thousand iterations allocates nothing per point.
+    /// template → collective → dtype → (metric, nodes, GPUs per node, size) → entry: looked up with borrowed
+    /// strings, so checking a thousand iterations allocates nothing per point.
     index: Index,
 }
 
-type Index = HashMap<String, HashMap<String, HashMap<String, HashMap<(u64, u64, u64), usize>>>>;
+type At = (&'static str, u64, u64, u64);
+type Index = HashMap<String, HashMap<String, HashMap<String, HashMap<At, usize>>>>;
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
@@ -98,7 +105,7 @@ impl Baseline {
                 .or_default()
                 .entry(k.dtype.clone())
                 .or_default()
-                .insert((k.nodes, k.gpus_per_node, k.size), i);
+                .insert((k.metric.name, k.nodes, k.gpus_per_node, k.size), i);
         }
         Baseline {
             file: PathBuf::new(),
@@ -116,9 +123,9 @@ impl Baseline {
     ) -> Self {
         #[derive(Default)]
         struct Acc {
-            oop: Vec<f64>,
+            value: Vec<f64>,
             ip: Vec<f64>,
-            t_oop: Vec<f64>,
+            t: Vec<f64>,
             t_ip: Vec<f64>,
             iterations: std::collections::BTreeSet<String>,
         }
@@ -126,9 +133,9 @@ impl Baseline {
         for (template, dir, points) in iterations {
             for p in points {
                 let a = acc.entry(Key::of(template, p)).or_default();
-                a.oop.push(p.busbw_oop);
-                a.t_oop.push(p.time_oop_us);
-                a.ip.extend(p.busbw_ip);
+                a.value.push(p.value);
+                a.ip.extend(p.in_place);
+                a.t.extend(p.time_us);
                 a.t_ip.extend(p.time_ip_us);
                 a.iterations.insert(dir.clone());
             }
@@ -138,9 +145,9 @@ impl Baseline {
             .filter_map(|(key, a)| {
                 Some(Entry {
                     key,
-                    busbw_oop: median(a.oop)?,
-                    busbw_ip: median(a.ip),
-                    time_oop_us: median(a.t_oop)?,
+                    value: median(a.value)?,
+                    in_place: median(a.ip),
+                    time_us: median(a.t),
                     time_ip_us: median(a.t_ip),
                     iterations: a.iterations.len(),
                     from: {
@@ -162,13 +169,7 @@ impl Baseline {
         Self::new(chrono::Local::now().to_rfc3339(), sources, entries)
     }
 
-    fn find(
-        &self,
-        template: &str,
-        collective: &str,
-        dtype: &str,
-        at: (u64, u64, u64),
-    ) -> Option<&Entry> {
+    fn find(&self, template: &str, collective: &str, dtype: &str, at: At) -> Option<&Entry> {
         let i = self
             .index
             .get(template)?
@@ -198,23 +199,21 @@ impl Baseline {
                 template,
                 &p.collective,
                 &p.dtype,
-                (p.nodes, p.gpus_per_node, p.size),
+                (p.metric.name, p.nodes, p.gpus_per_node, p.size),
             ) else {
                 missing.entry(shape.0.clone()).or_default().push(p.size);
                 continue;
             };
-            let sides = [
-                ("out-of-place", Some(p.busbw_oop), Some(b.busbw_oop)),
-                ("in-place", p.busbw_ip, b.busbw_ip),
-            ];
-            for (side, cur, base) in sides {
-                let (Some(cur), Some(base)) = (cur, base) else {
+            for (side, cur) in p.sides() {
+                let base = if side == "in-place" {
+                    b.in_place
+                } else {
+                    Some(b.value)
+                };
+                let Some((base, drop)) = base.and_then(|v| Some((v, p.metric.loss(v, cur)?)))
+                else {
                     continue;
                 };
-                if !cur.is_finite() || base <= 0.0 {
-                    continue;
-                }
-                let drop = (base - cur) / base;
                 let status = if p.size < min_size {
                     "below min size"
                 } else if drop > tolerance {
@@ -226,7 +225,8 @@ impl Baseline {
                     shape: shape.0.clone(),
                     size: p.size,
                     side,
-                    busbw: cur,
+                    metric: p.metric,
+                    value: cur,
                     baseline: base,
                     drop_pct: (drop * 1000.0).round() / 10.0,
                     status,
@@ -250,34 +250,42 @@ impl Baseline {
             .collect();
         let drops: Vec<&CheckRow> = rows.iter().filter(|r| r.status == "drop").collect();
         let failed = !drops.is_empty();
-        let message =
-            if failed {
-                let shown: Vec<String> = drops
-                    .iter()
-                    .take(6)
-                    .map(|r| {
-                        format!(
-                            "{} {}: {:.2} GB/s vs baseline {:.2} (-{}%)",
-                            crate::html::size_iec(r.size),
-                            r.side,
-                            r.busbw,
-                            r.baseline,
-                            r.drop_pct
-                        )
-                    })
-                    .collect();
-                format!(
-                "busbw more than {}% below the baseline at {} size(s) >= {}: {}{} (baseline {})",
+        let message = if failed {
+            let shown: Vec<String> = drops
+                .iter()
+                .take(6)
+                .map(|r| {
+                    format!(
+                        "{} {}: {:.2} {} vs baseline {:.2} ({}{}%)",
+                        crate::html::size_iec(r.size),
+                        r.side,
+                        r.value,
+                        r.metric.unit,
+                        r.baseline,
+                        if r.metric.higher_is_better { "-" } else { "+" },
+                        r.drop_pct
+                    )
+                })
+                .collect();
+            let m = drops[0].metric;
+            format!(
+                "{} more than {}% {} the baseline at {} size(s) >= {}: {}{} (baseline {})",
+                m.name,
                 tolerance * 100.0,
+                if m.higher_is_better { "below" } else { "above" },
                 drops.len(),
                 crate::html::size_iec(min_size),
                 shown.join("; "),
-                if drops.len() > shown.len() { "; …" } else { "" },
+                if drops.len() > shown.len() {
+                    "; …"
+                } else {
+                    ""
+                },
                 self.file.display()
             )
-            } else {
-                String::new()
-            };
+        } else {
+            String::new()
+        };
         Check {
             compared: rows.len(),
             rows,
@@ -312,9 +320,10 @@ pub struct CheckRow {
     pub shape: String,
     pub size: u64,
     pub side: &'static str,
-    pub busbw: f64,
+    pub metric: Metric,
+    pub value: f64,
     pub baseline: f64,
-    /// Positive: below the baseline.
+    /// Positive: worse than the baseline (below it for a bandwidth, above it for a latency).
     pub drop_pct: f64,
     /// `ok`, `drop` or `below min size`.
     pub status: &'static str,
@@ -370,9 +379,10 @@ mod tests {
             nodes: 1,
             gpus_per_node: 8,
             size,
-            busbw_oop: oop,
-            busbw_ip: Some(ip),
-            time_oop_us: 10.0,
+            metric: Metric::BUSBW,
+            value: oop,
+            in_place: Some(ip),
+            time_us: Some(10.0),
             time_ip_us: Some(11.0),
         }
     }
@@ -393,8 +403,8 @@ mod tests {
         assert_eq!(base.entries.len(), 2);
         assert_eq!(
             (
-                base.entries[0].busbw_oop,
-                base.entries[0].busbw_ip,
+                base.entries[0].value,
+                base.entries[0].in_place,
                 base.entries[0].iterations
             ),
             (100.0, Some(90.0), 3)
@@ -419,5 +429,51 @@ mod tests {
         let small = [pt(1 << 20, 10.0, 9.0)];
         let c = base.check("NcclTest", &small, 0.05, 1 << 21);
         assert!(!c.failed && c.rows[0].status == "below min size");
+    }
+
+    #[test]
+    fn a_latency_fails_when_it_rises_and_never_matches_another_metric() {
+        let lat = |size: u64, us: f64| {
+            Point::new(
+                "osu_latency".into(),
+                String::new(),
+                size,
+                Metric::LATENCY,
+                us,
+            )
+        };
+        let base = Baseline::from_iterations(
+            vec!["x".into()],
+            [(
+                "OSUBench",
+                "a".to_string(),
+                &[lat(8, 2.0), lat(1 << 20, 100.0)][..],
+            )],
+        );
+        // faster is never a loss; 30% slower at 1 MiB is
+        let c = base.check("OSUBench", &[lat(8, 1.0), lat(1 << 20, 130.0)], 0.05, 0);
+        assert!(c.failed, "{c:?}");
+        assert_eq!(c.rows.iter().filter(|r| r.status == "drop").count(), 1);
+        assert!(
+            c.message
+                .starts_with("latency more than 5% above the baseline at 1 size(s)")
+                && c.message
+                    .contains("1 MiB out-of-place: 130.00 us vs baseline 100.00 (+30%)"),
+            "{}",
+            c.message
+        );
+        // the same sizes measured as bandwidth are not in this baseline, not compared with a latency
+        let bw = [Point::new(
+            "osu_latency".into(),
+            String::new(),
+            8,
+            Metric::BANDWIDTH,
+            1.0,
+        )];
+        let c = base.check("OSUBench", &bw, 0.05, 0);
+        assert!(
+            !c.failed && c.compared == 0 && c.not_in_baseline.len() == 1,
+            "{c:?}"
+        );
     }
 }

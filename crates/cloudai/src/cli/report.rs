@@ -189,12 +189,19 @@ pub fn generate(args: &ReportArgs) -> Result<(), Failure> {
             );
             for f in &summary.drops {
                 crate::warn!(
-                    "{}: busbw at {} dropped {}% ({:.2} -> {:.2} GB/s) vs {}",
+                    "{}: {} at {} {} {}% ({:.2} -> {:.2} {}) vs {}",
                     f.test_id,
+                    f.metric.name,
                     crate::html::size_iec(f.size),
+                    if f.metric.higher_is_better {
+                        "dropped"
+                    } else {
+                        "rose"
+                    },
                     f.drop_pct,
-                    f.baseline_busbw,
-                    f.busbw,
+                    f.baseline_value,
+                    f.value,
+                    f.metric.unit,
                     f.baseline
                 );
             }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::db::Val;
 use super::{location, off_runtime, Ledger, Location};
 use crate::baseline::{Baseline, Grading};
-use crate::workloads::Point;
+use crate::workloads::{Metric, Point};
 
 /// How far back the history reaches.
 pub(crate) const WINDOW_DAYS: i64 = 90;
@@ -17,16 +17,21 @@ type Passed = (i64, String, String, Vec<Point>);
 /// The baselines of every node set the ledger knows (nodes sorted, joined by `,`).
 pub(crate) fn by_nodes(l: &mut Ledger, since: i64) -> Result<HashMap<String, Baseline>, String> {
     let rows = l.db().query(
-        "SELECT i.id, i.nodes, i.template, i.collective, i.dtype, i.nnodes, i.gpus_per_node, s.size, s.busbw, \
-         s.time_us, r.results, t.name, i.iteration FROM iterations i JOIN sizes s ON s.iteration_id = i.id \
-         JOIN runs r ON r.id = i.run_id JOIN names t ON t.id = i.test_id \
-         WHERE i.status = 'PASSED' AND i.at >= ? AND s.busbw IS NOT NULL AND i.collective IS NOT NULL \
+        "SELECT i.id, i.nodes, i.template, i.collective, i.dtype, i.nnodes, i.gpus_per_node, s.size, s.value, \
+         s.time_us, r.results, t.name, i.iteration, i.point_metric FROM iterations i \
+         JOIN sizes s ON s.iteration_id = i.id JOIN runs r ON r.id = i.run_id JOIN names t ON t.id = i.test_id \
+         WHERE i.status = 'PASSED' AND i.at >= ? AND s.value IS NOT NULL AND i.collective IS NOT NULL \
+         AND i.point_metric IS NOT NULL \
          ORDER BY i.nodes, i.id, s.size",
         &[Val::Int(since)],
     )?;
     // node set → its iterations, in order
     let mut sets: HashMap<String, Vec<Passed>> = HashMap::new();
     for r in rows {
+        // a metric this cloudai does not know (a newer one wrote it) grades nothing
+        let Some(metric) = Metric::named(r[13].text()) else {
+            continue;
+        };
         let id = r[0].int().unwrap_or(0);
         let list = sets.entry(r[1].text().to_string()).or_default();
         if list.last().is_none_or(|x| x.0 != id) {
@@ -45,9 +50,10 @@ pub(crate) fn by_nodes(l: &mut Ledger, since: i64) -> Result<HashMap<String, Bas
                 nodes: r[5].int().unwrap_or(0).max(0) as u64,
                 gpus_per_node: r[6].int().unwrap_or(0).max(0) as u64,
                 size: r[7].int().unwrap_or(0).max(0) as u64,
-                busbw_oop: r[8].real().unwrap_or(f64::NAN),
-                busbw_ip: None,
-                time_oop_us: r[9].real().unwrap_or(f64::NAN),
+                metric,
+                value: r[8].real().unwrap_or(f64::NAN),
+                in_place: None,
+                time_us: r[9].real(),
                 time_ip_us: None,
             });
         }

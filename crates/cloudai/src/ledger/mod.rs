@@ -233,8 +233,8 @@ impl Ledger {
                 .db
                 .query(
                     "INSERT INTO iterations (run_id, test_id, template, iteration, status, reasons, nodes, gpu, driver, \
-                     nccl, nccl_tests, collective, dtype, nnodes, gpus_per_node, metric, value, at) \
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                     nccl, nccl_tests, collective, dtype, nnodes, gpus_per_node, metric, value, at, point_metric) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     &[
                         id.into(),
                         test.into(),
@@ -254,6 +254,7 @@ impl Ledger {
                         it.metric.as_ref().map(|m| m.0.clone()).into(),
                         it.metric.as_ref().map(|m| m.1).into(),
                         it.at.into(),
+                        it.point_metric.map(str::to_string).into(),
                     ],
                 )?
                 .first()
@@ -268,12 +269,12 @@ impl Ledger {
             }
             for s in &it.sizes {
                 self.db.exec(
-                    "INSERT INTO sizes (iteration_id, size, busbw, algbw, time_us) VALUES (?, ?, ?, ?, ?) \
+                    "INSERT INTO sizes (iteration_id, size, value, algbw, time_us) VALUES (?, ?, ?, ?, ?) \
                      ON CONFLICT DO NOTHING",
                     &[
                         iid.into(),
                         (s.size as i64).into(),
-                        s.busbw.into(),
+                        s.value.into(),
                         s.algbw.into(),
                         s.time_us.into(),
                     ],

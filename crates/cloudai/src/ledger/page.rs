@@ -64,10 +64,17 @@ pub(crate) fn render(title: &str, series: &BTreeMap<SeriesKey, Vec<SeriesPoint>>
         let key = format!("trend-{i}");
         let mut spec = chart_spec(
             &format!("{} · {} · {}", k.subject, k.test, k.band),
-            if k.band == "peak" || headline(&k.band) && k.band.len() <= 6 {
-                "busbw (GB/s)"
+            &if k.band == "peak" || headline(&k.band) && k.band.len() <= 6 {
+                crate::workloads::Metric::BUSBW.label()
+            } else if let Some(m) = k
+                .band
+                .rsplit('_')
+                .next()
+                .and_then(crate::workloads::Metric::named)
+            {
+                m.label()
             } else {
-                k.band.as_str()
+                k.band.clone()
             },
             "",
             false,

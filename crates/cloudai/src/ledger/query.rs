@@ -278,8 +278,16 @@ pub struct SeriesKey {
     pub band: String,
 }
 
-/// Whether more is better for a series' metric.
+/// Whether more is better for a series' metric: a point metric's band says it (`large_latency`), a key metric's
+/// name by its unit or what it measures.
 pub fn higher_is_better(band: &str) -> bool {
+    if let Some(m) = band
+        .rsplit('_')
+        .next()
+        .and_then(crate::workloads::Metric::named)
+    {
+        return m.higher_is_better;
+    }
     !(band.ends_with("_s")
         || band.ends_with("_us")
         || band.contains("latency")
@@ -301,11 +309,12 @@ impl Ledger {
         let since = since.unwrap_or(i64::MIN);
         let mut out: BTreeMap<SeriesKey, Vec<SeriesPoint>> = BTreeMap::new();
         let holds = |subject: &str| node.is_none_or(|n| subject.split('+').any(|s| s == n));
-        // busbw per size band: the value at the band's largest measured size
+        // each point metric per size band: the value at the band's largest measured size (bus bandwidth's bands
+        // are `small`, `medium`, `large`; another metric's `large_latency`, …)
         let rows = self.db().query(
-            "SELECT i.id, i.at, t.name, i.nodes, i.status, s.size, s.busbw FROM iterations i \
+            "SELECT i.id, i.at, t.name, i.nodes, i.status, s.size, s.value, i.point_metric FROM iterations i \
              JOIN names t ON t.id = i.test_id JOIN sizes s ON s.iteration_id = i.id \
-             WHERE i.at >= ? AND s.busbw IS NOT NULL ORDER BY i.at, i.id, s.size",
+             WHERE i.at >= ? AND s.value IS NOT NULL ORDER BY i.at, i.id, s.size",
             &[Val::Int(since)],
         )?;
         let mut last: Option<(i64, SeriesKey)> = None;
@@ -315,10 +324,14 @@ impl Ledger {
                 continue;
             }
             let size = r[5].int().unwrap_or(0).max(0) as u64;
+            let band = match r[7].text() {
+                "" | "busbw" => band_of(size).to_string(),
+                metric => format!("{}_{metric}", band_of(size)),
+            };
             let key = SeriesKey {
                 subject,
                 test: r[2].text().into(),
-                band: band_of(size).into(),
+                band,
             };
             let p = SeriesPoint {
                 at: r[1].int().unwrap_or(0),
@@ -463,5 +476,26 @@ impl Ledger {
             out.insert(k, v.first().and_then(|r| r[0].int()).unwrap_or(0));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::higher_is_better;
+
+    #[test]
+    fn a_series_direction_follows_its_metric() {
+        // bus bandwidth bands, a point metric's band, key metrics named by unit or kind
+        for (band, higher) in [
+            ("large", true),
+            ("small_bandwidth", true),
+            ("large_latency", false),
+            ("peak", true),
+            ("ttft_ms_s", false),
+            ("avg_latency_us", false),
+            ("tokens_per_second", true),
+        ] {
+            assert_eq!(higher_is_better(band), higher, "{band}");
+        }
     }
 }

@@ -60,6 +60,8 @@ pub struct IterRow {
     pub shape: Option<(u64, u64)>,
     /// The workload's key metric: (name, value).
     pub metric: Option<(String, f64)>,
+    /// What `sizes` measure (`workloads::Metric`'s name).
+    pub point_metric: Option<&'static str>,
     pub at: i64,
     pub sizes: Vec<SizeRow>,
     /// Node evidence: (node, pass|fail, what was seen).
@@ -69,8 +71,8 @@ pub struct IterRow {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SizeRow {
     pub size: u64,
-    /// GB/s (out of place).
-    pub busbw: Option<f64>,
+    /// The iteration's point metric (out of place), in its unit.
+    pub value: Option<f64>,
     /// GB/s: size / time.
     pub algbw: Option<f64>,
     pub time_us: Option<f64>,
@@ -232,28 +234,32 @@ fn iteration(e: &Entry, stamp: Option<i64>) -> IterRow {
     // one number per size: the first measurement of it (an output may repeat sizes: `-N` soak loops)
     let mut sizes: Vec<SizeRow> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for p in &e.points {
+    let point_metric = e.points.first().map(|p| p.metric);
+    for p in e.points.iter().filter(|p| Some(p.metric) == point_metric) {
         if seen.insert(p.size) {
-            let time = Some(p.time_oop_us).filter(|t| *t > 0.0);
+            let time = p.time_us.filter(|t| *t > 0.0);
             sizes.push(SizeRow {
                 size: p.size,
-                busbw: Some(p.busbw_oop).filter(|b| b.is_finite()),
+                value: Some(p.value).filter(|b| b.is_finite()),
                 algbw: time.map(|t| p.size as f64 / t / 1000.0),
                 time_us: time,
             });
         }
     }
     if sizes.is_empty() {
-        for (s, b) in &e.curve {
+        for (s, b) in &e.curve.points {
             if seen.insert(*s) {
                 sizes.push(SizeRow {
                     size: *s,
-                    busbw: Some(*b).filter(|b| b.is_finite()),
+                    value: Some(*b).filter(|b| b.is_finite()),
                     ..Default::default()
                 });
             }
         }
     }
+    let point_metric = point_metric
+        .or((!sizes.is_empty()).then_some(e.curve.metric))
+        .map(|m| m.name);
     sizes.sort_by_key(|s| s.size);
     let metric = KEY_METRICS.iter().find_map(|k| {
         e.metrics
@@ -296,6 +302,7 @@ fn iteration(e: &Entry, stamp: Option<i64>) -> IterRow {
         dtype: first.map(|p| p.dtype.clone()),
         shape: first.map(|p| (p.nodes, p.gpus_per_node)),
         metric,
+        point_metric,
         at,
         sizes,
         node_checks,

@@ -11,6 +11,8 @@
 //! - `pairs`: find-bad-nodes' pair results (v2); `node_checks`: a node's verdict per check (find-bad-nodes' verdicts,
 //!   node evidence) (v2).
 //! - `quarantine`, `quarantine_log`: the nodes cloudai holds out of service and every action on them (v3).
+//! - v4: an iteration's `point_metric` names what its `sizes.value` measure (`busbw`, `bandwidth`, `latency`:
+//!   `workloads::Metric`); rows before it were bus bandwidth (`sizes.busbw`, renamed).
 
 use super::db::{Db, Dialect};
 
@@ -22,10 +24,10 @@ pub(crate) fn bucket(at: i64) -> i64 {
 }
 
 /// The schema this cloudai writes.
-pub const CURRENT: i64 = 3;
+pub const CURRENT: i64 = 4;
 
 /// Each version's statements, in order.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     // v1: runs and their iterations
     "CREATE TABLE names (id {pk}, name TEXT NOT NULL UNIQUE);
      CREATE TABLE runs (id {pk}, uid TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, scenario TEXT NOT NULL,
@@ -65,6 +67,10 @@ const MIGRATIONS: [&str; 3] = [
          action TEXT NOT NULL, tag TEXT NOT NULL, to_state TEXT NOT NULL, record TEXT NOT NULL, done BIGINT NOT NULL,
          outcome TEXT NOT NULL);
      CREATE INDEX quarantine_log_pending ON quarantine_log (system, done);",
+    // v4: the metric an iteration's sizes measure; every size recorded before was a bus bandwidth
+    "ALTER TABLE iterations ADD COLUMN point_metric TEXT;
+     UPDATE iterations SET point_metric = 'busbw' WHERE EXISTS (SELECT 1 FROM sizes s WHERE s.iteration_id = iterations.id);
+     ALTER TABLE sizes RENAME COLUMN busbw TO value;",
 ];
 
 fn dialected(sql: &str, d: Dialect) -> String {

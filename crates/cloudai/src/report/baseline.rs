@@ -1,5 +1,5 @@
-//! The baseline section of the scenario page: per test, the mean out-of-place busbw of its iterations over the
-//! baseline's (a chart overlay), a per-size table with the drop and its verdict, and what the baseline lacks.
+//! The baseline section of the scenario page: per test, the mean out-of-place value of its iterations' metric (bus
+//! bandwidth, bandwidth, latency) over the baseline's (a chart overlay), a per-size table with the drop and its verdict, and what the baseline lacks.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +7,7 @@ use super::summary::Entry;
 pub use super::summary::SizeRow;
 use crate::baseline::Grading;
 use crate::html::{chart, chart_spec, esc, series};
+use crate::workloads::Metric;
 
 /// The page section, and the per-size rows for summary.json.
 pub fn section(
@@ -32,14 +33,15 @@ pub fn section(
         if checks.is_empty() {
             continue;
         }
-        // (shape, size) → (sum, n, baseline, worst status)
-        let mut per: BTreeMap<(String, u64), (f64, usize, f64, &str)> = BTreeMap::new();
+        // (shape, metric, size) → (sum, n, baseline, worst status)
+        type Per<'a> = BTreeMap<(String, Metric, u64), (f64, usize, f64, &'a str)>;
+        let mut per: Per = BTreeMap::new();
         for c in &checks {
             for r in c.rows.iter().filter(|r| r.side == "out-of-place") {
                 let e = per
-                    .entry((r.shape.clone(), r.size))
+                    .entry((r.shape.clone(), r.metric, r.size))
                     .or_insert((0.0, 0, r.baseline, "ok"));
-                e.0 += r.busbw;
+                e.0 += r.value;
                 e.1 += 1;
                 if r.status == "drop" || (e.3 == "ok" && r.status != "ok") {
                     e.3 = r.status;
@@ -53,26 +55,31 @@ pub fn section(
         missing.sort_unstable();
         missing.dedup();
         out.push_str(&format!("<h3>{}</h3>\n", esc(id)));
-        let shapes: Vec<String> = {
-            let mut s: Vec<String> = per.keys().map(|(sh, _)| sh.clone()).collect();
+        let shapes: Vec<(String, Metric)> = {
+            let mut s: Vec<(String, Metric)> =
+                per.keys().map(|(sh, m, _)| (sh.clone(), *m)).collect();
             s.dedup();
             s
         };
-        for shape in &shapes {
+        for (shape, metric) in &shapes {
             let rows: Vec<(u64, f64, f64, &str)> = per
                 .iter()
-                .filter(|((sh, _), _)| sh == shape)
-                .map(|((_, size), (sum, n, base, st))| (*size, sum / *n as f64, *base, *st))
+                .filter(|((sh, m, _), _)| sh == shape && m == metric)
+                .map(|((_, _, size), (sum, n, base, st))| (*size, sum / *n as f64, *base, *st))
                 .collect();
-            let key = format!("baseline-{id}-{shape}");
+            let key = if *metric == Metric::BUSBW {
+                format!("baseline-{id}-{shape}")
+            } else {
+                format!("baseline-{id}-{shape}-{}", metric.name)
+            };
             let mine: Vec<(u64, f64)> = rows.iter().map(|r| (r.0, r.1)).collect();
             let base: Vec<(u64, f64)> = rows.iter().map(|r| (r.0, r.2)).collect();
             charts.insert(
                 key.clone(),
                 chart_spec(
-                    &format!("{id}: {shape} out-of-place busbw vs baseline"),
-                    "busbw (GB/s)",
-                    "GB/s",
+                    &format!("{id}: {shape} out-of-place {} vs baseline", metric.name),
+                    &metric.label(),
+                    metric.unit,
                     false,
                     vec![
                         series(
@@ -85,22 +92,29 @@ pub fn section(
                 ),
             );
             out.push_str(&chart(&key));
-            out.push_str("\n<table><tr><th>size</th><th>baseline busbw</th><th>busbw</th><th>drop</th><th class=\"l\">verdict</th></tr>\n");
+            out.push_str(&format!(
+                "\n<table><tr><th>size</th><th>baseline {0}</th><th>{0}</th><th>{1}</th><th class=\"l\">verdict</th></tr>\n",
+                esc(&metric.label()),
+                if metric.higher_is_better { "drop" } else { "rise" }
+            ));
             for (size, cur, b, st) in rows {
+                let loss = metric.loss(b, cur).unwrap_or(0.0);
                 table.push(SizeRow {
                     test_id: id.to_string(),
                     shape: shape.clone(),
                     size,
-                    baseline_gbps: b,
-                    busbw_gbps: cur,
-                    drop_pct: ((b - cur) / b * 1000.0).round() / 10.0,
+                    metric: *metric,
+                    unit: metric.unit,
+                    baseline: b,
+                    value: cur,
+                    drop_pct: (loss * 1000.0).round() / 10.0,
                     status: st.to_string(),
                 });
                 let class = if st == "drop" { " class=\"flag\"" } else { "" };
                 out.push_str(&format!(
                     "<tr{class}><td>{}</td><td>{b:.2}</td><td>{cur:.2}</td><td>{}</td><td class=\"l\">{}</td></tr>\n",
                     crate::html::size_iec(size),
-                    crate::html::pct((b - cur) / b * 100.0),
+                    crate::html::pct(loss * 100.0),
                     esc(st)
                 ));
             }

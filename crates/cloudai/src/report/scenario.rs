@@ -254,7 +254,7 @@ fn entry(
         let _ = record.write_if_changed(dir);
     }
     let mut reports = Vec::new();
-    let (mut metrics, mut curve) = (serde_json::Map::new(), Vec::new());
+    let (mut metrics, mut curve) = (serde_json::Map::new(), workloads::Curve::default());
     if let Some(r) = report {
         // the iteration's own reports: built in memory, or streamed (an output too long to hold)
         type Fill<'a> = Box<dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()> + 'a>;
@@ -361,135 +361,12 @@ pub fn generate(
 
     let mut ids: Vec<String> = entries.iter().map(|e| e.record.test_id.clone()).collect();
     ids.dedup();
-    let others: Vec<(String, Vec<Entry>)> = opts
-        .compare
-        .iter()
-        .map(|d| (d.display().to_string(), read_tree(d, false)))
-        .collect();
-    let mut flags = Vec::new();
     let mut charts = serde_json::Map::new();
-    let mut sections = String::new();
-    let mut matched = std::collections::HashSet::new();
-    // each test's entries with results, here and in every compared tree: one pass each, not one per test
-    let with_curves = |list: &'_ [Entry]| {
-        let mut m: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
-        for (i, e) in list.iter().enumerate() {
-            if !e.curve.is_empty() {
-                m.entry(e.record.test_id.clone()).or_default().push(i);
-            }
-        }
-        m
-    };
-    let mine_by_id = with_curves(&entries);
-    let theirs_by_id: Vec<_> = others.iter().map(|(_, t)| with_curves(t)).collect();
-    for id in &ids {
-        let mine: Vec<&Entry> = mine_by_id
-            .get(id)
-            .map(|ix| ix.iter().map(|i| &entries[*i]).collect())
-            .unwrap_or_default();
-        if mine.is_empty() {
-            continue;
-        }
-        let flags_from = flags.len();
-        let mut ser = Vec::new();
-        if mine.len() > 1 {
-            for e in &mine {
-                ser.push(series(
-                    &format!("iteration {}", e.record.iteration),
-                    &e.curve,
-                    false,
-                ));
-                if e.record.iteration > mine[0].record.iteration {
-                    let label = format!("iteration {}", e.record.iteration);
-                    let base = format!("iteration {}", mine[0].record.iteration);
-                    flags.extend(drops(
-                        id,
-                        &label,
-                        &base,
-                        &mine[0].curve,
-                        &e.curve,
-                        opts.tolerance,
-                    ));
-                }
-            }
-        }
-        let cur = mean_curve(&mine);
-        for ((other, theirs), by_id) in others.iter().zip(&theirs_by_id) {
-            let t: Vec<&Entry> = by_id
-                .get(id)
-                .map(|ix| ix.iter().map(|i| &theirs[*i]).collect())
-                .unwrap_or_default();
-            if t.is_empty() {
-                continue;
-            }
-            matched.insert(other.clone());
-            let base = mean_curve(&t);
-            if ser.is_empty() {
-                ser.push(series("this run", &cur, false));
-            }
-            ser.push(series(other, &base, true));
-            flags.extend(drops(id, "this run", other, &base, &cur, opts.tolerance));
-        }
-        if ser.is_empty() {
-            continue;
-        }
-        let key = format!("cmp-{id}");
-        charts.insert(
-            key.clone(),
-            chart_spec(
-                &format!("{id}: bus bandwidth"),
-                "busbw (GB/s)",
-                "GB/s",
-                false,
-                ser,
-            ),
-        );
-        sections.push_str(&format!("<h2>{}</h2>\n{}\n", esc(id), chart(&key)));
-        // this test's flags are the ones just added
-        let mine_flags: Vec<&Flag> = flags[flags_from..].iter().collect();
-        if !mine_flags.is_empty() {
-            sections.push_str(&format!(
-                "<p class=\"fail\">{} size(s) dropped more than {}% below the baseline</p>\n<table><tr><th class=\"l\">run</th><th class=\"l\">baseline</th><th>size</th><th>baseline busbw</th><th>busbw</th><th>drop</th></tr>\n",
-                mine_flags.len(),
-                opts.tolerance * 100.0
-            ));
-            for f in mine_flags {
-                sections.push_str(&format!(
-                    "<tr class=\"flag\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td></tr>\n",
-                    esc(&f.label),
-                    esc(&f.baseline),
-                    crate::html::size_iec(f.size),
-                    f.baseline_busbw,
-                    f.busbw,
-                    crate::html::pct(f.drop_pct)
-                ));
-            }
-            sections.push_str("</table>\n");
-        }
-    }
-
-    // a comparison that compares nothing must say so, not show an empty page
-    let mut compare_notes = Vec::new();
-    for (other, theirs) in &others {
-        if matched.contains(other) {
-            continue;
-        }
-        let note = if theirs.iter().all(|e| e.curve.is_empty()) {
-            format!("--compare {other}: no iteration there has NCCL results to compare with")
-        } else {
-            let mut their_ids: Vec<&str> =
-                theirs.iter().map(|e| e.record.test_id.as_str()).collect();
-            their_ids.dedup();
-            format!(
-                "--compare {other}: none of its tests ({}) has results in this run; comparisons match test ids",
-                their_ids.join(", ")
-            )
-        };
-        crate::warn!("{note}");
-        sections.insert_str(0, &format!("<p class=\"other\">{}</p>\n", esc(&note)));
-        compare_notes.push(note);
-    }
-
+    let Compared {
+        flags,
+        mut sections,
+        notes: compare_notes,
+    } = within_and_across(&entries, &ids, opts, &mut charts);
     sections.push_str(&comparison_tables(&entries));
     let mut sizes = Vec::new();
     if let Some(g) = &opts.baseline {
@@ -583,11 +460,24 @@ mod tests {
             "t",
             "a",
             "b",
+            workloads::Metric::BUSBW,
             &[(8, 100.0), (16, 200.0)],
             &[(8, 96.0), (16, 150.0), (32, 1.0)],
             0.05,
         );
         assert_eq!(f.len(), 1);
         assert_eq!((f[0].size, f[0].drop_pct), (16, 25.0));
+        // a latency drops when it rises
+        let f = drops(
+            "t",
+            "a",
+            "b",
+            workloads::Metric::LATENCY,
+            &[(8, 10.0), (16, 20.0)],
+            &[(8, 13.0), (16, 15.0)],
+            0.05,
+        );
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].size, f[0].drop_pct, f[0].unit), (8, 30.0, "us"));
     }
 }

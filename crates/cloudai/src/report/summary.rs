@@ -14,7 +14,7 @@ pub struct Entry {
     /// Report files, relative to the results root.
     pub reports: Vec<String>,
     #[serde(skip)]
-    pub curve: Vec<(u64, f64)>,
+    pub curve: workloads::Curve,
     #[serde(skip)]
     pub points: Vec<workloads::Point>,
     /// The comparison with `--baseline`, per size.
@@ -33,8 +33,11 @@ pub struct Flag {
     /// Against what (`iteration 0`, or another tree).
     pub baseline: String,
     pub size: u64,
-    pub baseline_busbw: f64,
-    pub busbw: f64,
+    pub metric: workloads::Metric,
+    pub unit: &'static str,
+    pub baseline_value: f64,
+    pub value: f64,
+    /// Positive: worse than the baseline (below it for a bandwidth, above it for a latency).
     pub drop_pct: f64,
 }
 
@@ -73,8 +76,11 @@ pub struct SizeRow {
     pub test_id: String,
     pub shape: String,
     pub size: u64,
-    pub baseline_gbps: f64,
-    pub busbw_gbps: f64,
+    pub metric: workloads::Metric,
+    pub unit: &'static str,
+    pub baseline: f64,
+    pub value: f64,
+    /// Positive: worse than the baseline (below it for a bandwidth, above it for a latency).
     pub drop_pct: f64,
     /// The worst verdict of the iterations: `drop`, `below min size` or `ok`.
     pub status: String,

@@ -19,6 +19,7 @@ pub mod llm_serving;
 pub mod local;
 pub mod megatron_bridge;
 pub mod megatron_run;
+pub mod metric;
 pub mod moe_benchmark;
 pub mod nccl;
 pub mod nemo_launcher;
@@ -45,6 +46,7 @@ use crate::config::test::{TemplateSchema, TestDefinition};
 
 pub use crate::config::system::Needs;
 pub use launch::{Launch, Procs, Success};
+pub use metric::{Curve, Metric, Point};
 pub use nccl::NcclTest;
 
 /// What a system observed when an iteration's job ended.
@@ -210,15 +212,15 @@ impl std::fmt::Debug for StreamedFile {
     }
 }
 
-/// What a finished iteration shows: report files (written next to its output), key numbers and its bus
-/// bandwidth curve (size, GB/s) for comparisons.
+/// What a finished iteration shows: report files (written next to its output), key numbers, its
+/// curve (one metric per size) for comparisons and its measured points.
 #[derive(Clone, Debug, Default)]
 pub struct IterationReport {
     pub files: Vec<(String, String)>,
     /// Files written as a stream (an output too long to hold: its CSV).
     pub streamed: Vec<StreamedFile>,
     pub metrics: serde_json::Map<String, serde_json::Value>,
-    pub curve: Vec<(u64, f64)>,
+    pub curve: Curve,
     /// The grade from the same reading of the output (used when re-grading).
     pub verdict: Option<Verdict>,
     /// Measured points, keyed for baselines.
@@ -233,21 +235,6 @@ impl IterationReport {
             ..Self::default()
         }
     }
-}
-
-/// One measured row of a benchmark, with what identifies it across runs (collective, data type, shape, size).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Point {
-    pub collective: String,
-    pub dtype: String,
-    /// Nodes × GPUs per node of the run that measured it (0 when the output does not say).
-    pub nodes: u64,
-    pub gpus_per_node: u64,
-    pub size: u64,
-    pub busbw_oop: f64,
-    pub busbw_ip: Option<f64>,
-    pub time_oop_us: f64,
-    pub time_ip_us: Option<f64>,
 }
 
 /// Every workload's own kind of object ([`Workload::own_object`]): what `cloudai status` lists beside a

@@ -8,7 +8,10 @@
 use std::path::Path;
 
 use super::kit::{Cell, Section, TablePage};
-use super::{IterationReport, JobOutcome, Launch, Placement, Point, Success, Verdict, Workload};
+use super::{
+    Curve, IterationReport, JobOutcome, Launch, Metric, Placement, Point, Success, Verdict,
+    Workload,
+};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T, ArgValue};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart_spec, series};
@@ -186,46 +189,33 @@ impl Workload for OsuBench {
             metrics.insert("small_size_bytes".into(), r.size.into());
         }
         metrics.insert("rows".into(), out.rows.len().into());
+        // each row as the table measures it: latency tests on their average latency (lower is better), bandwidth
+        // tests on their bandwidth (MB/s: 10^6 bytes a second, over 1,000 in GB/s)
+        let metric = match out.kind {
+            Kind::Latency => Metric::LATENCY,
+            Kind::Bandwidth | Kind::MultiBandwidth => Metric::BANDWIDTH,
+        };
         let points: Vec<Point> = out
             .rows
             .iter()
             .filter_map(|r| {
-                let (gbs, t) = match out.kind {
-                    // what a latency rise lowers: the message size over the average latency
-                    Kind::Latency => {
-                        let t = r.avg_lat_us?;
-                        (
-                            if t > 0.0 {
-                                r.size as f64 / t / 1e3
-                            } else {
-                                0.0
-                            },
-                            t,
-                        )
-                    }
-                    _ => {
-                        let bw = r.mb_s? / 1e3;
-                        (
-                            bw,
-                            if bw > 0.0 {
-                                r.size as f64 / bw / 1e3
-                            } else {
-                                0.0
-                            },
-                        )
-                    }
+                let (value, time_us) = match out.kind {
+                    Kind::Latency => (r.avg_lat_us?, r.avg_lat_us),
+                    _ => (r.mb_s? / 1e3, None),
                 };
                 Some(Point {
-                    collective: bench.clone(),
-                    dtype: out.datatype.clone().unwrap_or_default(),
-                    size: r.size,
-                    busbw_oop: gbs,
-                    time_oop_us: t,
-                    ..Point::default()
+                    time_us,
+                    ..Point::new(
+                        bench.clone(),
+                        out.datatype.clone().unwrap_or_default(),
+                        r.size,
+                        metric,
+                        value,
+                    )
                 })
             })
             .collect();
-        let curve = points.iter().map(|p| (p.size, p.busbw_oop)).collect();
+        let curve = Curve::new(metric, points.iter().map(|p| (p.size, p.value)).collect());
         let status = v.status_line();
         Some(IterationReport {
             files: vec![

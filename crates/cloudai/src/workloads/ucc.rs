@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use super::kit::{self, Section, TablePage};
-use super::{IterationReport, JobOutcome, Launch, Point, Success, Verdict, Workload};
+use super::{
+    Curve, IterationReport, JobOutcome, Launch, Metric, Point, Success, Verdict, Workload,
+};
 use crate::config::args::{ArgDefault as D, ArgSpec, ArgType as T};
 use crate::config::test::{TemplateSchema, TestDefinition};
 use crate::html::{chart_spec, human_size, series};
@@ -177,12 +179,14 @@ impl Workload for UccTest {
             metrics.insert("small_size_bytes".into(), r.size.into());
         }
         metrics.insert("rows".into(), out.rows.len().into());
-        let curve: Vec<(u64, f64)> = out
-            .rows
-            .iter()
-            .filter(|r| r.bw_avg.is_finite())
-            .map(|r| (r.size, r.bw_avg))
-            .collect();
+        let curve = Curve::new(
+            Metric::BUSBW,
+            out.rows
+                .iter()
+                .filter(|r| r.bw_avg.is_finite())
+                .map(|r| (r.size, r.bw_avg))
+                .collect(),
+        );
         let collective = out
             .collective
             .clone()
@@ -193,12 +197,14 @@ impl Workload for UccTest {
             .iter()
             .filter(|r| r.bw_avg.is_finite())
             .map(|r| Point {
-                collective: format!("ucc_{collective}"),
-                dtype: out.datatype.clone().unwrap_or_default(),
-                size: r.size,
-                busbw_oop: r.bw_avg,
-                time_oop_us: r.time_avg,
-                ..Point::default()
+                time_us: Some(r.time_avg),
+                ..Point::new(
+                    format!("ucc_{collective}"),
+                    out.datatype.clone().unwrap_or_default(),
+                    r.size,
+                    Metric::BUSBW,
+                    r.bw_avg,
+                )
             })
             .collect();
         let status = v.status_line();

@@ -347,13 +347,15 @@ impl Workload for NcclTest {
                 metrics.insert("nccl_version".into(), lib.into());
             }
         }
-        let curve = out
-            .runs
-            .iter()
-            .flat_map(|r| r.rows.iter())
-            .take(report::REPORT_ROW_CAP)
-            .map(|r| (r.size, r.busbw()))
-            .collect();
+        let curve = crate::workloads::Curve::new(
+            crate::workloads::Metric::BUSBW,
+            out.runs
+                .iter()
+                .flat_map(|r| r.rows.iter())
+                .take(report::REPORT_ROW_CAP)
+                .map(|r| (r.size, r.busbw()))
+                .collect(),
+        );
         Some(IterationReport {
             files,
             streamed,
@@ -388,9 +390,10 @@ fn points(out: &parse::Output, test: &TestDefinition) -> Vec<crate::workloads::P
                 nodes,
                 gpus_per_node,
                 size: r.size,
-                busbw_oop: r.out_of_place.busbw,
-                busbw_ip: r.in_place.as_ref().map(|s| s.busbw),
-                time_oop_us: r.out_of_place.time_us,
+                metric: crate::workloads::Metric::BUSBW,
+                value: r.out_of_place.busbw,
+                in_place: r.in_place.as_ref().map(|s| s.busbw),
+                time_us: Some(r.out_of_place.time_us),
                 time_ip_us: r.in_place.as_ref().map(|s| s.time_us),
             });
         }

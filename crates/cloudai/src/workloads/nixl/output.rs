@@ -411,7 +411,10 @@ pub(crate) fn report(dir: &Path, title: &str) -> Option<IterationReport> {
     Some(IterationReport {
         files: vec![(CSV_FILE.into(), table.csv()), (HTML_FILE.into(), page)],
         metrics,
-        curve: out.rows().map(|r| (r.block, r.gbps)).collect(),
+        curve: crate::workloads::Curve::new(
+            crate::workloads::Metric::BANDWIDTH,
+            out.rows().map(|r| (r.block, r.gbps)).collect(),
+        ),
         verdict: Some(v),
         ..Default::default()
     })
