@@ -480,6 +480,14 @@ fn an_older_ledger_is_migrated_and_a_newer_one_refused() {
         .unwrap();
     drop(l);
     let err = Ledger::open(&at).err().unwrap();
+    assert!(
+        matches!(
+            err.root(),
+            cloudai::ledger::LedgerError::Newer { found: 99, known } if *known == cloudai::ledger::schema::CURRENT
+        ),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(err.contains("version 99") && err.contains("newer"), "{err}");
     // and the command line says so once, non-zero
     let out = cloudai(d.path().join("l.sqlite").to_str().unwrap())

@@ -154,7 +154,7 @@ pub fn history(cmd: &HistoryCmd) -> Result<(), Failure> {
             since,
         }) => {
             let mut l = open()?;
-            let series = l.series(*since, node.as_deref()).map_err(Failure::Error)?;
+            let series = l.series(*since, node.as_deref())?;
             let html = ledger::page::render("cloudai history", &series);
             crate::util::fsx::write_atomic(output, html.as_bytes())
                 .map_err(|e| Failure::Error(format!("Cannot write {}: {e}", output.display())))?;
@@ -173,7 +173,7 @@ pub fn history(cmd: &HistoryCmd) -> Result<(), Failure> {
         }) => drift(*json, node.as_deref(), *since, *all),
         Some(What::Metrics { output }) => {
             let mut l = open()?;
-            let text = ledger::metrics::render(&mut l).map_err(Failure::Error)?;
+            let text = ledger::metrics::render(&mut l)?;
             match output {
                 Some(p) => ledger::metrics::write_file(p, &text)
                     .map_err(|e| Failure::Error(format!("Cannot write {}: {e}", p.display()))),
@@ -188,8 +188,8 @@ pub fn history(cmd: &HistoryCmd) -> Result<(), Failure> {
 
 fn summary() -> Result<(), Failure> {
     let mut l = open()?;
-    let c = l.counts().map_err(Failure::Error)?;
-    let v = l.schema_version().map_err(Failure::Error)?;
+    let c = l.counts()?;
+    let v = l.schema_version()?;
     let when = |k: &str| {
         chrono::DateTime::from_timestamp(c[k], 0)
             .map(|t| {
@@ -290,14 +290,12 @@ fn import(dirs: &[PathBuf]) -> Result<(), Failure> {
 
 fn show(a: &ShowArgs) -> Result<(), Failure> {
     let mut l = open()?;
-    let rows = l
-        .history(&Filter {
-            node: a.node.clone(),
-            test: a.test.clone(),
-            since: a.since,
-            limit: a.limit,
-        })
-        .map_err(Failure::Error)?;
+    let rows = l.history(&Filter {
+        node: a.node.clone(),
+        test: a.test.clone(),
+        since: a.since,
+        limit: a.limit,
+    })?;
     if a.json {
         println!(
             "{}",
@@ -354,7 +352,7 @@ fn show(a: &ShowArgs) -> Result<(), Failure> {
 
 fn drift(json: bool, node: Option<&str>, since: Option<i64>, all: bool) -> Result<(), Failure> {
     let mut l = open()?;
-    let series = l.series(since, node).map_err(Failure::Error)?;
+    let series = l.series(since, node)?;
     #[derive(serde::Serialize)]
     struct Row<'a> {
         #[serde(flatten)]

@@ -15,7 +15,10 @@ pub(crate) const WINDOW_DAYS: i64 = 90;
 type Passed = (i64, String, String, Vec<Point>);
 
 /// The baselines of every node set the ledger knows (nodes sorted, joined by `,`).
-pub(crate) fn by_nodes(l: &mut Ledger, since: i64) -> Result<HashMap<String, Baseline>, String> {
+pub(crate) fn by_nodes(
+    l: &mut Ledger,
+    since: i64,
+) -> Result<HashMap<String, Baseline>, super::LedgerError> {
     let rows = l.db().query(
         "SELECT i.id, i.nodes, i.template, i.collective, i.dtype, i.nnodes, i.gpus_per_node, s.size, s.value, \
          s.time_us, r.results, t.name, i.iteration, i.point_metric FROM iterations i \

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::error::LedgerError;
+
 /// One SQL value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
@@ -76,13 +78,13 @@ pub enum Dialect {
 pub trait Db {
     fn dialect(&self) -> Dialect;
     /// Statements without parameters, `;`-separated (the schema).
-    fn batch(&mut self, sql: &str) -> Result<(), String>;
-    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, String>;
-    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Row>, String>;
+    fn batch(&mut self, sql: &str) -> Result<(), LedgerError>;
+    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, LedgerError>;
+    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Row>, LedgerError>;
     /// A write transaction: SQLite takes the write lock at once (so two writers queue instead of deadlocking),
     /// PostgreSQL a plain one.
-    fn begin(&mut self) -> Result<(), String>;
-    fn commit(&mut self) -> Result<(), String>;
+    fn begin(&mut self) -> Result<(), LedgerError>;
+    fn commit(&mut self) -> Result<(), LedgerError>;
     fn rollback(&mut self);
 }
 
@@ -92,27 +94,23 @@ pub struct Sqlite {
 }
 
 impl Sqlite {
-    pub fn open(path: &std::path::Path) -> Result<Self, String> {
+    pub fn open(path: &std::path::Path) -> Result<Self, LedgerError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                .map_err(|e| LedgerError::Open(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
-        conn.busy_timeout(Duration::from_secs(60))
-            .map_err(|e| e.to_string())?;
+        let conn =
+            rusqlite::Connection::open(path).map_err(|e| LedgerError::Open(e.to_string()))?;
+        conn.busy_timeout(Duration::from_secs(60))?;
         // WAL: readers never wait for a writer, a kill -9 mid-write loses the unfinished transaction only. WAL
         // needs shared memory between the processes, which a network file system (an NFS home on a login node)
         // does not give: there the rollback journal, which SQLite supports over such file systems
         let mode = if on_network_fs(path) { "DELETE" } else { "WAL" };
-        conn.pragma_update(None, "journal_mode", mode)
-            .map_err(|e| e.to_string())?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| e.to_string())?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "journal_mode", mode)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
         // index pages of a year of nightly sweeps stay in memory while a sweep is written (64 MiB at most)
-        conn.pragma_update(None, "cache_size", -65536)
-            .map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "cache_size", -65536)?;
         conn.set_prepared_statement_cache_capacity(64);
         Ok(Sqlite { conn })
     }
@@ -163,40 +161,35 @@ impl Db for Sqlite {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
     }
-    fn batch(&mut self, sql: &str) -> Result<(), String> {
-        self.conn.execute_batch(sql).map_err(|e| e.to_string())
+    fn batch(&mut self, sql: &str) -> Result<(), LedgerError> {
+        Ok(self.conn.execute_batch(sql)?)
     }
-    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, String> {
-        let mut st = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
-        st.execute(rusqlite::params_from_iter(params))
-            .map(|n| n as u64)
-            .map_err(|e| e.to_string())
+    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, LedgerError> {
+        let mut st = self.conn.prepare_cached(sql)?;
+        Ok(st.execute(rusqlite::params_from_iter(params))? as u64)
     }
-    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Row>, String> {
-        let mut st = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
+    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Row>, LedgerError> {
+        let mut st = self.conn.prepare_cached(sql)?;
         let n = st.column_count();
-        let rows = st
-            .query_map(rusqlite::params_from_iter(params), |r| {
-                (0..n)
-                    .map(|i| {
-                        use rusqlite::types::ValueRef;
-                        Ok(match r.get_ref(i)? {
-                            ValueRef::Integer(i) => Val::Int(i),
-                            ValueRef::Real(f) => Val::Real(f),
-                            ValueRef::Text(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
-                            ValueRef::Blob(_) | ValueRef::Null => Val::Null,
-                        })
+        let rows = st.query_map(rusqlite::params_from_iter(params), |r| {
+            (0..n)
+                .map(|i| {
+                    use rusqlite::types::ValueRef;
+                    Ok(match r.get_ref(i)? {
+                        ValueRef::Integer(i) => Val::Int(i),
+                        ValueRef::Real(f) => Val::Real(f),
+                        ValueRef::Text(t) => Val::Text(String::from_utf8_lossy(t).into_owned()),
+                        ValueRef::Blob(_) | ValueRef::Null => Val::Null,
                     })
-                    .collect::<rusqlite::Result<Row>>()
-            })
-            .map_err(|e| e.to_string())?;
-        rows.collect::<rusqlite::Result<Vec<Row>>>()
-            .map_err(|e| e.to_string())
+                })
+                .collect::<rusqlite::Result<Row>>()
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<Row>>>()?)
     }
-    fn begin(&mut self) -> Result<(), String> {
+    fn begin(&mut self) -> Result<(), LedgerError> {
         self.batch("BEGIN IMMEDIATE")
     }
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), LedgerError> {
         self.batch("COMMIT")
     }
     fn rollback(&mut self) {
@@ -214,10 +207,10 @@ pub struct Postgres {
 impl Postgres {
     /// Connects to a `postgres://` URL; a password may come from `PGPASSWORD` rather than the URL, so none needs
     /// to be written anywhere. TLS is not offered: use a local server, a socket or a tunnel.
-    pub fn connect(url: &str) -> Result<Self, String> {
+    pub fn connect(url: &str) -> Result<Self, LedgerError> {
         let mut config: postgres::Config = url
             .parse()
-            .map_err(|e| format!("not a PostgreSQL URL ({e})"))?;
+            .map_err(|e| LedgerError::Open(format!("not a PostgreSQL URL ({e})")))?;
         if config.get_password().is_none() {
             if let Ok(p) = std::env::var("PGPASSWORD") {
                 config.password(p);
@@ -225,35 +218,20 @@ impl Postgres {
         }
         config.connect_timeout(Duration::from_secs(10));
         config.application_name("cloudai");
-        let client = config.connect(postgres::NoTls).map_err(|e| pg_error(&e))?;
+        let client = config.connect(postgres::NoTls)?;
         Ok(Postgres {
             client,
             statements: HashMap::new(),
         })
     }
 
-    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, String> {
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, LedgerError> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let st = self
-            .client
-            .prepare(&numbered(sql))
-            .map_err(|e| pg_error(&e))?;
+        let st = self.client.prepare(&numbered(sql))?;
         self.statements.insert(sql.to_string(), st.clone());
         Ok(st)
-    }
-}
-
-/// The server's own message (`duplicate key …`), not the client's `db error`.
-fn pg_error(e: &postgres::Error) -> String {
-    use std::error::Error as _;
-    match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => match e.source() {
-            Some(s) => format!("{e}: {s}"),
-            None => e.to_string(),
-        },
     }
 }
 
@@ -321,27 +299,27 @@ impl Db for Postgres {
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
-    fn batch(&mut self, sql: &str) -> Result<(), String> {
-        self.client.batch_execute(sql).map_err(|e| pg_error(&e))
+    fn batch(&mut self, sql: &str) -> Result<(), LedgerError> {
+        Ok(self.client.batch_execute(sql)?)
     }
-    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, String> {
+    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64, LedgerError> {
         let st = self.statement(sql)?;
         let p: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|v| v as _).collect();
-        self.client.execute(&st, &p).map_err(|e| pg_error(&e))
+        Ok(self.client.execute(&st, &p)?)
     }
-    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Row>, String> {
+    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Row>, LedgerError> {
         let st = self.statement(sql)?;
         let p: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|v| v as _).collect();
-        let rows = self.client.query(&st, &p).map_err(|e| pg_error(&e))?;
+        let rows = self.client.query(&st, &p)?;
         Ok(rows
             .iter()
             .map(|r| (0..r.len()).map(|i| pg_value(r, i)).collect())
             .collect())
     }
-    fn begin(&mut self) -> Result<(), String> {
+    fn begin(&mut self) -> Result<(), LedgerError> {
         self.batch("BEGIN")
     }
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), LedgerError> {
         self.batch("COMMIT")
     }
     fn rollback(&mut self) {

@@ -38,7 +38,7 @@ fn num(v: f64) -> String {
 }
 
 /// The exposition, ending with `# EOF`.
-pub(crate) fn render(l: &mut Ledger) -> Result<String, String> {
+pub(crate) fn render(l: &mut Ledger) -> Result<String, super::LedgerError> {
     let series = l.series(None, None)?;
     let verdicts = l.latest_verdicts()?;
     let mut out = String::new();

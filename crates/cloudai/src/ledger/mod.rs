@@ -8,6 +8,7 @@
 pub mod baseline;
 pub mod db;
 pub mod drift;
+pub mod error;
 pub mod metrics;
 pub mod page;
 pub mod quarantine;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use db::{Db, Val};
+pub use error::LedgerError;
 pub use rows::RunRows;
 
 /// Where the ledger is.
@@ -122,14 +124,16 @@ pub struct Ledger {
 
 impl Ledger {
     /// Opens (creating and migrating) the ledger; call off the runtime ([`off_runtime`]).
-    pub fn open(at: &Location) -> Result<Ledger, String> {
+    pub fn open(at: &Location) -> Result<Ledger, LedgerError> {
         Self::open_at_version(at, schema::CURRENT)
     }
 
     /// Opens at an older schema version (tests of migration).
-    pub fn open_at_version(at: &Location, version: i64) -> Result<Ledger, String> {
+    pub fn open_at_version(at: &Location, version: i64) -> Result<Ledger, LedgerError> {
         let db: Box<dyn Db> = match at {
-            Location::Off => return Err("the ledger is off (--no-ledger)".into()),
+            Location::Off => {
+                return Err(LedgerError::Open("the ledger is off (--no-ledger)".into()))
+            }
             Location::Sqlite(p) => Box::new(db::Sqlite::open(p)?),
             Location::Postgres(u) => Box::new(db::Postgres::connect(u)?),
         };
@@ -139,12 +143,12 @@ impl Ledger {
             location: at.clone(),
         };
         schema::migrate(l.db.as_mut(), version)
-            .map_err(|e| format!("ledger {}: {e}", at.display()))?;
+            .map_err(|e| e.context(format!("ledger {}", at.display())))?;
         Ok(l)
     }
 
     /// SQLite's own integrity check (`ok`); a server checks itself.
-    pub fn integrity(&mut self) -> Result<String, String> {
+    pub fn integrity(&mut self) -> Result<String, LedgerError> {
         match self.location {
             Location::Sqlite(_) => Ok(self
                 .db
@@ -157,7 +161,7 @@ impl Ledger {
         }
     }
 
-    pub fn schema_version(&mut self) -> Result<i64, String> {
+    pub fn schema_version(&mut self) -> Result<i64, LedgerError> {
         schema::current_version(self.db.as_mut())
     }
 
@@ -166,7 +170,7 @@ impl Ledger {
     }
 
     /// The id of a node, test or check name, made on first use.
-    fn name_id(&mut self, name: &str) -> Result<i64, String> {
+    fn name_id(&mut self, name: &str) -> Result<i64, LedgerError> {
         if let Some(id) = self.names.get(name) {
             return Ok(*id);
         }
@@ -182,14 +186,14 @@ impl Ledger {
         let id = rows
             .first()
             .and_then(|r| r[0].int())
-            .ok_or_else(|| format!("no id for name {name:?}"))?;
+            .ok_or(LedgerError::Missing("the id of a name"))?;
         self.names.insert(name.to_string(), id);
         Ok(id)
     }
 
     /// Writes one results tree's rows in one transaction, replacing what an earlier recording of it wrote.
     /// Returns whether it was new.
-    pub fn write(&mut self, run: &RunRows) -> Result<bool, String> {
+    pub fn write(&mut self, run: &RunRows) -> Result<bool, LedgerError> {
         self.db.begin()?;
         let r = self.write_in_tx(run);
         match r {
@@ -206,7 +210,7 @@ impl Ledger {
         }
     }
 
-    fn write_in_tx(&mut self, run: &RunRows) -> Result<bool, String> {
+    fn write_in_tx(&mut self, run: &RunRows) -> Result<bool, LedgerError> {
         let gone = self
             .db
             .exec("DELETE FROM runs WHERE uid = ?", &[run.uid.as_str().into()])?;
@@ -226,7 +230,7 @@ impl Ledger {
             )?
             .first()
             .and_then(|r| r[0].int())
-            .ok_or("no run id returned")?;
+            .ok_or(LedgerError::Missing("the id of the run"))?;
         for it in &run.iterations {
             let test = self.name_id(&it.test)?;
             let iid = self
@@ -259,7 +263,7 @@ impl Ledger {
                 )?
                 .first()
                 .and_then(|r| r[0].int())
-                .ok_or("no iteration id returned")?;
+                .ok_or(LedgerError::Missing("the id of an iteration"))?;
             for n in &it.nodes {
                 let nid = self.name_id(n)?;
                 self.db.exec(
@@ -323,7 +327,7 @@ impl Ledger {
         status: &str,
         detail: &str,
         at: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), LedgerError> {
         let (nid, cid) = (self.name_id(node)?, self.name_id(check)?);
         self.db
             .exec(
@@ -357,7 +361,7 @@ pub fn record(run: RunRows) {
     let res = loop {
         let r = off_runtime(|| Ledger::open(&at).and_then(|mut l| l.write(&run)));
         match r {
-            Err(e) if tries < BUSY_TRIES && busy(&e) => {
+            Err(e) if tries < BUSY_TRIES && e.is_busy() => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(100 << tries));
             }
@@ -377,13 +381,6 @@ pub fn record(run: RunRows) {
 
 /// Writes tried again after SQLite's `database is locked` (200 ms, 400 ms, … 3.2 s apart: 6.2 s at most in all).
 const BUSY_TRIES: u32 = 5;
-
-/// Whether a ledger error is another writer's lock, which a later try gets past.
-fn busy(e: &str) -> bool {
-    e.contains("database is locked")
-        || e.contains("database table is locked")
-        || e.contains("SQLITE_BUSY")
-}
 
 /// After a scenario's reports: its graded iterations.
 pub(crate) fn record_scenario(root: &Path, summary: &crate::report::scenario::Summary) {
@@ -407,16 +404,6 @@ pub(crate) fn record_sweep(root: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_lock_is_tried_again() {
-        assert!(busy("database is locked"));
-        assert!(busy(
-            "ledger /x: migrating to schema version 2: database is locked"
-        ));
-        assert!(!busy("no such table: runs"));
-        assert!(!busy("its schema is version 9, newer than this cloudai's"));
-    }
 
     #[test]
     fn locations_and_redaction() {

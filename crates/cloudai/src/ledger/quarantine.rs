@@ -87,7 +87,7 @@ impl Store for LedgerStore<'_> {
             }
             Err(e) => {
                 db.rollback();
-                Err(e)
+                Err(e.into())
             }
         }
     }
@@ -123,13 +123,13 @@ impl Store for LedgerStore<'_> {
                     ],
                 )?;
             }
-            Ok::<(), String>(())
+            Ok::<(), super::LedgerError>(())
         })();
         match r {
-            Ok(()) => db.commit(),
+            Ok(()) => Ok(db.commit()?),
             Err(e) => {
                 db.rollback();
-                Err(e)
+                Err(e.into())
             }
         }
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::db::Val;
-use super::Ledger;
+use super::{Ledger, LedgerError};
 
 /// What `history show` selects.
 #[derive(Clone, Debug, Default)]
@@ -53,7 +53,7 @@ fn time_of(at: i64) -> String {
 
 impl Ledger {
     /// The 30-day periods rows may be filed under since `since`, newest first.
-    pub(crate) fn buckets(&mut self, since: i64) -> Result<Vec<i64>, String> {
+    pub(crate) fn buckets(&mut self, since: i64) -> Result<Vec<i64>, LedgerError> {
         let r = self.db().query("SELECT MIN(at), MAX(at) FROM runs", &[])?;
         let (Some(lo), Some(hi)) = (
             r.first().and_then(|r| r[0].int()),
@@ -67,7 +67,7 @@ impl Ledger {
     }
 
     /// The id of a name, if the ledger has it.
-    pub(crate) fn find_name(&mut self, name: &str) -> Result<Option<i64>, String> {
+    pub(crate) fn find_name(&mut self, name: &str) -> Result<Option<i64>, LedgerError> {
         Ok(self
             .db()
             .query("SELECT id FROM names WHERE name = ?", &[name.into()])?
@@ -76,7 +76,7 @@ impl Ledger {
     }
 
     /// A node's or a test's history, oldest first.
-    pub fn history(&mut self, f: &Filter) -> Result<Vec<HistoryRow>, String> {
+    pub fn history(&mut self, f: &Filter) -> Result<Vec<HistoryRow>, LedgerError> {
         let since = f.since.unwrap_or(i64::MIN);
         let node = match &f.node {
             Some(n) => match self.find_name(n)? {
@@ -305,7 +305,7 @@ impl Ledger {
         &mut self,
         since: Option<i64>,
         node: Option<&str>,
-    ) -> Result<BTreeMap<SeriesKey, Vec<SeriesPoint>>, String> {
+    ) -> Result<BTreeMap<SeriesKey, Vec<SeriesPoint>>, LedgerError> {
         let since = since.unwrap_or(i64::MIN);
         let mut out: BTreeMap<SeriesKey, Vec<SeriesPoint>> = BTreeMap::new();
         let holds = |subject: &str| node.is_none_or(|n| subject.split('+').any(|s| s == n));
@@ -436,7 +436,7 @@ impl Ledger {
     }
 
     /// The newest verdict of every node per check: (node, check, status, detail, at).
-    pub(crate) fn latest_verdicts(&mut self) -> Result<Vec<Verdict>, String> {
+    pub(crate) fn latest_verdicts(&mut self) -> Result<Vec<Verdict>, LedgerError> {
         let rows = self.db().query(
             "SELECT n.name, k.name, c.status, c.detail, c.at FROM node_checks c \
              JOIN names n ON n.id = c.node_id JOIN names k ON k.id = c.check_id \
@@ -462,7 +462,7 @@ impl Ledger {
     }
 
     /// Counts for `history` without arguments: runs, iterations, pairs, node verdicts, nodes, and the time span.
-    pub fn counts(&mut self) -> Result<BTreeMap<&'static str, i64>, String> {
+    pub fn counts(&mut self) -> Result<BTreeMap<&'static str, i64>, LedgerError> {
         let mut out = BTreeMap::new();
         for (k, sql) in [
             ("runs", "SELECT COUNT(*) FROM runs"),

@@ -15,6 +15,7 @@
 //!   `workloads::Metric`); rows before it were bus bandwidth (`sizes.busbw`, renamed).
 
 use super::db::{Db, Dialect};
+use super::error::LedgerError;
 
 /// The period a per-node row is filed under (30 days, in seconds).
 pub(crate) const BUCKET_SECS: i64 = 30 * 86_400;
@@ -82,7 +83,7 @@ fn dialected(sql: &str, d: Dialect) -> String {
 }
 
 /// The version a ledger is at (0: empty).
-fn version(db: &mut dyn Db) -> Result<i64, String> {
+fn version(db: &mut dyn Db) -> Result<i64, LedgerError> {
     let rows = db.query("SELECT value FROM meta WHERE key = 'schema_version'", &[])?;
     Ok(rows
         .first()
@@ -91,15 +92,12 @@ fn version(db: &mut dyn Db) -> Result<i64, String> {
 }
 
 /// Brings the ledger to [`CURRENT`] (or to `upto`, for tests of migration), refusing a newer one.
-pub(crate) fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), String> {
+pub(crate) fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), LedgerError> {
     db.batch("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        .or_else(|e| {
+        .or_else(|e| match e {
             // two PostgreSQL clients creating it at once: the loser sees the winner's table
-            if e.contains("already exists") || e.contains("duplicate key") {
-                Ok(())
-            } else {
-                Err(e)
-            }
+            LedgerError::Exists(_) => Ok(()),
+            e => Err(e),
         })?;
     db.begin()?;
     let r = (|| {
@@ -109,16 +107,16 @@ pub(crate) fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), String> {
         }
         let at = version(db)?;
         if at > CURRENT {
-            return Err(format!(
-                "its schema is version {at}, newer than this cloudai's ({CURRENT}): a newer cloudai wrote it; use that \
-                 one, or another ledger (--ledger)"
-            ));
+            return Err(LedgerError::Newer {
+                found: at,
+                known: CURRENT,
+            });
         }
         for (i, m) in MIGRATIONS.iter().enumerate() {
             let v = i as i64 + 1;
             if v > at && v <= upto {
                 db.batch(&dialected(m, db.dialect()))
-                    .map_err(|e| format!("migrating to schema version {v}: {e}"))?;
+                    .map_err(|e| e.context(format!("migrating to schema version {v}")))?;
             }
         }
         if upto > at {
@@ -140,6 +138,6 @@ pub(crate) fn migrate(db: &mut dyn Db, upto: i64) -> Result<(), String> {
 }
 
 /// The version a ledger says it has (for `history` and the tests).
-pub(crate) fn current_version(db: &mut dyn Db) -> Result<i64, String> {
+pub(crate) fn current_version(db: &mut dyn Db) -> Result<i64, LedgerError> {
     version(db)
 }
