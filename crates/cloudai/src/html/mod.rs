@@ -21,10 +21,28 @@ pub fn esc(s: &str) -> String {
 /// A full page. `data` is the JSON the chart script reads (`{"charts": {...}}`); `</` is escaped so it cannot
 /// close the script element.
 pub fn page(title: &str, body: &str, data: &serde_json::Value) -> String {
+    let mut out = Vec::with_capacity(body.len() + STYLE.len() + CHART_JS.len() + 1024);
+    let _ = page_to(&mut out, title, data, |w| w.write_all(body.as_bytes()));
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`page`], written as it is made: `body` writes the page's body into the same writer.
+pub(crate) fn page_to(
+    w: &mut dyn std::io::Write,
+    title: &str,
+    data: &serde_json::Value,
+    body: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let json = data.to_string().replace("</", "<\\/");
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n{body}\n<script type=\"application/json\" id=\"cloudai-data\">{json}</script>\n<script>\n{CHART_JS}</script>\n</body>\n</html>\n",
+    write!(
+        w,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
         esc(title)
+    )?;
+    body(w)?;
+    write!(
+        w,
+        "\n<script type=\"application/json\" id=\"cloudai-data\">{json}</script>\n<script>\n{CHART_JS}</script>\n</body>\n</html>\n"
     )
 }
 

@@ -2,14 +2,22 @@
 //! key numbers, reason (with the checks behind the verdict, requeues, queue states and suspect measurements) and
 //! report links.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use super::summary::{Entry, Summary};
 use crate::html::esc;
 use crate::results::Status;
 
-pub(super) fn body(s: &Summary, sections: &str) -> String {
-    let mut b = format!(
+/// Writes the body as it is made: one row at a time (a page of 10,000 iterations is not held whole).
+pub(super) fn body_to(
+    w: &mut dyn std::io::Write,
+    s: &Summary,
+    sections: &str,
+) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+    write!(
+        w,
         "<h1>{}</h1>\n<p class=\"muted\">{} &middot; generated {}</p>\n<p>{}</p>\n",
         esc(&s.scenario),
         // the tree's own name: the page travels with the tree (a tarball, a copy), its absolute path does not
@@ -23,8 +31,8 @@ pub(super) fn body(s: &Summary, sections: &str) -> String {
             .map(|(k, v)| format!("{v} {k}"))
             .collect::<Vec<_>>()
             .join(", ")
-    );
-    b.push_str("<table>\n<tr><th class=\"l\">test</th><th>iter</th><th class=\"l\">status</th><th class=\"l\">end</th><th class=\"l\">job</th><th class=\"l\">nodes</th><th>peak busbw</th><th>avg busbw</th><th>latency</th><th class=\"l\">reason</th><th class=\"l\">reports</th></tr>\n");
+    )?;
+    w.write_all(b"<table>\n<tr><th class=\"l\">test</th><th>iter</th><th class=\"l\">status</th><th class=\"l\">end</th><th class=\"l\">job</th><th class=\"l\">nodes</th><th>peak busbw</th><th>avg busbw</th><th>latency</th><th class=\"l\">reason</th><th class=\"l\">reports</th></tr>\n")?;
     for e in &s.tests {
         let r = &e.record;
         let class = match r.status {
@@ -52,8 +60,9 @@ pub(super) fn body(s: &Summary, sections: &str) -> String {
                 )
             })
             .collect();
-        b.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l {class}\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"reason\">{}</td><td class=\"l\">{}</td></tr>\n",
+        writeln!(
+            w,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l {class}\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"reason\">{}</td><td class=\"l\">{}</td></tr>",
             esc(&r.test_id),
             r.iteration,
             r.status.as_str(),
@@ -65,14 +74,14 @@ pub(super) fn body(s: &Summary, sections: &str) -> String {
             num("small_latency_us", "us"),
             reason_cell(e),
             links.join(" ")
-        ));
+        )?;
     }
-    b.push_str("</table>\n");
+    w.write_all(b"</table>\n")?;
     if !sections.is_empty() {
-        b.push_str("<h2>Comparisons</h2>\n");
-        b.push_str(sections);
+        w.write_all(b"<h2>Comparisons</h2>\n")?;
+        w.write_all(sections.as_bytes())?;
     }
-    b
+    w.flush()
 }
 
 /// The reason, then what the scheduler did on the way: every run of a requeued job, and the last pending reason

@@ -8,9 +8,8 @@ pub use super::sanity::Peaks;
 pub use super::summary::{BaselineInfo, Entry, Flag, Summary};
 use crate::config::node;
 use crate::config::test as tdef;
-use crate::html::{chart, chart_spec, esc, page, series};
+use crate::html::{chart, chart_spec, esc, page_to, series};
 use crate::results::{EndReason, IterationRecord, Status};
-use crate::util::fsx::write_changed;
 use crate::workloads;
 mod compare;
 use compare::*;
@@ -403,27 +402,17 @@ pub fn generate(
             sizes,
         }),
     };
-    // a tree whose results did not change keeps its summary and page as they are, time stamp included
-    let previous = opts
-        .summary
-        .then(|| std::fs::read(root.join(SUMMARY_FILE)).ok())
-        .flatten();
-    if let Some((old, stamp)) = previous.as_ref().and_then(|b| Some((b, generated_at(b)?))) {
-        let now = std::mem::replace(&mut summary.generated_at, stamp);
-        if summary_json(&mut summary, &abs_root)? != *old {
-            summary.generated_at = now;
-        }
-    }
-    let json = summary_json(&mut summary, &abs_root)?;
+    // a tree whose results did not change keeps its summary and page as they are, time stamp included; both are
+    // written as they are made, never held whole
     if opts.summary {
-        write_changed(&root.join(SUMMARY_FILE), &json)?;
+        write_summary(&root.join(SUMMARY_FILE), &mut summary, &abs_root)?;
     }
-    let html = page(
-        &format!("{name} — cloudai results"),
-        &super::page::body(&summary, &sections),
-        &serde_json::json!({ "charts": charts }),
-    );
-    write_changed(&root.join(format!("{name}.html")), html.as_bytes())?;
+    let data = serde_json::json!({ "charts": charts });
+    crate::util::fsx::write_changed_with(&root.join(format!("{name}.html")), |w| {
+        page_to(w, &format!("{name} — cloudai results"), &data, |w| {
+            super::page::body_to(w, &summary, &sections)
+        })
+    })?;
     Ok(summary)
 }
 

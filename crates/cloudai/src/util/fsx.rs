@@ -182,6 +182,43 @@ pub(crate) fn write_changed(path: &Path, contents: &[u8]) -> std::io::Result<boo
     write_changed_with(path, |w| w.write_all(contents))
 }
 
+/// Whether `fill` produces exactly the bytes of the file at `path`, compared as they are produced (nothing held,
+/// nothing written); false when there is no such file.
+pub(crate) fn same_as(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    struct Same {
+        old: std::io::BufReader<std::fs::File>,
+        scratch: Vec<u8>,
+        equal: bool,
+    }
+    impl Write for Same {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.equal {
+                use std::io::Read;
+                self.scratch.resize(buf.len(), 0);
+                self.equal = self.old.read_exact(&mut self.scratch).is_ok() && self.scratch == buf;
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let Ok(old) = open_regular(path) else {
+        return Ok(false);
+    };
+    let mut w = Same {
+        old: std::io::BufReader::with_capacity(1 << 16, old),
+        scratch: Vec::new(),
+        equal: true,
+    };
+    fill(&mut w)?;
+    use std::io::BufRead;
+    Ok(w.equal && w.old.fill_buf()?.is_empty())
+}
+
 struct Changed<'a> {
     path: &'a Path,
     state: ChangedState,
@@ -489,5 +526,26 @@ mod sweep_tests {
         assert!(!stale.exists());
         assert!(fresh.exists() && users.exists() && other.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_as_compares_what_is_produced_with_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, b"abcdef").unwrap();
+        let same = |parts: &[&[u8]]| {
+            same_as(&p, |w| parts.iter().try_for_each(|b| w.write_all(b))).unwrap()
+        };
+        assert!(same(&[b"abc", b"def"]));
+        assert!(!same(&[b"abc", b"deX"]));
+        assert!(!same(&[b"abc"]), "shorter");
+        assert!(!same(&[b"abcdef", b"g"]), "longer");
+        assert!(!same_as(&d.path().join("none"), |w| w.write_all(b"")).unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), b"abcdef", "nothing written");
     }
 }
