@@ -499,7 +499,12 @@ async fn kubernetes_quarantine_owns_its_cordon_and_loses_to_a_concurrent_change(
     .await
     .unwrap();
     assert!(
-        err.contains("changed between our read and our write"),
+        matches!(&err, cloudai::quarantine::QuarantineError::Raced { node } if *node == slow),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("changed between our read and our write"),
         "{err}"
     );
     let v = serde_json::to_value(api.get(&slow).await.unwrap()).unwrap();

@@ -11,7 +11,7 @@ use crate::quarantine::{Outcome, Quarantine, Record};
 pub fn with<T: Send>(
     sys: &SystemConfig,
     dry_run: bool,
-    f: impl FnOnce(&mut Quarantine) -> Result<T, String> + Send,
+    f: impl FnOnce(&mut Quarantine) -> Result<T, crate::quarantine::QuarantineError> + Send,
 ) -> Result<T, String> {
     let (v, finished) = with_report(sys, dry_run, f)?;
     Outcome::say_finished(&finished);
@@ -22,7 +22,7 @@ pub fn with<T: Send>(
 pub(crate) fn with_report<T: Send>(
     sys: &SystemConfig,
     dry_run: bool,
-    f: impl FnOnce(&mut Quarantine) -> Result<T, String> + Send,
+    f: impl FnOnce(&mut Quarantine) -> Result<T, crate::quarantine::QuarantineError> + Send,
 ) -> Result<(T, Vec<Outcome>), String> {
     let at = ledger::location();
     if at == Location::Off {

@@ -121,7 +121,7 @@ pub fn run(req: &Request, rules: Rules) -> Result<(), Failure> {
         let outs = glue::with(&sys, true, |q| {
             held.iter()
                 .map(|h| q.put_back(&h.node, false, Held::Requalifying, ""))
-                .collect::<Result<Vec<_>, String>>()
+                .collect::<Result<Vec<_>, crate::quarantine::QuarantineError>>()
         })
         .map_err(Failure::Error)?;
         for o in outs {

@@ -134,7 +134,7 @@ pub fn quarantine(cmd: &QuarantineCmd) -> Result<(), Failure> {
                 nodes
                     .iter()
                     .map(|n| q.put_back(n, *force, Held::Released, "released by hand"))
-                    .collect::<Result<Vec<_>, String>>()
+                    .collect::<Result<Vec<_>, crate::quarantine::QuarantineError>>()
             })
             .map_err(Failure::Error)?;
             for o in &outs {

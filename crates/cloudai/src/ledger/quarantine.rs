@@ -4,7 +4,14 @@
 
 use crate::ledger::db::Val;
 use crate::ledger::Ledger;
-use crate::quarantine::{Action, Held, Intent, Record, Store};
+use crate::ledger::LedgerError;
+use crate::quarantine::{Action, Held, Intent, QuarantineError, Record, Store};
+
+impl From<LedgerError> for QuarantineError {
+    fn from(e: LedgerError) -> Self {
+        QuarantineError::Store(std::sync::Arc::new(e))
+    }
+}
 
 /// The ledger's quarantine tables for one system (its `name`).
 pub(crate) struct LedgerStore<'a> {
@@ -28,7 +35,7 @@ fn record_of(r: &[Val]) -> Record {
 }
 
 impl Store for LedgerStore<'_> {
-    fn records(&mut self) -> Result<Vec<Record>, String> {
+    fn records(&mut self) -> Result<Vec<Record>, QuarantineError> {
         let rows = self.ledger.db().query(
             "SELECT node, state, tag, reason, run, since, attempts, passes, evidence, updated FROM quarantine \
              WHERE system = ? ORDER BY node",
@@ -37,7 +44,7 @@ impl Store for LedgerStore<'_> {
         Ok(rows.iter().map(|r| record_of(r)).collect())
     }
 
-    fn pending(&mut self) -> Result<Vec<Intent>, String> {
+    fn pending(&mut self) -> Result<Vec<Intent>, QuarantineError> {
         let rows = self.ledger.db().query(
             "SELECT id, node, action, tag, to_state, record FROM quarantine_log WHERE system = ? AND done = 0 \
              ORDER BY id",
@@ -46,13 +53,21 @@ impl Store for LedgerStore<'_> {
         rows.iter()
             .map(|r| {
                 let record: Record = serde_json::from_str(r[5].text()).map_err(|e| {
-                    format!("quarantine log entry {}: {e}", r[0].int().unwrap_or(0))
+                    QuarantineError::Corrupt(format!(
+                        "quarantine log entry {}: {e}",
+                        r[0].int().unwrap_or(0)
+                    ))
                 })?;
                 Ok(Intent {
                     id: r[0].int().unwrap_or(0),
                     node: r[1].text().into(),
-                    action: Action::parse(r[2].text())
-                        .ok_or("unknown action in the quarantine log")?,
+                    action: Action::parse(r[2].text()).ok_or_else(|| {
+                        QuarantineError::Corrupt(format!(
+                            "quarantine log entry {}: unknown action {:?}",
+                            r[0].int().unwrap_or(0),
+                            r[2].text()
+                        ))
+                    })?,
                     tag: r[3].text().into(),
                     to: Held::parse(r[4].text()).unwrap_or(Held::Quarantined),
                     record,
@@ -61,8 +76,9 @@ impl Store for LedgerStore<'_> {
             .collect()
     }
 
-    fn intend(&mut self, i: &Intent) -> Result<i64, String> {
-        let json = serde_json::to_string(&i.record).map_err(|e| e.to_string())?;
+    fn intend(&mut self, i: &Intent) -> Result<i64, QuarantineError> {
+        let json = serde_json::to_string(&i.record)
+            .map_err(|e| QuarantineError::Corrupt(e.to_string()))?;
         let db = self.ledger.db();
         db.begin()?;
         let r = db.query(
@@ -81,9 +97,9 @@ impl Store for LedgerStore<'_> {
         match r {
             Ok(rows) => {
                 db.commit()?;
-                rows.first()
-                    .and_then(|r| r[0].int())
-                    .ok_or_else(|| "no id for the quarantine log entry".into())
+                rows.first().and_then(|r| r[0].int()).ok_or_else(|| {
+                    LedgerError::Missing("the id of the quarantine log entry").into()
+                })
             }
             Err(e) => {
                 db.rollback();
@@ -92,7 +108,12 @@ impl Store for LedgerStore<'_> {
         }
     }
 
-    fn done(&mut self, id: i64, record: Option<&Record>, outcome: &str) -> Result<(), String> {
+    fn done(
+        &mut self,
+        id: i64,
+        record: Option<&Record>,
+        outcome: &str,
+    ) -> Result<(), QuarantineError> {
         let system = self.system.clone();
         let db = self.ledger.db();
         db.begin()?;
@@ -123,7 +144,7 @@ impl Store for LedgerStore<'_> {
                     ],
                 )?;
             }
-            Ok::<(), super::LedgerError>(())
+            Ok::<(), LedgerError>(())
         })();
         match r {
             Ok(()) => Ok(db.commit()?),

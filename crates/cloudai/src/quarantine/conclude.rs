@@ -1,6 +1,6 @@
 //! The end of a requalification: released after K passes in a row, out again (or escalated) after a fail.
 
-use super::{now, tag, Action, Held, Intent, Outcome, Quarantine, Seen};
+use super::{now, tag, Action, Held, Intent, Outcome, Quarantine, QuarantineError, Seen};
 
 impl Quarantine<'_> {
     /// Concludes a requalification of a node cloudai put back into a maintenance window (`Requalifying`): a pass
@@ -14,10 +14,10 @@ impl Quarantine<'_> {
         evidence: &str,
         k: u32,
         max_attempts: u32,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, QuarantineError> {
         self.reconcile()?;
         let Some(mut record) = self.store.records()?.into_iter().find(|r| r.node == node) else {
-            return Err(format!("{node}: cloudai holds no record of it"));
+            return Err(QuarantineError::NotHeld { node: node.into() });
         };
         let seen = self
             .sched

@@ -16,7 +16,9 @@ mod conclude;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+mod error;
 mod state;
+pub use error::QuarantineError;
 pub use state::*;
 
 /// The taint (and label) key cloudai puts on a node it judged bad.
@@ -76,7 +78,7 @@ fn now() -> i64 {
 impl Quarantine<'_> {
     /// Finishes what a killed cloudai left between intent and record: looks at each pending intent's node, records
     /// what was done, does what was not (when the node is still as it was), gives up what someone else changed.
-    pub(crate) fn reconcile(&mut self) -> Result<Vec<Outcome>, String> {
+    pub(crate) fn reconcile(&mut self) -> Result<Vec<Outcome>, QuarantineError> {
         let pending = self.store.pending()?;
         if pending.is_empty() {
             return Ok(Vec::new());
@@ -165,7 +167,7 @@ impl Quarantine<'_> {
         &mut self,
         run: &str,
         bad: &[(String, String)],
-    ) -> Result<Vec<Outcome>, String> {
+    ) -> Result<Vec<Outcome>, QuarantineError> {
         self.reconcile()?;
         let nodes: Vec<String> = bad.iter().map(|(n, _)| n.clone()).collect();
         let seen = self.sched.seen(&nodes)?;
@@ -248,7 +250,7 @@ impl Quarantine<'_> {
                     out.push(Outcome {
                         node: node.clone(),
                         what: "failed".into(),
-                        detail: e,
+                        detail: e.to_string(),
                         command,
                     });
                 }
@@ -265,7 +267,7 @@ impl Quarantine<'_> {
         force: bool,
         to: Held,
         note: &str,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, QuarantineError> {
         self.reconcile()?;
         let Some(mut record) = self.store.records()?.into_iter().find(|r| r.node == node) else {
             return Ok(Outcome {
@@ -359,7 +361,7 @@ impl Quarantine<'_> {
                 Ok(Outcome {
                     node: node.into(),
                     what: "failed".into(),
-                    detail: e,
+                    detail: e.to_string(),
                     command,
                 })
             }
@@ -367,7 +369,11 @@ impl Quarantine<'_> {
     }
 
     /// A record changed without any action on the node.
-    pub(crate) fn record_only(&mut self, record: &Record, outcome: &str) -> Result<(), String> {
+    pub(crate) fn record_only(
+        &mut self,
+        record: &Record,
+        outcome: &str,
+    ) -> Result<(), QuarantineError> {
         let id = self.store.intend(&Intent {
             id: 0,
             node: record.node.clone(),
@@ -381,7 +387,7 @@ impl Quarantine<'_> {
 
     /// Brings the records of held nodes up to what the scheduler shows: a node someone else put back, or took over
     /// with their own reason, is no longer ours (nothing is done to it; only the record changes).
-    pub fn refresh(&mut self) -> Result<Vec<Outcome>, String> {
+    pub fn refresh(&mut self) -> Result<Vec<Outcome>, QuarantineError> {
         let held: Vec<Record> = self
             .store
             .records()?

@@ -119,20 +119,20 @@ pub struct Intent {
 
 /// What a scheduler must do for quarantine.
 pub trait Scheduler {
-    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, String>;
+    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, QuarantineError>;
     /// Takes the node out of service with this mark; refuses (Err) a node out of service by someone else.
-    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), String>;
+    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError>;
     /// Puts the node back, only while `tag` is still its mark (else Err, nothing changed); `force` overrides.
-    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String>;
+    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), QuarantineError>;
     /// Opens a maintenance window on a held node so cloudai's test can run there and no one else's: Slurm resumes
     /// it (a maintenance reservation keeps users off); Kubernetes uncordons it but keeps our NoSchedule taint (the
     /// test's pods tolerate it). Only while `tag` is still its mark.
-    fn open_window(&mut self, node: &str, tag: &str) -> Result<(), String> {
+    fn open_window(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError> {
         self.put_back(node, tag, false)
     }
     /// Closes a window opened by [`Scheduler::open_window`] on a node that stays out (Kubernetes: cordoned again;
     /// Slurm's window was the resume itself, undone by a new drain).
-    fn close_window(&mut self, _node: &str, _tag: &str) -> Result<(), String> {
+    fn close_window(&mut self, _node: &str, _tag: &str) -> Result<(), QuarantineError> {
         Ok(())
     }
     /// How an operator would type an action (for dry runs and reports).
@@ -141,12 +141,17 @@ pub trait Scheduler {
 
 /// Where quarantine state lives.
 pub trait Store {
-    fn records(&mut self) -> Result<Vec<Record>, String>;
-    fn pending(&mut self) -> Result<Vec<Intent>, String>;
+    fn records(&mut self) -> Result<Vec<Record>, QuarantineError>;
+    fn pending(&mut self) -> Result<Vec<Intent>, QuarantineError>;
     /// Writes the intent (durably) and returns its id.
-    fn intend(&mut self, i: &Intent) -> Result<i64, String>;
+    fn intend(&mut self, i: &Intent) -> Result<i64, QuarantineError>;
     /// Records the intent done (or given up, with why) and the node's record, in one transaction.
-    fn done(&mut self, id: i64, record: Option<&Record>, outcome: &str) -> Result<(), String>;
+    fn done(
+        &mut self,
+        id: i64,
+        record: Option<&Record>,
+        outcome: &str,
+    ) -> Result<(), QuarantineError>;
 }
 
 /// What one operation did to one node, for the console and reports.
@@ -163,13 +168,13 @@ pub struct Outcome {
 impl Seen {
     /// Whether a put back of the node marked `tag` may go ahead: `Ok(true)` ours, `Ok(false)` back in service
     /// already (nothing to do), `Err` someone else's mark (unless `force`).
-    pub(crate) fn may_put_back(&self, tag: &str, force: bool) -> Result<bool, String> {
+    pub(crate) fn may_put_back(&self, tag: &str, force: bool) -> Result<bool, QuarantineError> {
         match self {
             Seen::Ours(t) if t == tag => Ok(true),
             Seen::InService => Ok(false),
-            other if !force => Err(format!(
-                "its mark is no longer ours ({other:?}): left as it is"
-            )),
+            other if !force => Err(QuarantineError::MarkGone {
+                now: format!("{other:?}"),
+            }),
             _ => Ok(true),
         }
     }

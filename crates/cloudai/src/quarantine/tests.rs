@@ -34,10 +34,10 @@ struct World {
 struct Fake(Rc<RefCell<World>>);
 
 impl Scheduler for Fake {
-    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, String> {
+    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, QuarantineError> {
         let w = self.0.borrow();
         if w.dead {
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         // a node the cluster no longer has is not listed
         Ok(nodes
@@ -53,14 +53,14 @@ impl Scheduler for Fake {
             .collect())
     }
 
-    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), String> {
+    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError> {
         let mut w = self.0.borrow_mut();
         if w.dead {
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         if w.kill == Some(Kill::BeforeAction) {
             w.dead = true;
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         match w.nodes.get(node).cloned().flatten() {
             Some(r) if r == tag => w.violations.push(format!("duplicate drain of {node}")),
@@ -73,19 +73,19 @@ impl Scheduler for Fake {
         w.actions += 1;
         if w.kill == Some(Kill::AfterAction) {
             w.dead = true;
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         Ok(())
     }
 
-    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String> {
+    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), QuarantineError> {
         let mut w = self.0.borrow_mut();
         if w.dead {
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         if w.kill == Some(Kill::BeforeAction) {
             w.dead = true;
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         match w.nodes.get(node).cloned().flatten() {
             None => w.violations.push(format!("duplicate resume of {node}")),
@@ -98,7 +98,7 @@ impl Scheduler for Fake {
         w.actions += 1;
         if w.kill == Some(Kill::AfterAction) {
             w.dead = true;
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         Ok(())
     }
@@ -109,14 +109,14 @@ impl Scheduler for Fake {
 }
 
 impl Store for Fake {
-    fn records(&mut self) -> Result<Vec<Record>, String> {
+    fn records(&mut self) -> Result<Vec<Record>, QuarantineError> {
         let w = self.0.borrow();
         if w.dead {
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         Ok(w.records.values().cloned().collect())
     }
-    fn pending(&mut self) -> Result<Vec<Intent>, String> {
+    fn pending(&mut self) -> Result<Vec<Intent>, QuarantineError> {
         let w = self.0.borrow();
         Ok(w.log
             .iter()
@@ -124,20 +124,25 @@ impl Store for Fake {
             .map(|(i, _)| i.clone())
             .collect())
     }
-    fn intend(&mut self, i: &Intent) -> Result<i64, String> {
+    fn intend(&mut self, i: &Intent) -> Result<i64, QuarantineError> {
         let mut w = self.0.borrow_mut();
         if w.dead {
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         let mut i = i.clone();
         i.id = w.log.len() as i64 + 1;
         w.log.push((i.clone(), false));
         Ok(i.id)
     }
-    fn done(&mut self, id: i64, record: Option<&Record>, _outcome: &str) -> Result<(), String> {
+    fn done(
+        &mut self,
+        id: i64,
+        record: Option<&Record>,
+        _outcome: &str,
+    ) -> Result<(), QuarantineError> {
         let mut w = self.0.borrow_mut();
         if w.dead {
-            return Err("killed".into());
+            return Err(QuarantineError::Scheduler("killed".into()));
         }
         w.log[id as usize - 1].1 = true;
         if let Some(r) = record {
@@ -170,7 +175,7 @@ macro_rules! quarantine {
     ($f:expr) => {{
         let (mut s, mut st) = q($f);
         // a closure cannot hold two &mut to one Fake's halves: each call builds its own
-        move |op: &mut dyn FnMut(&mut Quarantine) -> Result<(), String>| {
+        move |op: &mut dyn FnMut(&mut Quarantine) -> Result<(), QuarantineError>| {
             let mut qq = Quarantine {
                 sched: &mut s,
                 store: &mut st,

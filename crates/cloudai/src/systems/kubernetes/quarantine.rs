@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::client;
 use crate::config::system::KubernetesConfig;
-use crate::quarantine::{label_value, Action, Scheduler, Seen, TAINT_KEY};
+use crate::quarantine::{label_value, Action, QuarantineError, Scheduler, Seen, TAINT_KEY};
 
 pub(crate) const ANNOTATION: &str = "cloudai.io/quarantined-by";
 pub(crate) const AT_ANNOTATION: &str = "cloudai.io/quarantined-at";
@@ -33,29 +33,42 @@ impl Kube {
         })
     }
 
-    async fn api(&self) -> Result<kube::Api<Node>, String> {
-        let (c, _) = client::connect(&self.cfg.kube_config_path).await?;
+    async fn api(&self) -> Result<kube::Api<Node>, QuarantineError> {
+        let (c, _) = client::connect(&self.cfg.kube_config_path)
+            .await
+            .map_err(QuarantineError::Scheduler)?;
         Ok(kube::Api::all(c))
     }
 
     /// The node a test names by its `kubernetes.io/hostname` (its name when no node carries that label); None when
     /// the cluster has no such node (removed since).
-    async fn node(&self, api: &kube::Api<Node>, host: &str) -> Result<Option<Node>, String> {
+    async fn node(
+        &self,
+        api: &kube::Api<Node>,
+        host: &str,
+    ) -> Result<Option<Node>, QuarantineError> {
         let by_label = api
             .list(&ListParams::default().labels(&format!("kubernetes.io/hostname={host}")))
             .await
-            .map_err(|e| format!("cannot list the nodes: {}", client::describe(&e)))?;
+            .map_err(|e| {
+                QuarantineError::Scheduler(format!(
+                    "cannot list the nodes: {}",
+                    client::describe(&e)
+                ))
+            })?;
         match by_label.items.into_iter().next() {
             Some(n) => Ok(Some(n)),
-            None => api
-                .get_opt(host)
-                .await
-                .map_err(|e| format!("cannot read node {host}: {}", client::describe(&e))),
+            None => api.get_opt(host).await.map_err(|e| {
+                QuarantineError::Scheduler(format!(
+                    "cannot read node {host}: {}",
+                    client::describe(&e)
+                ))
+            }),
         }
     }
 
     /// Patches the node with our changes, valid only at `rv` (the version read).
-    pub fn patch_at(&self, name: &str, rv: &str, patch: Value) -> Result<(), String> {
+    pub fn patch_at(&self, name: &str, rv: &str, patch: Value) -> Result<(), QuarantineError> {
         self.rt.block_on(async {
             let api = self.api().await?;
             let mut p = patch;
@@ -64,23 +77,28 @@ impl Kube {
                 .await
                 .map(|_| ())
                 .map_err(|e| match &e {
-                    kube::Error::Api(s) if s.code == 409 => format!(
-                        "node {name} changed between our read and our write (someone else acted): their change \
-                         stands, ours was not made"
-                    ),
-                    _ => format!("cannot update node {name}: {}", client::describe(&e)),
+                    kube::Error::Api(s) if s.code == 409 => {
+                        QuarantineError::Raced { node: name.into() }
+                    }
+                    kube::Error::Api(s) if s.code == 404 => {
+                        QuarantineError::Gone { node: name.into() }
+                    }
+                    _ => QuarantineError::Scheduler(format!(
+                        "cannot update node {name}: {}",
+                        client::describe(&e)
+                    )),
                 })
         })
     }
 
     /// (name, resourceVersion, what it shows, its taints without ours); an error when the cluster has no such node.
-    pub fn read(&self, host: &str) -> Result<Read, String> {
+    pub fn read(&self, host: &str) -> Result<Read, QuarantineError> {
         self.look(host)?
-            .ok_or_else(|| format!("node {host} is not in the cluster"))
+            .ok_or_else(|| QuarantineError::Gone { node: host.into() })
     }
 
     /// As [`Self::read`]; None when the cluster has no such node.
-    fn look(&self, host: &str) -> Result<Option<Read>, String> {
+    fn look(&self, host: &str) -> Result<Option<Read>, QuarantineError> {
         self.rt.block_on(async {
             let api = self.api().await?;
             let Some(n) = self.node(&api, host).await? else {
@@ -142,7 +160,7 @@ pub(crate) fn seen_of(n: &Value) -> Seen {
 }
 
 impl Scheduler for Kube {
-    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, String> {
+    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, QuarantineError> {
         // a node the cluster no longer has is left out: the quarantine says it is no longer listed
         let mut out = BTreeMap::new();
         for n in nodes {
@@ -153,10 +171,10 @@ impl Scheduler for Kube {
         Ok(out)
     }
 
-    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), String> {
+    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError> {
         let (name, rv, seen, mut taints) = self.read(node)?;
         if let Seen::Others(r) = seen {
-            return Err(format!("out of service by {r}: not ours to change"));
+            return Err(QuarantineError::NotOurs { by: r });
         }
         let why = tag.split_once(' ').map_or(tag, |(_, w)| w);
         taints.push(json!({"key": TAINT_KEY, "value": label_value(why), "effect": "NoSchedule"}));
@@ -170,7 +188,7 @@ impl Scheduler for Kube {
         )
     }
 
-    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String> {
+    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), QuarantineError> {
         let (name, rv, seen, taints) = self.read(node)?;
         if !seen.may_put_back(tag, force)? {
             return Ok(());
@@ -185,21 +203,21 @@ impl Scheduler for Kube {
         )
     }
 
-    fn open_window(&mut self, node: &str, tag: &str) -> Result<(), String> {
+    fn open_window(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError> {
         let (name, rv, seen, _) = self.read(node)?;
         match seen {
             Seen::Ours(t) if t == tag => {}
             other => {
-                return Err(format!(
-                    "its mark is no longer ours ({other:?}): left as it is"
-                ))
+                return Err(QuarantineError::MarkGone {
+                    now: format!("{other:?}"),
+                })
             }
         }
         // our taint and annotation stay: only pods that tolerate the taint (the requalification's) land
         self.patch_at(&name, &rv, json!({"spec": {"unschedulable": null}}))
     }
 
-    fn close_window(&mut self, node: &str, tag: &str) -> Result<(), String> {
+    fn close_window(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError> {
         let (name, rv, seen, _) = self.read(node)?;
         match seen {
             Seen::Ours(t) if t == tag => {

@@ -5,25 +5,25 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use crate::quarantine::{Action, Scheduler, Seen};
+use crate::quarantine::{Action, QuarantineError, Scheduler, Seen};
 
 /// Slurm through its commands (`sinfo`, `scontrol`) on the login node.
 #[derive(Default)]
 pub struct Slurm;
 
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
+fn run(program: &str, args: &[&str]) -> Result<String, QuarantineError> {
     let out = Command::new(program)
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .map_err(|e| QuarantineError::Scheduler(format!("cannot run {program}: {e}")))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
+        Err(QuarantineError::Scheduler(format!(
             "{program} {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        )))
     }
 }
 
@@ -49,7 +49,7 @@ pub(crate) fn parse_seen(text: &str, nodes: &[String]) -> BTreeMap<String, Seen>
 }
 
 impl Slurm {
-    fn seen_one(&mut self, node: &str) -> Result<Seen, String> {
+    fn seen_one(&mut self, node: &str) -> Result<Seen, QuarantineError> {
         Ok(self
             .seen(&[node.to_string()])?
             .remove(node)
@@ -58,7 +58,7 @@ impl Slurm {
 }
 
 impl Scheduler for Slurm {
-    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, String> {
+    fn seen(&mut self, nodes: &[String]) -> Result<BTreeMap<String, Seen>, QuarantineError> {
         if nodes.is_empty() {
             return Ok(BTreeMap::new());
         }
@@ -69,9 +69,9 @@ impl Scheduler for Slurm {
         Ok(parse_seen(&text, nodes))
     }
 
-    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), String> {
+    fn take_out(&mut self, node: &str, tag: &str) -> Result<(), QuarantineError> {
         if let Seen::Others(r) = self.seen_one(node)? {
-            return Err(format!("out of service by {r}: not ours to change"));
+            return Err(QuarantineError::NotOurs { by: r });
         }
         run(
             "scontrol",
@@ -85,7 +85,7 @@ impl Scheduler for Slurm {
         .map(|_| ())
     }
 
-    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), String> {
+    fn put_back(&mut self, node: &str, tag: &str, force: bool) -> Result<(), QuarantineError> {
         if !self.seen_one(node)?.may_put_back(tag, force)? {
             return Ok(());
         }
