@@ -189,32 +189,8 @@ impl Workload for OsuBench {
             metrics.insert("small_size_bytes".into(), r.size.into());
         }
         metrics.insert("rows".into(), out.rows.len().into());
-        // each row as the table measures it: latency tests on their average latency (lower is better), bandwidth
-        // tests on their bandwidth (MB/s: 10^6 bytes a second, over 1,000 in GB/s)
-        let metric = match out.kind {
-            Kind::Latency => Metric::LATENCY,
-            Kind::Bandwidth | Kind::MultiBandwidth => Metric::BANDWIDTH,
-        };
-        let points: Vec<Point> = out
-            .rows
-            .iter()
-            .filter_map(|r| {
-                let (value, time_us) = match out.kind {
-                    Kind::Latency => (r.avg_lat_us?, r.avg_lat_us),
-                    _ => (r.mb_s? / 1e3, None),
-                };
-                Some(Point {
-                    time_us,
-                    ..Point::new(
-                        bench.clone(),
-                        out.datatype.clone().unwrap_or_default(),
-                        r.size,
-                        metric,
-                        value,
-                    )
-                })
-            })
-            .collect();
+        let points = points(&out, &bench);
+        let metric = points.first().map_or(Metric::LATENCY, |p| p.metric);
         let curve = Curve::new(metric, points.iter().map(|p| (p.size, p.value)).collect());
         let status = v.status_line();
         Some(IterationReport {
@@ -437,9 +413,67 @@ fn html(title: &str, out: &Output, verdict: &str, passed: bool) -> String {
     .render()
 }
 
+/// Each row as the table measures it: latency tables on their average latency (lower is better), bandwidth tables
+/// on their bandwidth (MB/s: 10^6 bytes a second, over 1,000 in GB/s).
+fn points(out: &Output, bench: &str) -> Vec<Point> {
+    let metric = match out.kind {
+        Kind::Latency => Metric::LATENCY,
+        Kind::Bandwidth | Kind::MultiBandwidth => Metric::BANDWIDTH,
+    };
+    out.rows
+        .iter()
+        .filter_map(|r| {
+            let (value, time_us) = match out.kind {
+                Kind::Latency => (r.avg_lat_us?, r.avg_lat_us),
+                _ => (r.mb_s? / 1e3, None),
+            };
+            Some(Point {
+                time_us,
+                ..Point::new(
+                    bench.to_string(),
+                    out.datatype.clone().unwrap_or_default(),
+                    r.size,
+                    metric,
+                    value,
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_tables_are_points_of_latency_and_bandwidth_tables_of_gb_s() {
+        let lat =
+            parse("# OSU MPI Latency Test v5.8\n# Size          Latency (us)\n0 1.61\n8 1.70\n");
+        let p = points(&lat, "osu_latency");
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.size, p.metric, p.value, p.time_us))
+                .collect::<Vec<_>>(),
+            [
+                (0, Metric::LATENCY, 1.61, Some(1.61)),
+                (8, Metric::LATENCY, 1.70, Some(1.70))
+            ]
+        );
+        let bw = parse("# OSU MPI Bandwidth Test v5.8\n# Size      Bandwidth (MB/s)\n1 3.88\n4194304 24345.67\n");
+        let p = points(&bw, "osu_bw");
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.size, p.metric, p.value))
+                .collect::<Vec<_>>(),
+            [
+                (1, Metric::BANDWIDTH, 3.88 / 1e3),
+                (4194304, Metric::BANDWIDTH, 24345.67 / 1e3)
+            ]
+        );
+        assert!(p
+            .iter()
+            .all(|p| p.collective == "osu_bw" && p.time_us.is_none()));
+    }
 
     #[test]
     fn headers_name_their_columns() {
