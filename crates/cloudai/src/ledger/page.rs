@@ -66,12 +66,7 @@ pub(crate) fn render(title: &str, series: &BTreeMap<SeriesKey, Vec<SeriesPoint>>
             &format!("{} · {} · {}", k.subject, k.test, k.band),
             &if k.band == "peak" || headline(&k.band) && k.band.len() <= 6 {
                 crate::workloads::Metric::BUSBW.label()
-            } else if let Some(m) = k
-                .band
-                .rsplit('_')
-                .next()
-                .and_then(crate::workloads::Metric::named)
-            {
+            } else if let Some(m) = super::query::band_metric(&k.band) {
                 m.label()
             } else {
                 k.band.clone()

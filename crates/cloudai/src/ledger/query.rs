@@ -278,14 +278,17 @@ pub struct SeriesKey {
     pub band: String,
 }
 
+/// The point metric a band names by its suffix (`large_latency` → latency; bus bandwidth's own bands name none).
+pub(crate) fn band_metric(band: &str) -> Option<crate::workloads::Metric> {
+    band.rsplit('_')
+        .next()
+        .and_then(crate::workloads::Metric::named)
+}
+
 /// Whether more is better for a series' metric: a point metric's band says it (`large_latency`), a key metric's
 /// name by its unit or what it measures.
 pub fn higher_is_better(band: &str) -> bool {
-    if let Some(m) = band
-        .rsplit('_')
-        .next()
-        .and_then(crate::workloads::Metric::named)
-    {
+    if let Some(m) = band_metric(band) {
         return m.higher_is_better;
     }
     !(band.ends_with("_s")
